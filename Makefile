@@ -1,0 +1,49 @@
+# kafkalake: `make demo` and `make test` are the two commands a newcomer needs.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export KAFKALAKE_CACHE ?= $(HOME)/.cache/kafkalake
+export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
+export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
+
+.PHONY: install up down status lint test test-unit demo bench synth clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
+	@bash scripts/bootstrap.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	@echo "[install] Python packages (wheels cached in $(PIP_CACHE_DIR))"
+	@$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
+	@$(BIN)/pip install -q --no-deps -e .
+	@touch $@
+
+install: $(BIN)/.installed
+
+up: install
+	@$(BIN)/kafkalake stack up
+
+down:
+	@if [ -x $(BIN)/kafkalake ]; then $(BIN)/kafkalake stack down; fi
+
+status: install
+	@$(BIN)/kafkalake stack status
+
+lint: install
+	@echo "[lint] ruff"; $(BIN)/ruff check .
+	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake lambdas spark_jobs infra app.py bench)
+
+test: install lint
+	@$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-unit: install
+	@$(BIN)/python -m pytest -q -m "not stack"
+
+demo: up
+	@$(BIN)/kafkalake demo
+
+bench: up
+	@$(BIN)/python -m bench
+
+clean: down
+	rm -rf .stack cdk.out

@@ -1,0 +1,360 @@
+"""The topic catalog: ``catalog/<company>/<domain>/<environment>/<topic>.yaml`` plus Avro schemas beside it.
+
+Everything kafkalake does per topic (Kafka topic name, S3 prefix, Glue database/table/crawler names,
+business-time candidates, formats, policies) is derived here from those files and overridable defaults.
+Validation collects *every* problem with its file, field and a fix before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import fastavro
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
+
+ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
+DEFAULTS_FILE = "defaults.yaml"
+
+
+class ValueFormat(StrEnum):
+    AVRO = "avro"
+    JSON = "json"
+
+
+class TimeFormat(StrEnum):
+    EPOCH = "epoch"
+    ISO8601 = "iso8601"
+    AVRO_TIMESTAMP = "avro_timestamp"
+
+
+class TableInference(StrEnum):
+    CRAWLER = "crawler"
+    NATIVE = "native"
+
+
+class TimeCandidate(BaseModel):
+    """One candidate business-time field; ``path`` may be nested (``event.meta.ts``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    format: TimeFormat
+    unit: Literal["s", "ms", "us"] | None = None
+    default_zone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _unit_only_for_epoch(self) -> TimeCandidate:
+        if self.format == TimeFormat.EPOCH and self.unit is None:
+            raise ValueError("epoch candidates must declare unit: s, ms or us")
+        if self.format != TimeFormat.EPOCH and self.unit is not None:
+            raise ValueError("unit applies to epoch candidates only; remove it")
+        return self
+
+
+class ArchiveSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_records_per_run: int = Field(default=1_000_000, ge=1)
+    max_records_per_file: int = Field(default=500_000, ge=1)
+    compression: Literal["snappy", "zstd"] = "snappy"
+    accept_data_loss: bool = False
+    include_key: bool = False
+    include_headers: bool = False
+
+
+class TopicSpec(BaseModel):
+    """What a topic's YAML file may say; every field has a default or is derived."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kafka_topic: str | None = None
+    value_format: ValueFormat = ValueFormat.AVRO
+    time_fields: tuple[TimeCandidate, ...] = ()
+    tombstones: Literal["drop", "keep"] = "drop"
+    retention_days: int | None = Field(default=None, ge=1)
+    sensitivity: Literal["public", "internal", "confidential", "pii"] = "internal"
+    table_inference: TableInference = TableInference.CRAWLER
+    database: str | None = None
+    table: str | None = None
+    crawler_name: str | None = None
+    archive: ArchiveSettings = ArchiveSettings()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A topic with everything derived: what every component uses."""
+
+    name: str
+    company: str
+    domain: str
+    env: str
+    spec: TopicSpec
+    schemas: tuple[str, ...]
+    """Avro schema texts, oldest first (``<topic>.v1.avsc``, ``<topic>.v2.avsc``, ...)."""
+    source: Path
+
+    @property
+    def kafka_topic(self) -> str:
+        return self.spec.kafka_topic or f"{self.env}.{self.company}.{self.domain}.{self.name}"
+
+    @property
+    def prefix(self) -> TablePrefix:
+        return TablePrefix(self.env, self.company, self.domain, self.name)
+
+    @property
+    def database(self) -> str:
+        return self.spec.database or athena_name(f"{self.company}_{self.env}")
+
+    @property
+    def table(self) -> str:
+        return self.spec.table or athena_name(self.name)
+
+    @property
+    def crawler_name(self) -> str:
+        return self.spec.crawler_name or crawler_name_for(self.database, self.table)
+
+    def derived(self) -> dict[str, Any]:
+        """The full derived configuration, as ``catalog show`` prints it."""
+        return {
+            "topic": self.name,
+            "company": self.company,
+            "domain": self.domain,
+            "env": self.env,
+            "kafka_topic": self.kafka_topic,
+            "s3_prefix": self.prefix.data_prefix(),
+            "quarantine_prefix": self.prefix.quarantine_prefix(),
+            "glue_database": self.database,
+            "glue_table": self.table,
+            "crawler_name": self.crawler_name,
+            "schema_versions": len(self.schemas),
+            "source": str(self.source),
+            **self.spec.model_dump(mode="json", exclude={"kafka_topic", "database", "table", "crawler_name"}),
+        }
+
+
+def athena_name(raw: str) -> str:
+    """A Glue/Athena-legal name: lower case letters, digits and underscores."""
+    return re.sub(r"[^a-z0-9_]+", "_", raw.lower()).strip("_")
+
+
+def crawler_name_for(database: str, table: str) -> str:
+    """The naming convention the maintainer relies on to find a table's crawler."""
+    return f"kafkalake-{database}-{table}"
+
+
+@dataclass(frozen=True)
+class CatalogProblem:
+    file: str
+    field: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message} (fix: {self.fix})"
+
+
+class CatalogInvalid(Exception):
+    def __init__(self, problems: list[CatalogProblem]) -> None:
+        self.problems = problems
+        super().__init__(f"{len(problems)} catalog problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Catalog:
+    root: Path
+    topics: tuple[Topic, ...]
+
+    def for_env(self, env: str) -> list[Topic]:
+        return [t for t in self.topics if t.env == env]
+
+    def environments(self) -> list[str]:
+        return sorted({t.env for t in self.topics})
+
+    def get(self, name: str, env: str | None = None) -> Topic:
+        """Find a topic by short name, Kafka topic name or ``database.table``."""
+        found = [
+            t
+            for t in self.topics
+            if (env is None or t.env == env) and name in (t.name, t.kafka_topic, f"{t.database}.{t.table}")
+        ]
+        if not found:
+            raise KeyError(f"no topic {name!r}{f' in env {env!r}' if env else ''} in catalog {self.root}")
+        if len(found) > 1:
+            envs = ", ".join(sorted(t.env for t in found))
+            raise KeyError(f"topic {name!r} exists in several environments ({envs}); pass --env")
+        return found[0]
+
+    def by_table(self, database: str, table: str) -> Topic | None:
+        return next((t for t in self.topics if t.database == database and t.table == table), None)
+
+
+def load_catalog(root: Path) -> Catalog:
+    """Load and validate a catalog; raise ``CatalogInvalid`` listing every problem found."""
+    problems: list[CatalogProblem] = []
+    if not root.is_dir():
+        raise CatalogInvalid([CatalogProblem(str(root), "-", "catalog folder does not exist", "pass --catalog DIR")])
+    defaults = _load_defaults(root, problems)
+    topics = [
+        topic
+        for path in sorted(root.rglob("*.yaml"))
+        if path.name != DEFAULTS_FILE
+        for topic in [_load_topic(root, path, defaults, problems)]
+        if topic is not None
+    ]
+    _check_unique(topics, problems)
+    if problems:
+        raise CatalogInvalid(problems)
+    return Catalog(root, tuple(topics))
+
+
+def _load_defaults(root: Path, problems: list[CatalogProblem]) -> dict[str, Any]:
+    path = root / DEFAULTS_FILE
+    if not path.exists():
+        return {}
+    return _read_yaml(path, problems) or {}
+
+
+def _read_yaml(path: Path, problems: list[CatalogProblem]) -> dict[str, Any] | None:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        problems.append(CatalogProblem(str(path), "-", f"not valid YAML ({exc})", "fix the YAML syntax"))
+        return None
+    if not isinstance(data, dict):
+        problems.append(CatalogProblem(str(path), "-", "top level is not a mapping", "write key: value pairs"))
+        return None
+    return data
+
+
+def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list[CatalogProblem]) -> Topic | None:
+    parts = path.relative_to(root).parts
+    if len(parts) != 4:
+        problems.append(
+            CatalogProblem(
+                str(path),
+                "path",
+                "topic files live exactly four levels deep",
+                "move it to catalog/<company>/<domain>/<environment>/<topic>.yaml",
+            )
+        )
+        return None
+    company, domain, env, file_name = parts
+    name = file_name.removesuffix(".yaml")
+    bad_segments = False
+    for field_name, value in (("company", company), ("domain", domain), ("environment", env), ("topic", name)):
+        if not re.fullmatch(NAME_PATTERN, value):
+            problems.append(
+                CatalogProblem(
+                    str(path),
+                    field_name,
+                    f"{value!r} is not a valid name",
+                    f"rename it to {_suggest(value)!r} (lower case letters, digits, '-', '_')",
+                )
+            )
+            bad_segments = True
+    data = _read_yaml(path, problems)
+    if data is None or bad_segments:
+        return None
+    try:
+        spec = TopicSpec.model_validate({**defaults, **data})
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "-"
+            problems.append(CatalogProblem(str(path), loc, err["msg"], "see the catalog reference in README.md"))
+        return None
+    schemas = _load_schemas(path, name, problems)
+    topic = Topic(name, company, domain, env, spec, schemas, path)
+    if not schemas:
+        problems.append(
+            CatalogProblem(
+                str(path),
+                "schemas",
+                "no Avro schema beside the topic file",
+                f"add {name}.v1.avsc next to {path.name} (JSON topics declare their structure as Avro too)",
+            )
+        )
+    for field_name, value in (("database", topic.database), ("table", topic.table)):
+        if not ATHENA_NAME.match(value):
+            problems.append(
+                CatalogProblem(
+                    str(path),
+                    field_name,
+                    f"{value!r} is not legal in Athena",
+                    "use lower case letters, digits and underscores, starting with a letter",
+                )
+            )
+    return topic
+
+
+def _load_schemas(path: Path, name: str, problems: list[CatalogProblem]) -> tuple[str, ...]:
+    found: dict[int, Path] = {}
+    for schema_path in path.parent.glob(f"{name}.v*.avsc"):
+        number = schema_path.name.removeprefix(f"{name}.v").removesuffix(".avsc")
+        if not number.isdigit():
+            problems.append(
+                CatalogProblem(
+                    str(schema_path), "schema", "schema file name has no version number", f"name it {name}.v<N>.avsc"
+                )
+            )
+            continue
+        found[int(number)] = schema_path
+    texts = []
+    for _, schema_path in sorted(found.items()):
+        try:
+            fastavro.parse_schema(json.loads(schema_path.read_text()))
+        except (ValueError, fastavro.schema.SchemaParseException) as exc:
+            problems.append(
+                CatalogProblem(
+                    str(schema_path),
+                    "schema",
+                    f"not a valid Avro schema ({exc})",
+                    "fix the schema; `python -m fastavro` style validation must pass",
+                )
+            )
+            continue
+        texts.append(schema_path.read_text())
+    if found and sorted(found) != list(range(1, len(found) + 1)):
+        problems.append(
+            CatalogProblem(
+                str(path),
+                "schemas",
+                f"schema versions {sorted(found)} have gaps",
+                "number schema files v1, v2, ... without gaps",
+            )
+        )
+    return tuple(texts)
+
+
+def _check_unique(topics: list[Topic], problems: list[CatalogProblem]) -> None:
+    seen: dict[tuple[str, ...], Topic] = {}
+    for topic in topics:
+        for what, key in (
+            ("table", ("table", topic.env, topic.database, topic.table)),
+            ("kafka_topic", ("kafka_topic", topic.env, topic.kafka_topic)),
+        ):
+            other = seen.setdefault(key, topic)
+            if other is not topic:
+                problems.append(
+                    CatalogProblem(
+                        str(topic.source),
+                        what,
+                        f"maps to the same {what} {key[-1]!r} in {topic.env!r} as {other.source}",
+                        f"set '{what}:' to a distinct name in one of the two files",
+                    )
+                )
+
+
+def _suggest(value: str) -> str:
+    try:
+        return to_segment(value)
+    except LayoutError:
+        return "topic-name"

@@ -1,0 +1,189 @@
+"""The S3 key layout: the one place that both writes and reads kafkalake's object keys.
+
+Data objects live under a deterministic, Hive-style layout::
+
+    data/<env>/<company>/<domain>/<topic>/schema_version=<n>/dt=<YYYY-MM-DD>/hour=<HH>/
+        <topic>+<kafka partition>+<first offset>-<last offset>.parquet
+
+The formatter and the parser are both generated from ``_DATA_SEGMENTS`` so they cannot drift apart.
+Quarantine, compaction output and staging live under their own top-level prefixes, which the data
+parser never matches, so nothing downstream mistakes them for data partitions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Final
+from urllib.parse import unquote_plus
+
+DATA_ROOT: Final = "data"
+QUARANTINE_ROOT: Final = "quarantine"
+COMPACTED_ROOT: Final = "compacted"
+STAGING_ROOT: Final = "staging"
+STATE_ROOT: Final = "state"
+NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STAGING_ROOT, STATE_ROOT)
+
+NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
+"""A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
+
+PARTITION_KEYS: Final = ("schema_version", "dt", "hour")
+"""The Hive partition columns of every data table, in key order."""
+
+# One specification: (group name, literal prefix inside the segment, pattern).
+_DATA_SEGMENTS: Final = (
+    ("env", "", NAME_PATTERN),
+    ("company", "", NAME_PATTERN),
+    ("domain", "", NAME_PATTERN),
+    ("topic", "", NAME_PATTERN),
+    ("schema_version", "schema_version=", r"[1-9][0-9]{0,5}"),
+    ("dt", "dt=", r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),
+    ("hour", "hour=", r"[0-9]{2}"),
+)
+_FILE_PATTERN: Final = (
+    r"(?P<file_topic>" + NAME_PATTERN + r")\+(?P<kafka_partition>0|[1-9][0-9]{0,5})"
+    r"\+(?P<first_offset>0|[1-9][0-9]{0,18})-(?P<last_offset>0|[1-9][0-9]{0,18})\.parquet"
+)
+DATA_KEY_RE: Final = re.compile(
+    "^"
+    + re.escape(DATA_ROOT)
+    + "/"
+    + "/".join(f"{re.escape(lit)}(?P<{name}>{pat})" for name, lit, pat in _DATA_SEGMENTS)
+    + "/"
+    + _FILE_PATTERN
+    + "$"
+)
+
+
+class LayoutError(ValueError):
+    """A key that the data layout did not produce; the message says why."""
+
+
+def to_segment(name: str) -> str:
+    """The path segment for a name: lower case, dots and spaces become hyphens."""
+    segment = re.sub(r"[^a-z0-9_-]+", "-", name.strip().lower()).strip("-")
+    if not re.fullmatch(NAME_PATTERN, segment):
+        raise LayoutError(f"name {name!r} gives no usable path segment; use letters, digits, '-' or '_'")
+    return segment
+
+
+@dataclass(frozen=True, order=True)
+class TablePrefix:
+    """Where one topic's data lives: ``data/<env>/<company>/<domain>/<topic>/``."""
+
+    env: str
+    company: str
+    domain: str
+    topic: str
+
+    def __post_init__(self) -> None:
+        for field_name in ("env", "company", "domain", "topic"):
+            value = getattr(self, field_name)
+            if not re.fullmatch(NAME_PATTERN, value):
+                raise LayoutError(f"{field_name}={value!r} is not a layout segment (expected {NAME_PATTERN})")
+
+    def _path(self) -> str:
+        return f"{self.env}/{self.company}/{self.domain}/{self.topic}/"
+
+    def data_prefix(self) -> str:
+        return f"{DATA_ROOT}/{self._path()}"
+
+    def quarantine_prefix(self) -> str:
+        return f"{QUARANTINE_ROOT}/{self._path()}"
+
+    def compacted_prefix(self) -> str:
+        return f"{COMPACTED_ROOT}/{self._path()}"
+
+    def staging_prefix(self) -> str:
+        return f"{STAGING_ROOT}/{self._path()}"
+
+    def state_prefix(self) -> str:
+        return f"{STATE_ROOT}/{self._path()}"
+
+
+@dataclass(frozen=True, order=True)
+class Partition:
+    """One Hive partition of a data table."""
+
+    schema_version: int
+    dt: date
+    hour: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.schema_version <= 999_999:
+            raise LayoutError(f"schema_version={self.schema_version} is outside 1..999999")
+        if not 0 <= self.hour <= 23:
+            raise LayoutError(f"hour={self.hour} is outside 0..23")
+
+    def values(self) -> list[str]:
+        """Glue partition values, in ``PARTITION_KEYS`` order."""
+        return [str(self.schema_version), self.dt.isoformat(), f"{self.hour:02d}"]
+
+    def path(self) -> str:
+        return "/".join(f"{k}={v}" for k, v in zip(PARTITION_KEYS, self.values(), strict=True)) + "/"
+
+    @classmethod
+    def from_values(cls, values: list[str]) -> Partition:
+        version, dt, hour = values
+        return cls(int(version), date.fromisoformat(dt), int(hour))
+
+
+@dataclass(frozen=True, order=True)
+class DataKey:
+    """A parsed data object key."""
+
+    table: TablePrefix
+    partition: Partition
+    kafka_partition: int
+    first_offset: int
+    last_offset: int
+
+    def __post_init__(self) -> None:
+        if self.kafka_partition < 0 or self.first_offset < 0:
+            raise LayoutError("Kafka partition and offsets must be non-negative")
+        if self.last_offset < self.first_offset:
+            raise LayoutError(f"offset range {self.first_offset}-{self.last_offset} is reversed")
+
+    def partition_prefix(self) -> str:
+        return self.table.data_prefix() + self.partition.path()
+
+    def file_name(self) -> str:
+        return f"{self.table.topic}+{self.kafka_partition}+{self.first_offset}-{self.last_offset}.parquet"
+
+    def key(self) -> str:
+        return self.partition_prefix() + self.file_name()
+
+
+def parse_data_key(key: str) -> DataKey:
+    """Parse a decoded data key; raise ``LayoutError`` saying why a key is not one of ours."""
+    match = DATA_KEY_RE.match(key)
+    if match is None:
+        root = key.split("/", 1)[0]
+        if root in NON_DATA_ROOTS:
+            raise LayoutError(f"{key!r} is under the {root!r} prefix, not a data partition")
+        if not key.endswith(".parquet"):
+            raise LayoutError(f"{key!r} is not a .parquet data object")
+        raise LayoutError(
+            f"{key!r} does not match {DATA_ROOT}/<env>/<company>/<domain>/<topic>/schema_version=<n>/"
+            "dt=<YYYY-MM-DD>/hour=<HH>/<topic>+<partition>+<first>-<last>.parquet"
+        )
+    g = match.groupdict()
+    if g["file_topic"] != g["topic"]:
+        raise LayoutError(f"{key!r}: file name topic {g['file_topic']!r} differs from prefix topic {g['topic']!r}")
+    try:
+        partition = Partition(int(g["schema_version"]), date.fromisoformat(g["dt"]), int(g["hour"]))
+    except ValueError as exc:
+        raise LayoutError(f"{key!r}: invalid partition value ({exc})") from exc
+    return DataKey(
+        table=TablePrefix(g["env"], g["company"], g["domain"], g["topic"]),
+        partition=partition,
+        kafka_partition=int(g["kafka_partition"]),
+        first_offset=int(g["first_offset"]),
+        last_offset=int(g["last_offset"]),
+    )
+
+
+def decode_event_key(raw: str) -> str:
+    """Decode a key as S3 event notifications carry it (``+`` is a space, ``%XX`` escapes)."""
+    return unquote_plus(raw)

@@ -1,0 +1,47 @@
+"""Spark sessions: local Spark with the cached connector jars and S3A on the configured endpoint."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkalake.config import LOCAL_ACCESS_KEY, Endpoints
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def s3a_conf(endpoints: Endpoints) -> dict[str, str]:
+    """Hadoop S3A settings; locally path-style against the moto endpoint, in AWS the defaults."""
+    if not endpoints.aws_endpoint_url:
+        return {}
+    return {
+        "spark.hadoop.fs.s3a.endpoint": endpoints.aws_endpoint_url,
+        "spark.hadoop.fs.s3a.endpoint.region": endpoints.region,
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "spark.hadoop.fs.s3a.access.key": LOCAL_ACCESS_KEY,
+        "spark.hadoop.fs.s3a.secret.key": LOCAL_ACCESS_KEY,
+        "spark.hadoop.fs.s3a.change.detection.mode": "none",
+        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
+
+
+def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSession:
+    """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time)."""
+    from pyspark.sql import SparkSession
+
+    from kafkalake.stack import spark_jars
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.jars", ",".join(str(p) for p in spark_jars()))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "2g")
+    )
+    for key, value in s3a_conf(endpoints).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,328 @@
+"""The local stack: real Kafka (KRaft), a real Confluent-compatible registry (Apicurio), moto's server, Spark jars.
+
+Everything is downloaded once from Maven Central into the cache (``~/.cache/kafkalake`` or
+``$KAFKALAKE_CACHE``), then started on 127.0.0.1 as separate processes tracked by pid files under
+``.stack/`` in the work tree. ``up`` is idempotent; ``down`` stops only processes it recorded.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalake.config import (
+    LOCAL_AWS_PORT,
+    LOCAL_CONTROLLER_PORT,
+    LOCAL_KAFKA_PORT,
+    LOCAL_REGISTRY_PORT,
+    cache_dir,
+    repo_root,
+)
+
+KAFKA_VERSION = "3.9.1"
+APICURIO_VERSION = "3.0.9"
+SPARK_VERSION = "3.5.3"
+"""EMR Serverless emr-7.7.0 runs Spark 3.5.3 (the newest emr-7.x Spark whose Kafka connector is on Maven
+Central: spark-sql-kafka 3.5.4-3.5.6 are not published there). PySpark is pinned to it in requirements.txt."""
+EMR_RELEASE = "emr-7.7.0"
+HADOOP_VERSION = "3.3.4"
+SPARK_JARS = (
+    f"org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION}",
+    f"org.apache.spark:spark-token-provider-kafka-0-10_2.12:{SPARK_VERSION}",
+    "org.apache.kafka:kafka-clients:3.4.1",
+    "org.apache.commons:commons-pool2:2.11.1",
+    f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
+    f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}",
+    "com.amazonaws:aws-java-sdk-bundle:1.12.262",
+)
+KAFKA_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>kafkalake.stack</groupId><artifactId>kafka</artifactId><version>1</version><packaging>pom</packaging>
+<dependencies>
+<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{KAFKA_VERSION}</version></dependency>
+<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{KAFKA_VERSION}</version></dependency>
+<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>
+</dependencies></project>
+"""
+LOG4J = """log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=WARN
+"""
+
+
+def say(message: str) -> None:
+    print(f"[stack] {message}", flush=True)
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("KAFKALAKE_STACK_DIR", repo_root() / ".stack"))
+
+
+def _mvn(*args: str) -> None:
+    cmd = ["mvn", "-B", "-q", f"-Dmaven.repo.local={cache_dir() / 'm2'}", *args]
+    subprocess.run(cmd, check=True)
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / ".complete").exists()
+
+
+def _mark_complete(folder: Path) -> None:
+    (folder / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def kafka_libs() -> Path:
+    folder = cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
+    if not _complete(folder):
+        say(f"downloading Apache Kafka {KAFKA_VERSION} jars from Maven Central into {folder}")
+        folder.mkdir(parents=True, exist_ok=True)
+        pom = folder.parent / "pom.xml"
+        pom.write_text(KAFKA_POM)
+        _mvn("-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={folder}", "-DincludeScope=runtime")
+        _mark_complete(folder)
+    return folder
+
+
+def spark_jars() -> list[Path]:
+    """The Kafka, Avro and S3A connector jars for the pinned Spark, resolved once into the cache."""
+    folder = cache_dir() / f"spark-jars-{SPARK_VERSION}"
+    if not _complete(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        for coordinate in SPARK_JARS:
+            say(f"downloading {coordinate} into {folder}")
+            _mvn("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
+        _mark_complete(folder)
+    return sorted(folder.glob("*.jar"))
+
+
+def apicurio_jar() -> Path:
+    folder = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}"
+    if not _complete(folder):
+        say(f"downloading Apicurio Registry {APICURIO_VERSION} from Maven Central into {folder}")
+        folder.mkdir(parents=True, exist_ok=True)
+        _mvn(
+            "dependency:copy",
+            f"-Dartifact=io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all",
+            f"-DoutputDirectory={folder}",
+        )
+        archive = next(folder.glob("*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            tar.extractall(folder, filter="data")
+        archive.unlink()
+        _mark_complete(folder)
+    return _runner_jar(folder)
+
+
+def _runner_jar(folder: Path) -> Path:
+    """The Quarkus launcher: ``quarkus-run.jar`` (fast-jar layout) or ``*-runner.jar`` (legacy-jar layout)."""
+    for pattern in ("quarkus-run.jar", "*-runner.jar"):
+        found = sorted(folder.rglob(pattern))
+        if found:
+            return found[0]
+    raise RuntimeError(f"no quarkus-run.jar or *-runner.jar under {folder}; delete the folder to download again")
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback health check
+            return bool(200 <= response.status < 300)
+    except OSError:
+        return False
+
+
+def _kafka_ok() -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        AdminClient({"bootstrap.servers": f"127.0.0.1:{LOCAL_KAFKA_PORT}"}).list_topics(timeout=2)
+    except Exception:  # noqa: BLE001 - any failure means "not healthy yet"
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    prepare: Callable[[Path], list[str]]
+    """Downloads what the service needs, prepares its folder, returns the command that runs it."""
+    healthy: Callable[[], bool]
+    startup_seconds: int
+
+    @property
+    def pid_file(self) -> Path:
+        return state_dir() / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return state_dir() / f"{self.name}.log"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    def start(self) -> None:
+        if self.pid() is not None and self.healthy():
+            say(f"{self.name}: already running (pid {self.pid()})")
+            return
+        if self.pid() is not None:
+            self.stop()
+        work = state_dir() / self.name
+        command = self.prepare(work)
+        log = self.log_file.open("ab")
+        process = subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid_file.write_text(str(process.pid))
+        say(f"{self.name}: started pid {process.pid}, waiting for health (log: {self.log_file})")
+        deadline = time.monotonic() + self.startup_seconds
+        while not self.healthy():
+            if process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {process.returncode}; see {self.log_file}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} not healthy after {self.startup_seconds}s; see {self.log_file}")
+            time.sleep(0.5)
+        say(f"{self.name}: healthy")
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(60):
+            if self.pid() is None:
+                break
+            time.sleep(0.25)
+        else:
+            os.killpg(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+        say(f"{self.name}: stopped (pid {pid})")
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("java not found on PATH; install a Java 17 JDK (apt-get install openjdk-17-jdk-headless)")
+    return java
+
+
+def _prepare_kafka(work: Path) -> list[str]:
+    libs = kafka_libs()
+    work.mkdir(parents=True, exist_ok=True)
+    data = work / "data"
+    (work / "log4j.properties").write_text(LOG4J)
+    props = work / "server.properties"
+    props.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{LOCAL_CONTROLLER_PORT}",
+                f"listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT},CONTROLLER://127.0.0.1:{LOCAL_CONTROLLER_PORT}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={data}",
+                "num.partitions=3",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "auto.create.topics.enable=false",
+                "log.retention.hours=-1",
+            ]
+        )
+        + "\n"
+    )
+    java = [_java(), "-Xmx768m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}", "-cp", f"{libs}/*"]
+    if not (data / "meta.properties").exists():
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return [*java, "kafka.Kafka", str(props)]
+
+
+def _prepare_registry(work: Path) -> list[str]:
+    jar = apicurio_jar()
+    work.mkdir(parents=True, exist_ok=True)
+    return [
+        _java(),
+        "-Xmx512m",
+        f"-Dquarkus.http.port={LOCAL_REGISTRY_PORT}",
+        "-Dquarkus.http.host=127.0.0.1",
+        "-Dquarkus.log.level=WARN",
+        "-jar",
+        str(jar),
+    ]
+
+
+def _prepare_moto(work: Path) -> list[str]:
+    work.mkdir(parents=True, exist_ok=True)
+    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(LOCAL_AWS_PORT)]
+
+
+SERVICES = (
+    Service("kafka", _prepare_kafka, _kafka_ok, 90),
+    Service(
+        "registry",
+        _prepare_registry,
+        lambda: _http_ok(f"http://127.0.0.1:{LOCAL_REGISTRY_PORT}/apis/ccompat/v7/subjects"),
+        120,
+    ),
+    Service("moto", _prepare_moto, lambda: _http_ok(f"http://127.0.0.1:{LOCAL_AWS_PORT}/moto-api/"), 60),
+)
+
+
+def up() -> list[str]:
+    """Start every service that is not already healthy; return the names this call started."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    spark_jars()
+    started = []
+    for service in SERVICES:
+        was_running = service.pid() is not None and service.healthy()
+        service.start()
+        if not was_running:
+            started.append(service.name)
+    return started
+
+
+def down(names: list[str] | None = None) -> None:
+    for service in reversed(SERVICES):
+        if names is None or service.name in names:
+            service.stop()
+
+
+def status() -> dict[str, str]:
+    return {
+        s.name: ("healthy" if s.healthy() else "unhealthy") + f" (pid {s.pid()})" if s.pid() else "stopped"
+        for s in SERVICES
+    }
+
+
+@contextmanager
+def running() -> Iterator[None]:
+    """Start the stack for the duration of a block; stop only what this block started."""
+    started = up()
+    try:
+        yield
+    finally:
+        down(started)

@@ -1,0 +1,112 @@
+"""Each component of the local stack is real and reachable over the network, as the code reaches it in AWS."""
+
+import json
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalake.config import Endpoints
+from kafkalake.registry import RegistryClient, encode, split_header
+from tests.conftest import client
+
+pytestmark = pytest.mark.stack
+
+
+def create_topic(endpoints: Endpoints, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+
+
+def test_kafka_produce_and_consume(local_stack: Endpoints) -> None:
+    topic = f"test-roundtrip-{uuid.uuid4().hex[:8]}"
+    create_topic(local_stack, topic)
+    producer = Producer({"bootstrap.servers": local_stack.kafka_bootstrap})
+    producer.produce(topic, key=b"k", value=b"hello kafkalake")
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": local_stack.kafka_bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+        assert message is not None and message.error() is None
+        assert (message.key(), message.value(), message.offset()) == (b"k", b"hello kafkalake", 0)
+    finally:
+        consumer.close()
+
+
+def test_schema_registered_and_fetched_by_id(local_stack: Endpoints) -> None:
+    registry = RegistryClient(local_stack.schema_registry_url)
+    subject = f"test-{uuid.uuid4().hex[:8]}-value"
+    v1 = json.dumps({"type": "record", "name": "T", "fields": [{"name": "id", "type": "string"}]})
+    v2 = json.dumps(
+        {
+            "type": "record",
+            "name": "T",
+            "fields": [{"name": "id", "type": "string"}, {"name": "n", "type": ["null", "long"], "default": None}],
+        }
+    )
+    first, second = registry.register(subject, v1), registry.register(subject, v2)
+    assert registry.register(subject, v1) == first
+    assert json.loads(registry.schema_by_id(first)) == json.loads(v1)
+    assert json.loads(registry.schema_by_id(second)) == json.loads(v2)
+    assert [(s.version, s.schema_id) for s in registry.versions(subject)] == [(1, first), (2, second)]
+    assert registry.versions(f"missing-{subject}") == []
+    framed = encode(second, v2, {"id": "a", "n": 3})
+    assert split_header(framed)[0] == second
+
+
+def test_s3_put_notifies_sqs(local_stack: Endpoints) -> None:
+    s3, sqs = client(local_stack, "s3"), client(local_stack, "sqs")
+    bucket = f"notify-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": local_stack.region})
+    queue_url = sqs.create_queue(QueueName=bucket)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    s3.put_bucket_notification_configuration(
+        Bucket=bucket,
+        NotificationConfiguration={"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]},
+    )
+    s3.put_object(Bucket=bucket, Key="data/x/y.parquet", Body=b"123")
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2).get("Messages", [])
+    ]
+    records = [r for body in bodies for r in body.get("Records", [])]
+    assert [r["s3"]["object"]["key"] for r in records] == ["data%2Fx%2Fy.parquet"]
+    assert records[0]["eventName"] == "ObjectCreated:Put"
+
+
+def test_spark_reads_kafka_and_writes_parquet_to_s3(local_stack: Endpoints, spark) -> None:  # type: ignore[no-untyped-def]
+    topic = f"test-spark-{uuid.uuid4().hex[:8]}"
+    create_topic(local_stack, topic, partitions=3)
+    producer = Producer({"bootstrap.servers": local_stack.kafka_bootstrap})
+    for i in range(30):
+        producer.produce(topic, value=str(i).encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    s3 = client(local_stack, "s3")
+    bucket = f"spark-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": local_stack.region})
+
+    frame = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", local_stack.kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+    )
+    frame.write.parquet(f"s3a://{bucket}/out/")
+
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="out/")["Contents"]]
+    assert any(k.endswith(".parquet") for k in keys)
+    back = spark.read.parquet(f"s3a://{bucket}/out/")
+    assert sorted(int(r.value) for r in back.collect()) == list(range(30))
+    assert {r.partition for r in back.select("partition").distinct().collect()} == {0, 1, 2}

@@ -1,0 +1,122 @@
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kafkalake.catalog import CatalogInvalid, load_catalog
+from kafkalake.cli import app
+from kafkalake.config import repo_root
+
+EXAMPLE = repo_root() / "catalog"
+SCHEMA = json.dumps({"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"}]})
+
+
+def write_topic(root: Path, rel: str, body: str, schemas: int = 1) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    name = path.name.removesuffix(".yaml")
+    for version in range(1, schemas + 1):
+        (path.parent / f"{name}.v{version}.avsc").write_text(SCHEMA)
+    return path
+
+
+def problems(root: Path) -> list[str]:
+    with pytest.raises(CatalogInvalid) as exc:
+        load_catalog(root)
+    return [str(p) for p in exc.value.problems]
+
+
+def test_example_catalog_derives_everything() -> None:
+    catalog = load_catalog(EXAMPLE)
+    assert catalog.environments() == ["production", "staging"]
+    assert {t.company for t in catalog.topics} == {"acme", "globex"}
+    assert len(catalog.for_env("staging")) == 5
+    assert len(catalog.for_env("production")) == 3
+    card = catalog.get("card-authorized", "staging")
+    assert card.kafka_topic == "staging.acme.payments.card-authorized"
+    assert card.database == "acme_staging"
+    assert card.table == "card_authorized"
+    assert card.crawler_name == "kafkalake-acme_staging-card_authorized"
+    assert card.prefix.data_prefix() == "data/staging/acme/payments/card-authorized/"
+    assert len(card.schemas) == 2
+    assert [c.path for c in card.spec.time_fields] == ["authorization.authorized_at", "created_at_ms"]
+    assert card.spec.table_inference.value == "native"
+    # Defaults from defaults.yaml, overridden per topic.
+    assert catalog.get("shipment-events", "staging").spec.tombstones == "keep"
+    assert catalog.get("sensor-readings", "staging").spec.tombstones == "drop"
+    assert catalog.get("customer-updated").spec.archive.include_key is True
+    assert catalog.get("acme_staging.refund_issued").name == "refund-issued"
+
+
+def test_ambiguous_lookup_names_the_environments() -> None:
+    with pytest.raises(KeyError, match=r"several environments \(production, staging\); pass --env"):
+        load_catalog(EXAMPLE).get("card-authorized")
+
+
+def test_two_topics_mapping_to_one_table(tmp_path: Path) -> None:
+    write_topic(tmp_path, "acme/payments/staging/orders.yaml", "value_format: avro\n")
+    other = write_topic(tmp_path, "acme/shop/staging/orders.yaml", "value_format: avro\n")
+    found = problems(tmp_path)
+    assert found == [
+        f"{other}: table: maps to the same table 'orders' in 'staging' as "
+        f"{tmp_path / 'acme/payments/staging/orders.yaml'} "
+        "(fix: set 'table:' to a distinct name in one of the two files)"
+    ]
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    write_topic(tmp_path, "acme/payments/staging/a.yaml", "value_format: protobuf\n")
+    write_topic(tmp_path, "acme/payments/staging/b.yaml", "time_fields:\n  - {path: ts, format: epoch}\n")
+    write_topic(tmp_path, "acme/payments/staging/c.yaml", "value_format: json\n", schemas=0)
+    write_topic(tmp_path, "acme/payments/staging/d.yaml", "colour: red\n")
+    write_topic(tmp_path, "acme/payments/staging/e.yaml", "table: 9-bad\n")
+    write_topic(tmp_path, "acme/payments/f.yaml", "{}\n")
+    write_topic(tmp_path, "Acme/payments/staging/g.yaml", "{}\n")
+    write_topic(tmp_path, "acme/payments/staging/h.yaml", "key: [unclosed\n")
+    write_topic(tmp_path, "acme/payments/staging/i.yaml", "time_fields:\n  - {path: ts, format: iso8601, unit: s}\n")
+    found = "\n".join(problems(tmp_path))
+    assert "a.yaml: value_format: Input should be 'avro' or 'json'" in found
+    assert "b.yaml: time_fields.0: Value error, epoch candidates must declare unit: s, ms or us" in found
+    assert "c.yaml: schemas: no Avro schema beside the topic file (fix: add c.v1.avsc next to c.yaml" in found
+    assert "d.yaml: colour: Extra inputs are not permitted" in found
+    assert "e.yaml: table: '9-bad' is not legal in Athena" in found
+    assert "f.yaml: path: topic files live exactly four levels deep" in found
+    assert "g.yaml: company: 'Acme' is not a valid name (fix: rename it to 'acme'" in found
+    assert "h.yaml: -: not valid YAML" in found
+    assert "i.yaml: time_fields.0: Value error, unit applies to epoch candidates only; remove it" in found
+
+
+def test_bad_and_gapped_schemas(tmp_path: Path) -> None:
+    topic = write_topic(tmp_path, "acme/payments/staging/a.yaml", "{}\n")
+    (topic.parent / "a.v3.avsc").write_text(SCHEMA)
+    write_topic(tmp_path, "acme/payments/staging/b.yaml", "{}\n", schemas=0)
+    (topic.parent / "b.v1.avsc").write_text(
+        '{"type": "record", "name": "R", "fields": [{"name": "x", "type": "nosuch"}]}'
+    )
+    found = "\n".join(problems(tmp_path))
+    assert "a.yaml: schemas: schema versions [1, 3] have gaps" in found
+    assert "b.v1.avsc: schema: not a valid Avro schema" in found
+
+
+def test_cli_validate_and_show() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["catalog", "validate"])
+    assert result.exit_code == 0, result.output
+    assert "8 topics in environments production, staging: OK" in result.output
+    shown = runner.invoke(app, ["catalog", "show", "sensor-readings", "--env", "production"])
+    assert shown.exit_code == 0, shown.output
+    derived = json.loads(shown.output)
+    assert derived["glue_database"] == "globex_production"
+    assert derived["s3_prefix"] == "data/production/globex/iot/sensor-readings/"
+    assert derived["time_fields"] == [
+        {"path": "reading.measured_at_us", "format": "epoch", "unit": "us", "default_zone": "UTC"}
+    ]
+
+
+def test_cli_validate_fails_on_bad_catalog(tmp_path: Path) -> None:
+    write_topic(tmp_path, "acme/payments/staging/a.yaml", "value_format: xml\n")
+    result = CliRunner().invoke(app, ["catalog", "validate", "--catalog", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "1 catalog problem(s)" in result.output

@@ -1,0 +1,127 @@
+from datetime import date
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkalake.layout import (
+    DataKey,
+    LayoutError,
+    Partition,
+    TablePrefix,
+    decode_event_key,
+    parse_data_key,
+    to_segment,
+)
+
+segments = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,20}", fullmatch=True)
+keys = st.builds(
+    DataKey,
+    table=st.builds(TablePrefix, segments, segments, segments, segments),
+    partition=st.builds(
+        Partition,
+        schema_version=st.integers(1, 999_999),
+        dt=st.dates(date(2000, 1, 1), date(2999, 12, 31)),
+        hour=st.integers(0, 23),
+    ),
+    kafka_partition=st.integers(0, 99_999),
+    first_offset=st.integers(0, 10**15),
+    last_offset=st.just(10**15 + 7),
+)
+
+
+def s3_event_encode(key: str) -> str:
+    """What moto puts in an event: everything escaped, '/' included ('+' becomes %2B)."""
+    return quote(key, safe="")
+
+
+def real_s3_event_encode(key: str) -> str:
+    """What real S3 puts in an event: '/' kept, ' ' as '+', '+' as %2B."""
+    return quote(key, safe="/").replace("%20", "+")
+
+
+@given(keys)
+def test_round_trip_through_event_encodings(data_key: DataKey) -> None:
+    key = data_key.key()
+    assert parse_data_key(key) == data_key
+    assert parse_data_key(decode_event_key(s3_event_encode(key))) == data_key
+    assert parse_data_key(decode_event_key(real_s3_event_encode(key))) == data_key
+
+
+@given(keys)
+def test_formatted_key_shape(data_key: DataKey) -> None:
+    key = data_key.key()
+    assert key.startswith(f"data/{data_key.table.env}/{data_key.table.company}/")
+    assert f"/schema_version={data_key.partition.schema_version}/dt=" in key
+    assert key.endswith(".parquet")
+
+
+def test_example_key() -> None:
+    key = DataKey(
+        TablePrefix("staging", "acme", "payments", "card-authorized"),
+        Partition(2, date(2026, 11, 21), 7),
+        kafka_partition=1,
+        first_offset=100,
+        last_offset=199,
+    ).key()
+    assert key == (
+        "data/staging/acme/payments/card-authorized/schema_version=2/dt=2026-11-21/hour=07/"
+        "card-authorized+1+100-199.parquet"
+    )
+    assert (
+        decode_event_key(
+            "data%2Fstaging%2Facme%2Fpayments%2Fcard-authorized%2Fschema_version%3D2%2Fdt%3D2026-11-21"
+            "%2Fhour%3D07%2Fcard-authorized%2B1%2B100-199.parquet"
+        )
+        == key
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("quarantine/staging/acme/payments/card-authorized/x.parquet", "under the 'quarantine' prefix"),
+        ("compacted/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/a.parquet", "'compacted' prefix"),
+        ("staging/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet", "'staging' prefix"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/_SUCCESS", "not a .parquet data object"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet.tmp", "not a .parquet"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=24/t+0+0-1.parquet", "hour=24 is outside"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-02-30/hour=00/t+0+0-1.parquet", "invalid partition"),
+        ("data/staging/acme/p/t/schema_version=0/dt=2026-01-01/hour=00/t+0+0-1.parquet", "does not match"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/u+0+0-1.parquet", "differs from prefix"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+9-1.parquet", "is reversed"),
+        ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/t+0+0-1.parquet", "does not match"),
+        ("data/Staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet", "does not match"),
+    ],
+)
+def test_foreign_keys_are_rejected_with_a_reason(key: str, reason: str) -> None:
+    with pytest.raises(LayoutError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        parse_data_key(key)
+
+
+def test_prefixes_do_not_overlap() -> None:
+    prefix = TablePrefix("production", "acme", "payments", "card-authorized")
+    roots = {
+        p.split("/")[0]
+        for p in (
+            prefix.data_prefix(),
+            prefix.quarantine_prefix(),
+            prefix.compacted_prefix(),
+            prefix.staging_prefix(),
+            prefix.state_prefix(),
+        )
+    }
+    assert roots == {"data", "quarantine", "compacted", "staging", "state"}
+
+
+def test_partition_values_round_trip() -> None:
+    partition = Partition(3, date(2026, 1, 2), 5)
+    assert partition.values() == ["3", "2026-01-02", "05"]
+    assert Partition.from_values(partition.values()) == partition
+
+
+def test_to_segment() -> None:
+    assert to_segment("Card.Authorized") == "card-authorized"
+    with pytest.raises(LayoutError, match="no usable path segment"):
+        to_segment("...")
