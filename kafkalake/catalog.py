@@ -112,11 +112,11 @@ class Topic:
 
     @property
     def database(self) -> str:
-        return self.spec.database or athena_name(f"{self.company}_{self.env}")
+        return self.spec.database or default_names(self.prefix)[0]
 
     @property
     def table(self) -> str:
-        return self.spec.table or athena_name(self.name)
+        return self.spec.table or default_names(self.prefix)[1]
 
     @property
     def crawler_name(self) -> str:
@@ -144,6 +144,11 @@ class Topic:
 def athena_name(raw: str) -> str:
     """A Glue/Athena-legal name: lower case letters, digits and underscores."""
     return re.sub(r"[^a-z0-9_]+", "_", raw.lower()).strip("_")
+
+
+def default_names(prefix: TablePrefix) -> tuple[str, str]:
+    """The Glue (database, table) a data prefix maps to unless the catalog overrides them."""
+    return athena_name(f"{prefix.company}_{prefix.env}"), athena_name(prefix.topic)
 
 
 def crawler_name_for(database: str, table: str) -> str:

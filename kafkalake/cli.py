@@ -74,3 +74,46 @@ def stack_status() -> None:
         typer.echo(f"  {name:<9} {state}")
     if any(not s.startswith("healthy") for s in states.values()):
         raise typer.Exit(1)
+
+
+EnvOption = Annotated[str, typer.Option("--env", help="Environment from environments.yaml.")]
+
+
+@app.command("provision")
+def provision_cmd(env: EnvOption = "staging", catalog: CatalogOption = DEFAULT_CATALOG) -> None:
+    """Create on the local AWS endpoint what `cdk deploy` would: bucket, queue + DLQ, notifications, Glue."""
+    from kafkalake.aws import make_client
+    from kafkalake.config import Endpoints
+    from kafkalake.environments import load_environments
+    from kafkalake.provision import provision
+
+    endpoints = Endpoints.from_env()
+    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+    done = provision(clients, endpoints.region, load_environments()[env], load_catalog(catalog))
+    typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
+    typer.echo(f"  bucket     s3://{done.bucket}\n  queue      {done.queue_url}\n  dlq        {done.dlq_url}")
+    typer.echo(f"  databases  {', '.join(done.databases)}\n  crawlers   {', '.join(done.crawlers) or '-'}")
+
+
+@app.command("maintain")
+def maintain(
+    once: Annotated[bool, typer.Option("--once", help="Run one scheduled invocation and exit.")] = True,
+    env: EnvOption = "staging",
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Run the metastore maintainer's Lambda handler once against the configured endpoints."""
+    import os
+
+    from kafkalake.config import Endpoints
+    from kafkalake.environments import load_environments
+    from lambdas.maintainer.local import invoke_locally
+
+    if not once:
+        raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
+    settings = load_environments()[env]
+    report = invoke_locally(Endpoints.from_env(), settings, load_catalog(catalog), os.environ)
+    for name, value in sorted(report["counts"].items()):
+        typer.echo(f"  {name:<32} {value}")
+    for error in report["errors"]:
+        typer.echo(f"  error: {error}", err=True)
+    typer.echo(f"maintainer run done: {len(report['events'])} events published to bus {settings.event_bus_name}")

@@ -11,6 +11,7 @@ import base64
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -148,7 +149,8 @@ def _kafka_ok() -> bool:
     from confluent_kafka.admin import AdminClient
 
     try:
-        AdminClient({"bootstrap.servers": f"127.0.0.1:{LOCAL_KAFKA_PORT}"}).list_topics(timeout=2)
+        socket.create_connection(("127.0.0.1", LOCAL_KAFKA_PORT), timeout=1).close()
+        AdminClient({"bootstrap.servers": f"127.0.0.1:{LOCAL_KAFKA_PORT}", "log_level": 0}).list_topics(timeout=2)
     except Exception:  # noqa: BLE001 - any failure means "not healthy yet"
         return False
     return True

@@ -1,0 +1,30 @@
+"""boto3 clients for kafkalake: one factory, botocore's own retry modes for throttling."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from kafkalake.config import Endpoints
+
+RETRIES = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=5, read_timeout=30)
+
+
+def make_client(endpoints: Endpoints, service: str) -> Any:
+    return boto3.client(service, config=RETRIES, **endpoints.boto3_kwargs())
+
+
+def count_calls(client: Any, counter: Counter[str]) -> Any:
+    """Count every API call the client makes into ``counter`` as ``service.Operation``.
+
+    One count per call: botocore's retries of a call are not counted again."""
+    service = client.meta.service_model.service_name
+
+    def _count(model: Any, **_: Any) -> None:
+        counter[f"{service}.{model.name}"] += 1
+
+    client.meta.events.register(f"before-call.{service}.*", _count)
+    return client

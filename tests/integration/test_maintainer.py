@@ -1,0 +1,402 @@
+"""The maintainer against the local stack: real objects in moto's S3, real notifications in its SQS, real Glue calls."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from kafkalake.aws import count_calls, make_client
+from kafkalake.catalog import load_catalog
+from kafkalake.config import Endpoints, repo_root
+from kafkalake.environments import load_environments
+from kafkalake.glue import COMPLETE_PARAMETER
+from kafkalake.layout import DataKey, Partition, TablePrefix
+from kafkalake.provision import Provisioned, provision
+from lambdas.maintainer.logic import Clients, Report, Settings, State, drain, tables_document, tables_from_document
+
+pytestmark = pytest.mark.stack
+ENV = load_environments()["staging"]
+CATALOG = load_catalog(repo_root() / "catalog")
+CARD = TablePrefix("staging", "acme", "payments", "card-authorized")  # native inference
+SENSOR = TablePrefix("staging", "globex", "iot", "sensor-readings")  # crawler mode
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def parquet(version: int, rows: int = 3) -> bytes:
+    columns: dict[str, Any] = {
+        "id": pa.array([f"id-{i}" for i in range(rows)]),
+        "amount_cents": pa.array(range(rows), pa.int64()),
+        "authorization": pa.array(
+            [{"issuer": "x", "authorized_at": None}] * rows,
+            pa.struct([("issuer", pa.string()), ("authorized_at", pa.timestamp("ms"))]),
+        ),
+    }
+    if version >= 2:
+        columns["merchant_country"] = pa.array(["DE"] * rows)
+    if version == 99:  # an incompatible change: amount_cents becomes a string
+        columns["amount_cents"] = pa.array(["1"] * rows)
+    out = io.BytesIO()
+    pq.write_table(pa.table(columns), out)
+    return out.getvalue()
+
+
+def key(prefix: TablePrefix, version: int, hour: int, first: int = 0, day: date = date(2026, 11, 21)) -> DataKey:
+    return DataKey(prefix, Partition(version, day, hour), kafka_partition=0, first_offset=first, last_offset=first + 9)
+
+
+class Lake:
+    def __init__(self, endpoints: Endpoints, provisioned: Provisioned) -> None:
+        self.endpoints, self.p = endpoints, provisioned
+        self.calls: Counter[str] = Counter()
+        self.s3 = make_client(endpoints, "s3")
+        self.sqs = make_client(endpoints, "sqs")
+        self.glue = count_calls(make_client(endpoints, "glue"), self.calls)
+        self.clients = Clients(self.sqs, self.glue, self.s3, make_client(endpoints, "events"))
+        self.settings = Settings(
+            queue_url=provisioned.queue_url,
+            bucket=provisioned.bucket,
+            event_bus=provisioned.event_bus,
+            tables=tables_from_document(tables_document(CATALOG.for_env("staging")), ENV.bucket),
+            wait_seconds=0,
+        )
+        self.state = State(ttl=600)
+
+    def put(self, data_key: DataKey, version_body: int | None = None) -> None:
+        body = parquet(version_body or data_key.partition.schema_version)
+        self.s3.put_object(Bucket=self.p.bucket, Key=data_key.key(), Body=body)
+
+    def send(self, body: dict[str, Any] | str) -> None:
+        self.sqs.send_message(
+            QueueUrl=self.p.queue_url, MessageBody=body if isinstance(body, str) else json.dumps(body)
+        )
+
+    def run(self) -> Report:
+        self.calls.clear()
+        return drain(self.settings, self.clients, self.state, remaining_ms=lambda: 600_000, now=lambda: NOW)
+
+    def queue_depth(self, url: str | None = None) -> int:
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=url or self.p.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    def partitions(self, prefix: TablePrefix) -> set[tuple[str, ...]]:
+        database, table = self.names(prefix)
+        pages = self.glue.get_paginator("get_partitions").paginate(DatabaseName=database, TableName=table)
+        return {tuple(p["Values"]) for page in pages for p in page["Partitions"]}
+
+    def tables(self) -> set[tuple[str, str]]:
+        return {(db, t["Name"]) for db in self.p.databases for t in self.glue.get_tables(DatabaseName=db)["TableList"]}
+
+    @staticmethod
+    def names(prefix: TablePrefix) -> tuple[str, str]:
+        topic = CATALOG.get(prefix.topic, prefix.env)
+        return topic.database, topic.table
+
+    def glue_writes(self) -> int:
+        return sum(n for op, n in self.calls.items() if op.split(".")[1].startswith(("Create", "Update", "Batch")))
+
+    def glue_total(self) -> int:
+        return sum(self.calls.values())
+
+
+@pytest.fixture
+def lake(local_stack: Endpoints) -> Iterator[Lake]:
+    reset = urllib.request.Request(f"{local_stack.aws_endpoint_url}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset).read()
+    clients = {s: make_client(local_stack, s) for s in ("s3", "sqs", "glue", "events")}
+    yield Lake(local_stack, provision(clients, local_stack.region, ENV, CATALOG))
+
+
+def s3_event(key_in_event: str, name: str = "ObjectCreated:Put") -> dict[str, Any]:
+    """An S3 notification as real S3 sends it (keys URL-encoded with '/' kept, '+' for space)."""
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "eu-west-1",
+                "eventTime": "2026-11-21T11:00:00.000Z",
+                "eventName": name,
+                "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"},
+                "requestParameters": {"sourceIPAddress": "10.0.0.1"},
+                "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "configurationId": "kafkalake",
+                    "bucket": {
+                        "name": ENV.bucket,
+                        "ownerIdentity": {"principalId": "A"},
+                        "arn": f"arn:aws:s3:::{ENV.bucket}",
+                    },
+                    "object": {"key": key_in_event, "size": 10, "eTag": "e", "sequencer": "0A"},
+                },
+            }
+        ]
+    }
+
+
+def sns_wrapped(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Type": "Notification",
+        "MessageId": "m-1",
+        "TopicArn": "arn:aws:sns:eu-west-1:123456789012:t",
+        "Subject": None,
+        "Message": json.dumps(body),
+        "Timestamp": "2026-11-21T11:00:00.000Z",
+        "SignatureVersion": "1",
+        "Signature": "x",
+        "SigningCertURL": "https://example.invalid/c.pem",
+        "UnsubscribeURL": "https://example.invalid/u",
+    }
+
+
+def test_one_run_syncs_glue_with_duplicates_shuffled_and_encoded_keys(lake: Lake) -> None:
+    keys = [key(CARD, 1, hour, first) for hour in (3, 4, 5) for first in (0, 10, 20)]
+    random.Random(7).shuffle(keys)
+    for data_key in keys:
+        lake.put(data_key)
+    for data_key in keys[:3]:  # the same objects written again: duplicate events
+        lake.put(data_key)
+    lake.s3.copy_object(
+        Bucket=ENV.bucket,
+        Key=keys[0].key(),
+        CopySource={"Bucket": ENV.bucket, "Key": keys[0].key()},
+        MetadataDirective="REPLACE",
+    )
+    report = lake.run()
+
+    assert report.counts["ignored_test_event"] == 1
+    assert report.counts["data_events"] == 13
+    assert report.counts["unique_objects"] == 9
+    assert report.counts["tables_created"] == 1
+    assert report.counts["partitions_added"] == 3
+    assert report.counts["create_partition_calls"] == 1
+    assert report.counts["messages"] == report.counts["deleted"] == 14
+    assert report.errors == []
+    assert lake.tables() == {("acme_staging", "card_authorized")}
+    assert lake.partitions(CARD) == {("1", "2026-11-21", f"{h:02d}") for h in (3, 4, 5)}
+    table = lake.glue.get_table(DatabaseName="acme_staging", Name="card_authorized")["Table"]
+    assert [c["Name"] for c in table["StorageDescriptor"]["Columns"]] == ["id", "amount_cents", "authorization"]
+    assert table["StorageDescriptor"]["Columns"][2]["Type"] == "struct<issuer:string,authorized_at:timestamp>"
+    assert [k["Name"] for k in table["PartitionKeys"]] == ["schema_version", "dt", "hour"]
+    part = lake.glue.get_partition(
+        DatabaseName="acme_staging", TableName="card_authorized", PartitionValues=["1", "2026-11-21", "04"]
+    )["Partition"]
+    assert part["StorageDescriptor"]["Location"] == (
+        f"s3://{ENV.bucket}/data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=04/"
+    )
+    assert lake.queue_depth() == 0 and lake.queue_depth(lake.p.dlq_url) == 0
+    # Hours 03 and 04 are followed by data in 04 and 05 and ended long before NOW: complete.
+    assert report.counts["partitions_completed"] == 2
+    assert part["Parameters"][COMPLETE_PARAMETER] == "true"
+    assert sorted(e["type"] for e in report.events) == ["PartitionComplete", "PartitionComplete", "TableCreated"]
+
+
+def test_second_run_without_events_makes_no_glue_calls_and_cache_saves_reads(lake: Lake) -> None:
+    lake.put(key(CARD, 1, 3))
+    lake.run()
+    assert lake.run().counts["messages"] == 0
+    assert lake.glue_total() == 0
+    lake.put(key(CARD, 1, 3, first=50))  # a new object in a known partition, within the TTL
+    report = lake.run()
+    assert report.counts["deleted"] == 1
+    assert lake.glue_total() == 0, lake.calls
+
+
+def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
+    card = key(CARD, 1, 6)
+    lake.put(card)  # moto's own event, fully escaped
+    real_style = quote(card.key(), safe="/")  # real S3: '/' kept, '+' becomes %2B
+    lake.send(s3_event(real_style))
+    lake.send(sns_wrapped(s3_event(real_style)))
+    lake.send(
+        sns_wrapped(
+            {
+                "Service": "Amazon S3",
+                "Event": "s3:TestEvent",
+                "Time": "t",
+                "Bucket": ENV.bucket,
+                "RequestId": "r",
+                "HostId": "h",
+            }
+        )
+    )
+    lake.send(s3_event(quote(card.key(), safe="/"), name="ObjectRemoved:Delete"))
+    lake.send(s3_event("quarantine/staging/acme/payments/card-authorized/x.parquet"))
+    lake.send(s3_event("data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=06/_SUCCESS"))
+    lake.send(s3_event(quote(key(TablePrefix("staging", "nobody", "x", "unknown-topic"), 1, 1).key(), safe="/")))
+    report = lake.run()
+    assert report.counts["ignored_test_event"] == 2
+    assert report.counts["ignored_removed_object"] == 1
+    assert report.counts["ignored_foreign_key"] == 2
+    assert report.counts["ignored_unknown_table"] == 1
+    assert report.counts["data_events"] == 4
+    assert report.counts["unique_objects"] == 2
+    assert report.counts["partitions_added"] == 1
+    assert report.counts["deleted"] == report.counts["messages"] == 9
+    assert lake.partitions(CARD) == {("1", "2026-11-21", "06")}
+    assert lake.queue_depth() == 0
+
+
+def test_malformed_bodies_go_to_the_dlq_after_redrive(lake: Lake) -> None:
+    lake.sqs.set_queue_attributes(QueueUrl=lake.p.queue_url, Attributes={"VisibilityTimeout": "0"})
+    lake.send("this is not json")
+    lake.send({"Records": [{"unexpected": True}]})
+    lake.put(key(CARD, 1, 7))
+    first = lake.run()
+    assert first.counts["malformed"] == 2
+    assert first.counts["deleted"] == 2  # the TestEvent and the good object
+    assert any("body is not JSON" in e for e in first.errors)
+    for _ in range(ENV.max_receive_count):
+        lake.run()
+    assert lake.queue_depth() == 0
+    assert lake.queue_depth(lake.p.dlq_url) == 2
+
+
+def test_crawler_mode_table_missing_starts_crawler_once_and_keeps_messages(lake: Lake) -> None:
+    lake.sqs.set_queue_attributes(QueueUrl=lake.p.queue_url, Attributes={"VisibilityTimeout": "0"})
+    lake.put(key(SENSOR, 1, 1))
+    first = lake.run()
+    assert first.counts["crawlers_started"] == 1
+    assert first.counts["deferred_until_table_exists"] == 1
+    assert first.counts["left_for_retry"] == 1
+    second = lake.run()  # the crawler is still running: "already on it"
+    assert second.counts["crawlers_already_running"] == 1
+    assert second.counts["crawlers_started"] == 0
+    assert lake.queue_depth() == 1
+
+
+def crawled_sensor_table(lake: Lake) -> None:
+    """What the crawler would have made: the table, with schema version 1 partitions."""
+    lake.glue.create_table(
+        DatabaseName="globex_staging",
+        TableInput={
+            "Name": "sensor_readings",
+            "PartitionKeys": [
+                {"Name": "schema_version", "Type": "int"},
+                {"Name": "dt", "Type": "string"},
+                {"Name": "hour", "Type": "string"},
+            ],
+            "StorageDescriptor": {
+                "Columns": [{"Name": "id", "Type": "string"}],
+                "Location": f"s3://{ENV.bucket}/data/staging/globex/iot/sensor-readings/",
+            },
+        },
+    )
+    lake.glue.create_partition(
+        DatabaseName="globex_staging",
+        TableName="sensor_readings",
+        PartitionInput={
+            "Values": ["1", "2026-11-21", "00"],
+            "StorageDescriptor": {"Columns": [{"Name": "id", "Type": "string"}]},
+        },
+    )
+
+
+def test_crawler_mode_existing_table_and_partitions(lake: Lake) -> None:
+    crawled_sensor_table(lake)
+    lake.put(key(SENSOR, 1, 0))  # partition already exists
+    lake.put(key(SENSOR, 1, 1))
+    report = lake.run()
+    assert report.counts["partitions_added"] == 1
+    assert report.counts["crawlers_started"] == 0
+    assert lake.partitions(SENSOR) == {("1", "2026-11-21", "00"), ("1", "2026-11-21", "01")}
+    assert lake.queue_depth() == 0
+    lake.put(key(SENSOR, 2, 1))  # a new schema version re-triggers the crawler
+    report = lake.run()
+    assert report.counts["crawlers_started"] == 1
+    assert report.counts["crawler_reason_new_schema_version"] == 1
+    assert [e["type"] for e in report.events] == ["SchemaVersionAdded"]
+
+
+def test_native_second_schema_version_merges_columns(lake: Lake) -> None:
+    lake.put(key(CARD, 1, 8))
+    lake.run()
+    lake.put(key(CARD, 2, 8))
+    report = lake.run()
+    assert report.counts["tables_updated"] == 1
+    assert [e for e in report.events if e["type"] == "SchemaVersionAdded"] == [
+        {
+            "type": "SchemaVersionAdded",
+            "database": "acme_staging",
+            "table": "card_authorized",
+            "schema_version": 2,
+            "columns_added": ["merchant_country"],
+        }
+    ]
+    table = lake.glue.get_table(DatabaseName="acme_staging", Name="card_authorized")["Table"]
+    assert [c["Name"] for c in table["StorageDescriptor"]["Columns"]][-1] == "merchant_country"
+    assert lake.partitions(CARD) == {("1", "2026-11-21", "08"), ("2", "2026-11-21", "08")}
+
+
+def test_incompatible_schema_version_is_refused_and_table_kept(lake: Lake) -> None:
+    lake.put(key(CARD, 1, 9))
+    lake.run()
+    lake.put(key(CARD, 3, 9), version_body=99)
+    report = lake.run()
+    assert report.counts["schema_incompatible"] == 1
+    assert "column 'amount_cents' changes type from bigint to string" in report.errors[0]
+    assert report.counts["left_for_retry"] == 1
+    table = lake.glue.get_table(DatabaseName="acme_staging", Name="card_authorized")["Table"]
+    assert {c["Name"]: c["Type"] for c in table["StorageDescriptor"]["Columns"]}["amount_cents"] == "bigint"
+    assert lake.partitions(CARD) == {("1", "2026-11-21", "09")}
+
+
+def test_throttled_glue_calls_are_retried_by_botocore(lake: Lake) -> None:
+    throttled: Counter[str] = Counter()
+
+    def throttle(request: Any, **_: Any) -> AWSResponse | None:
+        operation = request.headers.get("X-Amz-Target", b"")
+        operation = operation.decode() if isinstance(operation, bytes) else operation
+        if operation.endswith(("BatchCreatePartition", "GetTable")) and throttled[operation] < 2:
+            throttled[operation] += 1
+            body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"}, _Raw(body))
+        return None
+
+    lake.glue.meta.events.register("before-send.glue", throttle)
+    for hour in (10, 11):
+        lake.put(key(CARD, 1, hour))
+    report = lake.run()
+    assert sum(throttled.values()) == 4
+    assert report.counts["partitions_added"] == 2
+    assert lake.partitions(CARD) == {("1", "2026-11-21", "10"), ("1", "2026-11-21", "11")}
+    assert lake.queue_depth() == 0
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.body
+
+    def read(self, *_: Any) -> bytes:
+        return self.body
+
+
+def test_cli_maintain_once_runs_the_handler(lake: Lake) -> None:
+    from typer.testing import CliRunner
+
+    from kafkalake.cli import app
+
+    lake.put(key(CARD, 1, 12))
+    result = CliRunner().invoke(app, ["maintain", "--once", "--env", "staging"])
+    assert result.exit_code == 0, result.output
+    assert "partitions_added                 1" in result.output
+    assert "tables_created                   1" in result.output
+    assert lake.partitions(CARD) == {("1", "2026-11-21", "12")}
