@@ -117,3 +117,60 @@ def maintain(
     for error in report["errors"]:
         typer.echo(f"  error: {error}", err=True)
     typer.echo(f"maintainer run done: {len(report['events'])} events published to bus {settings.event_bus_name}")
+
+
+@app.command("demo")
+def demo(
+    env: EnvOption = "staging",
+    records: Annotated[int, typer.Option(help="Records per topic.")] = 5000,
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Run the pipeline's built parts end to end on the local stack, and say plainly which parts are not built."""
+    from datetime import UTC, datetime, timedelta
+
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+    from rich.table import Table
+
+    from kafkalake.config import Endpoints
+    from kafkalake.registry import RegistryClient
+    from kafkalake.workload import produce_topic
+
+    console = Console()
+    endpoints = Endpoints.from_env()
+    loaded = load_catalog(catalog)
+    provision_cmd(env=env, catalog=catalog)
+    start = (datetime.now(UTC) - timedelta(hours=6)).replace(minute=0, second=0, microsecond=0)
+    registry = RegistryClient(endpoints.schema_registry_url)
+    produced = []
+    with Progress(console=console) as progress:
+        for topic in loaded.for_env(env):
+            task = progress.add_task(f"producing {topic.kafka_topic}", total=records)
+
+            def advance(done: int, task: TaskID = task) -> None:
+                progress.update(task, completed=done)
+
+            produced.append(
+                produce_topic(
+                    topic, endpoints.kafka_bootstrap, registry, records, start=start, hours=6, progress=advance
+                )
+            )
+    table = Table(title=f"Kafka workload ({env}) on {endpoints.kafka_bootstrap}")
+    for column in ("topic", "status", "per schema version", "tombstones", "poison"):
+        table.add_column(column)
+    for item in produced:
+        versions = ", ".join(f"{k[-1]}: {v}" for k, v in sorted(item.counts.items()) if k.startswith("schema"))
+        table.add_row(
+            item.topic,
+            "already there, skipped" if item.skipped else "produced",
+            versions or "-",
+            str(item.counts["tombstones"]),
+            str(item.counts["poison"]),
+        )
+    console.print(table)
+    maintain(once=True, env=env, catalog=catalog)
+    console.print(
+        "[bold yellow]Not built yet, so not run:[/] the archiver (Kafka → S3 Parquet, issue #4), the compactor "
+        "(issue #5). Nothing has been archived; the maintainer above ran against whatever objects exist."
+    )
+    console.print("Next: `kafkalake catalog show <topic>`, `kafkalake maintain --once`, `make status`.")

@@ -165,3 +165,20 @@ def batch_get_partitions(
                 found[tuple(item["Values"])] = item
             pending = answer.get("UnprocessedKeys", [])
     return found, calls
+
+
+def batch_update_partitions(glue: Any, database: str, table: str, inputs: Iterable[dict[str, Any]]) -> BatchOutcome:
+    """``BatchUpdatePartition`` in chunks of 100; each input is a complete ``PartitionInput``."""
+    outcome = BatchOutcome()
+    for chunk in chunks(list(inputs), CREATE_CHUNK):
+        entries = [{"PartitionValueList": item["Values"], "PartitionInput": item} for item in chunk]
+        answer = glue.batch_update_partition(DatabaseName=database, TableName=table, Entries=entries)
+        outcome.calls += 1
+        errors = {tuple(e["PartitionValueList"]): e["ErrorDetail"]["ErrorCode"] for e in answer.get("Errors", [])}
+        for item in chunk:
+            values = tuple(item["Values"])
+            if values in errors:
+                outcome.failed[values] = errors[values]
+            else:
+                outcome.done.add(values)
+    return outcome

@@ -186,6 +186,9 @@ class Service:
             return
         if self.pid() is not None:
             self.stop()
+        elif self.healthy():
+            say(f"{self.name}: something else already answers on its port; using it (not ours to stop)")
+            return
         work = state_dir() / self.name
         command = self.prepare(work)
         log = self.log_file.open("ab")
@@ -302,7 +305,7 @@ def up() -> list[str]:
     for service in SERVICES:
         was_running = service.pid() is not None and service.healthy()
         service.start()
-        if not was_running:
+        if not was_running and service.pid() is not None:
             started.append(service.name)
     return started
 

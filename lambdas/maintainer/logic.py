@@ -21,13 +21,22 @@ from kafkalake.glue import (
     SCHEMA_VERSIONS_PARAMETER,
     batch_create_partitions,
     batch_get_partitions,
+    batch_update_partitions,
     chunks,
     partition_input,
     s3_uri,
     table_input,
     table_input_from,
 )
-from kafkalake.layout import DataKey, LayoutError, Partition, TablePrefix, decode_event_key, parse_data_key
+from kafkalake.layout import (
+    PARTITION_KEYS,
+    DataKey,
+    LayoutError,
+    Partition,
+    TablePrefix,
+    decode_event_key,
+    parse_data_key,
+)
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns, read_footer_columns
 from lambdas.maintainer.models import MalformedBody, S3Record, parse_body
 
@@ -476,23 +485,26 @@ class _TableSync:
         self.report.counts["glue_reads"] += calls
         for values in candidates:  # checked: not again within the TTL (quiet hours fall to the compactor's delay)
             self.state.completed.put((cfg.database, cfg.table, values), True)
-        for values, partition in sorted(found.items()):
-            if partition.get("Parameters", {}).get(COMPLETE_PARAMETER) == "true":
-                continue
-            update = {
+        updates = [
+            {
                 "Values": list(values),
                 "StorageDescriptor": partition["StorageDescriptor"],
                 "Parameters": {**partition.get("Parameters", {}), COMPLETE_PARAMETER: "true"},
             }
-            self.clients.glue.update_partition(
-                DatabaseName=cfg.database, TableName=cfg.table, PartitionValueList=list(values), PartitionInput=update
-            )
-            self.report.counts["partitions_completed"] += 1
+            for values, partition in sorted(found.items())
+            if partition.get("Parameters", {}).get(COMPLETE_PARAMETER) != "true"
+        ]
+        outcome = batch_update_partitions(self.clients.glue, cfg.database, cfg.table, updates)
+        self.report.counts["partitions_completed"] += len(outcome.done)
+        for values, code in sorted(outcome.failed.items()):
+            self.report.errors.append(f"{cfg.database}.{cfg.table} {list(values)}: marking complete failed: {code}")
+        for values in sorted(outcome.done):
+            partition_values = dict(zip(PARTITION_KEYS, values, strict=True))
             self.report.events.append(
                 {
                     "type": "PartitionComplete",
                     "database": cfg.database,
                     "table": cfg.table,
-                    "partition": dict(zip(("schema_version", "dt", "hour"), values, strict=True)),
+                    "partition": partition_values,
                 }
             )

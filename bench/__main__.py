@@ -1,0 +1,13 @@
+"""`python -m bench [name ...]`: run the benchmarks (all by default) against the local stack."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import maintainer
+
+BENCHMARKS = {"maintainer": maintainer.main}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or list(BENCHMARKS):
+        BENCHMARKS[name]()

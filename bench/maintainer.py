@@ -1,0 +1,161 @@
+"""Maintainer: 10,000 events with 15% duplicates over P partitions in T tables, on the local stack.
+
+Counts API calls against their lower bounds (ReceiveMessage and DeleteMessageBatch ⌈N/10⌉, BatchCreatePartition
+⌈new partitions/100⌉ per table) and the handler's own CPU time; moto's speed is not measured.
+
+Events arrive in waves (``BENCH_WAVE``, default 500), one warm handler run per wave, as they would between
+10-minute schedules: moto's ReceiveMessage slows down linearly with queue depth, so one 10,000-deep drain
+would take hours of moto time without changing any call count. Both lower bounds are reported: per wave
+(what a drain of that wave can achieve) and global (all events in one drain).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import random
+import time
+import urllib.request
+from collections import Counter
+from datetime import date, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.common import write_result
+from kafkalake import stack
+from kafkalake.aws import count_calls, make_client
+from kafkalake.catalog import TableInference, load_catalog
+from kafkalake.config import Endpoints, repo_root
+from kafkalake.environments import load_environments
+from kafkalake.layout import DataKey, Partition
+from kafkalake.provision import provision
+from lambdas.maintainer.logic import (
+    Clients,
+    Report,
+    Settings,
+    State,
+    TableSettings,
+    drain,
+    tables_document,
+    tables_from_document,
+)
+
+EVENTS = int(os.environ.get("BENCH_EVENTS", "10000"))
+DUPLICATE_SHARE = 0.15
+HOURS_PER_TABLE = int(os.environ.get("BENCH_HOURS_PER_TABLE", "120"))
+WAVE = int(os.environ.get("BENCH_WAVE", "500"))
+
+
+def _parquet() -> bytes:
+    out = io.BytesIO()
+    pq.write_table(pa.table({"id": ["a"], "n": pa.array([1], pa.int64())}), out)
+    return out.getvalue()
+
+
+def main() -> None:  # noqa: PLR0915 - one linear scenario, read top to bottom
+    endpoints = Endpoints()
+    with stack.running():
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoints.aws_endpoint_url}/moto-api/reset", method="POST")
+        ).read()
+        env = load_environments()["staging"]
+        catalog = load_catalog(repo_root() / "catalog")
+        topics = catalog.for_env("staging")
+        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+        provisioned = provision(clients, endpoints.region, env, catalog)
+        tables = {
+            prefix: TableSettings(t.database, t.table, TableInference.NATIVE, t.crawler_name, t.location)
+            for prefix, t in tables_from_document(tables_document(topics), env.bucket).items()
+        }
+        unique = EVENTS - int(EVENTS * DUPLICATE_SHARE)
+        rng = random.Random(42)
+        keys = []
+        for i in range(unique):
+            topic = topics[i % len(topics)]
+            hour = rng.randrange(HOURS_PER_TABLE)
+            day = date(2026, 11, 1) + timedelta(days=hour // 24)
+            keys.append(DataKey(topic.prefix, Partition(1, day, hour % 24), 0, i * 10, i * 10 + 9))
+        events = [*keys, *(rng.choice(keys) for _ in range(EVENTS - unique))]
+        rng.shuffle(events)
+        body = _parquet()
+        s3 = clients["s3"]
+
+        calls: Counter[str] = Counter()
+        created_values: list[tuple[str, str, tuple[str, ...]]] = []
+
+        def record_creates(params: dict[str, Any], **_: Any) -> None:
+            for item in params["PartitionInputList"]:
+                created_values.append((params["DatabaseName"], params["TableName"], tuple(item["Values"])))
+
+        glue = count_calls(make_client(endpoints, "glue"), calls)
+        glue.meta.events.register("provide-client-params.glue.BatchCreatePartition", record_creates)
+        sqs = count_calls(make_client(endpoints, "sqs"), calls)
+        settings = Settings(
+            queue_url=provisioned.queue_url,
+            bucket=env.bucket,
+            event_bus=env.event_bus_name,
+            tables=tables,
+            max_messages=EVENTS * 2,
+            wait_seconds=0,
+        )
+        state = State(600)
+        report = Report()
+        cpu = 0.0
+        seen: set[tuple[object, Partition]] = set()
+        wave_bound = 0
+        started = time.monotonic()
+        for start in range(0, EVENTS, WAVE):
+            wave = events[start : start + WAVE]
+            for data_key in wave:
+                s3.put_object(Bucket=env.bucket, Key=data_key.key(), Body=body)
+            new = Counter(
+                k.table
+                for k in {(k.table, k.partition): k for k in wave}.values()
+                if (k.table, k.partition) not in seen
+            )
+            seen |= {(k.table, k.partition) for k in wave}
+            wave_bound += sum(math.ceil(n / 100) for n in new.values())
+            tick = time.process_time()
+            wave_report = drain(settings, Clients(sqs, glue, s3, clients["events"]), state, lambda: 900_000)
+            cpu += time.process_time() - tick
+            report.counts.update(wave_report.counts)
+            report.errors.extend(wave_report.errors)
+            print(
+                f"[bench] {start + len(wave)}/{EVENTS} events drained ({time.monotonic() - started:.0f}s)", flush=True
+            )
+
+        messages = report.counts["messages"]  # the data events plus S3's TestEvent
+        waves = math.ceil(EVENTS / WAVE)
+        partitions_per_table = Counter((k.table, k.partition) for k in keys)
+        new_per_table = Counter(table for table, _ in partitions_per_table)
+        bound_create = sum(math.ceil(n / 100) for n in new_per_table.values())
+        result = {
+            "events": EVENTS,
+            "duplicate_share": DUPLICATE_SHARE,
+            "tables": len(topics),
+            "partitions": len(partitions_per_table),
+            "messages_drained": messages,
+            "calls": dict(sorted(calls.items())),
+            "ratios": {
+                "ReceiveMessage": calls["sqs.ReceiveMessage"] / math.ceil(messages / 10),
+                "ReceiveMessage_excluding_final_empty_poll_per_wave": (calls["sqs.ReceiveMessage"] - waves)
+                / math.ceil(messages / 10),
+                "BatchCreatePartition_vs_per_wave_bound": calls["glue.BatchCreatePartition"] / wave_bound,
+                "DeleteMessageBatch": calls["sqs.DeleteMessageBatch"] / math.ceil(messages / 10),
+                "BatchCreatePartition": calls["glue.BatchCreatePartition"] / bound_create,
+            },
+            "lower_bounds": {
+                "ReceiveMessage": math.ceil(messages / 10),
+                "DeleteMessageBatch": math.ceil(messages / 10),
+                "BatchCreatePartition": bound_create,
+            },
+            "duplicate_partitions_created": len(created_values) - len(set(created_values)),
+            "partition_create_requests_for_existing": len(created_values) - report.counts["partitions_added"],
+            "handler_cpu_seconds_per_10k_events": cpu * 10_000 / EVENTS,
+            "left_for_retry": report.counts["left_for_retry"],
+            "counts": dict(sorted(report.counts.items())),
+        }
+        write_result("maintainer", result)
