@@ -101,6 +101,17 @@ class TablePrefix:
     def state_prefix(self) -> str:
         return f"{STATE_ROOT}/{self._path()}"
 
+    def plan_key(self) -> str:
+        """The archiver's durable plan for this topic (present only while a plan is being carried out)."""
+        return f"{self.state_prefix()}plan.json"
+
+    def quarantine_key(self, dt: date, kafka_partition: int, first_offset: int, last_offset: int) -> str:
+        """Undecodable records of one Kafka partition and day; never matched by the data parser."""
+        return (
+            f"{self.quarantine_prefix()}dt={dt.isoformat()}/"
+            f"{self.topic}+{kafka_partition}+{first_offset}-{last_offset}.parquet"
+        )
+
 
 @dataclass(frozen=True, order=True)
 class Partition:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from kafkalake.config import LOCAL_ACCESS_KEY, Endpoints
@@ -33,6 +35,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
 
     from kafkalake.stack import spark_jars
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
@@ -41,6 +44,8 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
     )
     for key, value in s3a_conf(endpoints).items():
         builder = builder.config(key, value)

@@ -1,0 +1,1 @@
+"""PySpark jobs: the archiver and the compactor. Each main() = read, transform, write."""
