@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,11 +65,18 @@ def business_time(candidate: TimeCandidate, moment: datetime) -> Any:
     return moment  # an Avro timestamp logical type
 
 
-def ensure_topic(admin: AdminClient, name: str, partitions: int) -> None:
-    if name in admin.list_topics(timeout=10).topics:
-        return
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(timeout=30)
+def ensure_topic(admin: AdminClient, name: str, partitions: int, wait_seconds: float = 30) -> None:
+    """Create the topic if needed and wait until every partition has a leader."""
+    if name not in admin.list_topics(timeout=10).topics:
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(timeout=30)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=10).topics[name]
+        if topic.error is None and topic.partitions and all(p.leader >= 0 for p in topic.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} has partitions without a leader after {wait_seconds}s")
 
 
 def topic_size(bootstrap: str, name: str) -> int:

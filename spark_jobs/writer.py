@@ -28,7 +28,9 @@ class WriteSpec:
     endpoints: Endpoints
     bucket: str
     group_columns: tuple[str, ...]
-    """Columns that pick the object (they are in the key, not in the file)."""
+    """Columns that pick the object; all are in its key."""
+    path_columns: tuple[str, ...]
+    """Group columns that are Hive partition values in the path, so they are left out of the file."""
     key_for: KeyFor
     max_records_per_file: int
     compression: str = "snappy"
@@ -104,7 +106,7 @@ class _GroupWriter:
         offsets = table.column("_kafka_offset")
         first, last = offsets[0].as_py(), offsets[len(offsets) - 1].as_py()
         body = io.BytesIO()
-        pq.write_table(table.drop_columns(list(self.spec.group_columns)), body, compression=self.spec.compression)
+        pq.write_table(table.drop_columns(list(self.spec.path_columns)), body, compression=self.spec.compression)
         key = self.spec.key_for(group, first, last)
         self.s3.put_object(Bucket=self.spec.bucket, Key=key, Body=body.getvalue())
         self.written.append(

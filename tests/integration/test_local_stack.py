@@ -6,19 +6,18 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from kafkalake.config import Endpoints
 from kafkalake.registry import RegistryClient, encode, split_header
+from kafkalake.workload import ensure_topic
 from tests.conftest import client
 
 pytestmark = pytest.mark.stack
 
 
 def create_topic(endpoints: Endpoints, name: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(timeout=30)
+    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), name, partitions)
 
 
 def test_kafka_produce_and_consume(local_stack: Endpoints) -> None:

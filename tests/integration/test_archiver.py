@@ -1,0 +1,276 @@
+"""The archiver on the local stack: real broker, real registry, moto S3 through S3A, local Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic, load_catalog
+from kafkalake.config import Endpoints, repo_root
+from kafkalake.registry import RegistryClient, encode, value_subject
+from kafkalake.workload import ensure_topic, produce_topic
+from spark_jobs.archiver import archive_topic, consumer_group
+from spark_jobs.writer import InjectedCrash
+
+pytestmark = pytest.mark.stack
+BUCKET = "kafkalake-archiver-tests"
+CATALOG = load_catalog(repo_root() / "catalog")
+START = datetime(2026, 11, 20, 6, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    s3 = make_client(local_stack, "s3")
+    if BUCKET not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": local_stack.region})
+    return dataclasses.replace(local_stack, bucket=BUCKET)
+
+
+def fresh(name: str, env: str = "staging", **archive: Any) -> Topic:
+    """A catalog topic under a unique Kafka topic and S3 prefix, so tests never share state."""
+    topic = CATALOG.get(name, env)
+    suffix = uuid.uuid4().hex[:8]
+    spec = topic.spec.model_copy(
+        update={"kafka_topic": f"test.{name}.{suffix}", "archive": topic.spec.archive.model_copy(update=archive)}
+    )
+    return dataclasses.replace(topic, env=f"test{suffix}", spec=spec)
+
+
+def produce(endpoints: Endpoints, topic: Topic, records: int) -> Counter[str]:
+    registry = RegistryClient(endpoints.schema_registry_url)
+    return produce_topic(topic, endpoints.kafka_bootstrap, registry, records, start=START, hours=5).counts
+
+
+def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
+    base = f"s3a://{endpoints.bucket}/{topic.prefix.data_prefix()}"
+    return spark.read.option("mergeSchema", "true").option("basePath", base).parquet(base)
+
+
+def keys(endpoints: Endpoints, prefix: str) -> set[str]:
+    pages = (
+        make_client(endpoints, "s3").get_paginator("list_objects_v2").paginate(Bucket=endpoints.bucket, Prefix=prefix)
+    )
+    return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+
+def committed_and_end(endpoints: Endpoints, topic: Topic) -> tuple[dict[int, int], dict[int, int]]:
+    consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": consumer_group(topic.kafka_topic)})
+    try:
+        parts = [TopicPartition(topic.kafka_topic, p) for p in range(3)]
+        committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=10)}
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
+        return committed, ends
+    finally:
+        consumer.close()
+
+
+def test_archives_two_avro_versions_and_json_exactly(spark: SparkSession, endpoints: Endpoints) -> None:
+    for name in ("card-authorized", "shipment-events"):
+        topic = fresh(name)
+        counts = produce(endpoints, topic, 1500)
+        good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
+        summary = archive_topic(spark, endpoints, topic)
+        assert summary.read == 1500 and summary.balanced()
+        assert summary.quarantined == counts["poison"]
+        assert summary.tombstones == counts["tombstones"]
+        rows = read_back(spark, endpoints, topic)
+        assert rows.count() == good + (counts["tombstones"] if topic.spec.tombstones == "keep" else 0)
+        data = rows.filter(F.col("id").isNotNull())
+        assert data.select("id").distinct().count() == good
+        assert data.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
+        for column in ("_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_business_time", "_time_source"):
+            assert column in rows.columns
+        misplaced = data.filter(
+            (F.date_format("_business_time", "yyyy-MM-dd") != F.col("dt")) | (F.hour("_business_time") != F.col("hour"))
+        )
+        assert misplaced.count() == 0
+        assert {r["_time_source"] for r in data.select("_time_source").distinct().collect()} == {
+            topic.spec.time_fields[0].path
+        }
+        versions = {r["schema_version"]: r["count"] for r in data.groupBy("schema_version").count().collect()}
+        expected = {int(k.rsplit("_", 1)[1]): v for k, v in counts.items() if k.startswith("schema_version")}
+        assert versions == expected
+        committed, ends = committed_and_end(endpoints, topic)
+        assert committed == ends
+        assert keys(endpoints, topic.prefix.state_prefix()) == set()
+
+
+def normalized(endpoints: Endpoints, topic: Topic) -> set[str]:
+    return {k.replace(topic.env, "ENV") for k in keys(endpoints, topic.prefix.data_prefix())}
+
+
+@pytest.fixture(scope="module")
+def clean_run(spark: SparkSession, endpoints: Endpoints) -> set[str]:
+    topic = fresh("card-authorized", max_records_per_file=40)
+    produce(endpoints, topic, 600)
+    archive_topic(spark, endpoints, topic)
+    return normalized(endpoints, topic)
+
+
+@pytest.mark.parametrize("crash_at", ["after_plan", "mid_write", "after_write", "after_commit"])
+def test_crash_then_rerun_gives_the_clean_objects(
+    spark: SparkSession, endpoints: Endpoints, clean_run: set[str], crash_at: str
+) -> None:
+    topic = fresh("card-authorized", max_records_per_file=40)
+    produce(endpoints, topic, 600)
+    with pytest.raises(Exception, match="injected crash") as crashed:
+        archive_topic(spark, endpoints, topic, crash_at=crash_at)
+    assert crashed.type is InjectedCrash or "InjectedCrash" in str(crashed.value)
+    rerun = archive_topic(spark, endpoints, topic)
+    assert rerun.redone_plan
+    archive_topic(spark, endpoints, topic)  # caught up: nothing left to do
+    assert normalized(endpoints, topic) == clean_run
+    rows = read_back(spark, endpoints, topic)
+    assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+
+
+def test_two_runs_at_once_share_one_plan(spark: SparkSession, endpoints: Endpoints, clean_run: set[str]) -> None:
+    topic = fresh("card-authorized", max_records_per_file=40)
+    produce(endpoints, topic, 600)
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(archive_topic(spark, endpoints, topic))) for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 2 and results[0].plan == results[1].plan
+    assert normalized(endpoints, topic) == clean_run
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+
+
+def test_retention_loss_fails_loudly_unless_accepted() -> None:
+    from spark_jobs.archiver import RetentionLoss, plan_ranges
+
+    with pytest.raises(RetentionLoss, match=r"t\[0\]: committed offset 5 is below the earliest retained offset 9"):
+        plan_ranges({0: 5}, {0: 9}, {0: 20}, max_records=100, accept_data_loss=False, topic="t")
+    assert plan_ranges({0: 5}, {0: 9}, {0: 20}, max_records=100, accept_data_loss=True, topic="t") == {0: (9, 20)}
+    # new partitions start at the earliest offset; the record budget is shared fairly and bounds the run
+    assert plan_ranges(
+        {0: 10, 1: None, 2: 7},
+        {0: 0, 1: 3, 2: 0},
+        {0: 1000, 1: 1000, 2: 7},
+        max_records=100,
+        accept_data_loss=False,
+        topic="t",
+    ) == {0: (10, 60), 1: (3, 53)}
+
+
+CHAOS_SCHEMA = {
+    "type": "record",
+    "name": "Chaos",
+    "namespace": "test",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {
+            "name": "event",
+            "type": {
+                "type": "record",
+                "name": "Event",
+                "fields": [{"name": "at", "type": ["null", "string"], "default": None}],
+            },
+        },
+        {"name": "ts_s", "type": ["null", "long"], "default": None},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        {"name": "ts_us", "type": ["null", "long"], "default": None},
+    ],
+}
+
+
+def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: Endpoints, tmp_path: Path) -> None:
+    folder = tmp_path / "chaos" / "ops" / "staging"
+    folder.mkdir(parents=True)
+    (folder / "chaos.v1.avsc").write_text(json.dumps(CHAOS_SCHEMA))
+    suffix = uuid.uuid4().hex[:8]
+    (folder / "chaos.yaml").write_text(
+        f"kafka_topic: test.chaos.{suffix}\n"
+        "time_fields:\n"
+        "  - {path: event.at, format: iso8601, default_zone: America/New_York}\n"
+        "  - {path: ts_s, format: epoch, unit: s}\n"
+        "  - {path: ts_ms, format: epoch, unit: ms}\n"
+        "  - {path: ts_us, format: epoch, unit: us}\n"
+    )
+    topic = load_catalog(tmp_path).get("chaos")
+    topic = dataclasses.replace(topic, env=f"test{suffix}")
+    ensure_topic_and_registry = RegistryClient(endpoints.schema_registry_url)
+    from confluent_kafka.admin import AdminClient
+
+    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic.kafka_topic, 3)
+    schema = topic.schemas[0]
+    schema_id = ensure_topic_and_registry.register(value_subject(topic.kafka_topic), schema)
+    moment = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+    kinds = ["garbage", "unknown_id", "tombstone", "s", "ms", "us", "iso_offset", "iso_local", "missing", "y2999"]
+    per_kind = 20
+    producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})
+    for i in range(per_kind * len(kinds)):
+        kind = kinds[i % len(kinds)]
+        record: dict[str, Any] = {"id": f"c-{i}", "event": {"at": None}, "ts_s": None, "ts_ms": None, "ts_us": None}
+        value: bytes | None
+        if kind == "s":
+            record["ts_s"] = int(moment.timestamp())
+        elif kind == "ms":
+            record["ts_ms"] = int(moment.timestamp() * 1000)
+        elif kind == "us":
+            record["ts_us"] = int(moment.timestamp() * 1_000_000)
+        elif kind == "iso_offset":
+            record["event"]["at"] = "2026-11-20T11:30:00+01:00"
+        elif kind == "iso_local":
+            record["event"]["at"] = "2026-11-20T05:30:00"  # New York, UTC-5 in November
+        elif kind == "y2999":
+            record["ts_ms"] = int(datetime(2999, 1, 1, tzinfo=UTC).timestamp() * 1000)
+        value = encode(schema_id, schema, record)
+        if kind == "garbage":
+            value = b"\x42garbage"
+        elif kind == "unknown_id":
+            value = encode(987654, schema, record)
+        elif kind == "tombstone":
+            value = None
+        producer.produce(topic.kafka_topic, key=f"c-{i}".encode(), value=value, partition=i % 3)
+    assert producer.flush(30) == 0
+
+    summary = archive_topic(spark, endpoints, topic)
+    assert summary.read == per_kind * len(kinds) and summary.balanced()
+    assert summary.tombstones == per_kind
+    assert summary.quarantine_by_reason == {
+        "bad_magic_byte": per_kind,
+        "unknown_schema_id": per_kind,
+        "time_out_of_bounds": per_kind,
+    }
+    rows = read_back(spark, endpoints, topic)
+    sources = {r["_time_source"]: r["count"] for r in rows.groupBy("_time_source").count().collect()}
+    assert sources == {
+        "ts_s": per_kind,
+        "ts_ms": per_kind,
+        "ts_us": per_kind,
+        "event.at": 2 * per_kind,
+        "kafka_timestamp": per_kind,
+    }
+    timed = rows.filter(F.col("_time_source") != "kafka_timestamp")
+    assert {r["t"] for r in timed.select(F.col("_business_time").cast("string").alias("t")).distinct().collect()} == {
+        "2026-11-20 10:30:00"
+    }
+    assert {(str(r["dt"]), r["hour"]) for r in timed.select("dt", "hour").distinct().collect()} == {("2026-11-20", 10)}
+    today = datetime.now(UTC).date()
+    bad = rows.filter((F.col("dt") < "2000-01-01") | (F.col("dt") > (today + timedelta(days=1)).isoformat()))
+    assert bad.count() == 0
+    quarantined = keys(endpoints, topic.prefix.quarantine_prefix())
+    assert quarantined and all(k.endswith(".parquet") for k in quarantined)
+    q = spark.read.parquet(*[f"s3a://{endpoints.bucket}/{k}" for k in quarantined])
+    assert q.count() == 3 * per_kind
+    assert q.filter(F.col("_error") == "bad_magic_byte").first()["_raw_value"] == b"\x42garbage"
