@@ -15,10 +15,11 @@ import io
 import math
 import os
 import random
+import tempfile
 import time
-import urllib.request
 from collections import Counter
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -28,10 +29,10 @@ from bench.common import write_result
 from kafkalake import stack
 from kafkalake.aws import count_calls, make_client
 from kafkalake.catalog import TableInference, load_catalog
-from kafkalake.config import Endpoints, repo_root
-from kafkalake.environments import load_environments
+from kafkalake.config import Endpoints
 from kafkalake.layout import DataKey, Partition
 from kafkalake.provision import provision
+from kafkalake.sandbox import isolated_env
 from lambdas.maintainer.logic import (
     Clients,
     Report,
@@ -58,12 +59,9 @@ def _parquet() -> bytes:
 def main() -> None:  # noqa: PLR0915 - one linear scenario, read top to bottom
     endpoints = Endpoints()
     with stack.running():
-        urllib.request.urlopen(
-            urllib.request.Request(f"{endpoints.aws_endpoint_url}/moto-api/reset", method="POST")
-        ).read()
-        env = load_environments()["staging"]
-        catalog = load_catalog(repo_root() / "catalog")
-        topics = catalog.for_env("staging")
+        env, catalog_dir, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-")))
+        catalog = load_catalog(catalog_dir)
+        topics = catalog.for_env(env.name)
         clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
         provisioned = provision(clients, endpoints.region, env, catalog)
         tables = {

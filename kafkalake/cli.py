@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kafkalake import stack
-from kafkalake.catalog import CatalogInvalid, load_catalog
+from kafkalake.catalog import CatalogInvalid, Topic, load_catalog
 from kafkalake.config import repo_root
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from spark_jobs.archiver import Summary
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_args_is_help=True)
@@ -20,6 +25,15 @@ app.add_typer(stack_app, name="stack")
 
 CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
 DEFAULT_CATALOG = repo_root() / "catalog"
+
+
+def wide_console() -> Console:
+    """Rich output that stays readable when piped (rich assumes 80 columns without a terminal)."""
+    import shutil
+
+    from rich.console import Console
+
+    return Console(width=max(140, shutil.get_terminal_size((140, 40)).columns))
 
 
 @catalog_app.command("validate")
@@ -100,6 +114,7 @@ def maintain(
     once: Annotated[bool, typer.Option("--once", help="Run one scheduled invocation and exit.")] = True,
     env: EnvOption = "staging",
     catalog: CatalogOption = DEFAULT_CATALOG,
+    native: Annotated[bool, typer.Option(help="Infer every table natively (local endpoints run no crawlers).")] = False,
 ) -> None:
     """Run the metastore maintainer's Lambda handler once against the configured endpoints."""
     import os
@@ -111,7 +126,7 @@ def maintain(
     if not once:
         raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
     settings = load_environments()[env]
-    report = invoke_locally(Endpoints.from_env(), settings, load_catalog(catalog), os.environ)
+    report = invoke_locally(Endpoints.from_env(), settings, load_catalog(catalog), os.environ, native=native)
     for name, value in sorted(report["counts"].items()):
         typer.echo(f"  {name:<32} {value}")
     for error in report["errors"]:
@@ -128,15 +143,15 @@ def demo(
     """Run the pipeline's built parts end to end on the local stack, and say plainly which parts are not built."""
     from datetime import UTC, datetime, timedelta
 
-    from rich.console import Console
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
     from kafkalake.config import Endpoints
+    from kafkalake.environments import load_environments
     from kafkalake.registry import RegistryClient
     from kafkalake.workload import produce_topic
 
-    console = Console()
+    console = wide_console()
     endpoints = Endpoints.from_env()
     loaded = load_catalog(catalog)
     provision_cmd(env=env, catalog=catalog)
@@ -168,9 +183,111 @@ def demo(
             str(item.counts["poison"]),
         )
     console.print(table)
-    maintain(once=True, env=env, catalog=catalog)
+    topics = loaded.for_env(env)
+    bucket = load_environments()[env].bucket
+    summaries = run_archiver(topics, bucket)
+    maintain(once=True, env=env, catalog=catalog, native=True)
+    show_catalog_rows(topics, summaries, bucket)
     console.print(
-        "[bold yellow]Not built yet, so not run:[/] the archiver (Kafka → S3 Parquet, issue #4), the compactor "
-        "(issue #5). Nothing has been archived; the maintainer above ran against whatever objects exist."
+        "[bold yellow]Not built yet, so not run:[/] the compactor (issue #5); partitions keep the archiver's files."
     )
     console.print("Next: `kafkalake catalog show <topic>`, `kafkalake maintain --once`, `make status`.")
+
+
+@app.command("archive")
+def archive(
+    topic: Annotated[list[str], typer.Option("--topic", help="Topic to archive; repeat for several.")],
+    env: EnvOption = "staging",
+    local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Archive topics from Kafka to S3 Parquet (one after another, each exactly once) and summarize."""
+    from kafkalake.environments import load_environments
+
+    if not local:
+        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver.py)")
+    loaded = load_catalog(catalog)
+    run_archiver([loaded.get(name, env) for name in topic], load_environments()[env].bucket)
+
+
+def run_archiver(topics: list[Topic], bucket: str) -> list[Summary]:
+    import dataclasses
+
+    from rich.table import Table
+
+    from kafkalake.config import Endpoints
+    from kafkalake.spark import local_session
+    from spark_jobs.archiver import archive_topic
+
+    console = wide_console()
+    endpoints = dataclasses.replace(Endpoints.from_env(), bucket=bucket)
+    spark = local_session(endpoints, "kafkalake-archiver")
+    spark.sparkContext.setLogLevel("ERROR")
+    summaries = []
+    for topic in topics:
+        with console.status(f"archiving {topic.kafka_topic} ..."):
+            summaries.append(archive_topic(spark, endpoints, topic, say=console.print))
+    table = Table(title=f"archived to s3://{bucket}/")
+    for column in ("topic", "offsets per partition", "read", "written", "objects", "quarantined", "tombstones"):
+        table.add_column(column)
+    for summary in summaries:
+        offsets = " ".join(f"{p}:{start}-{end}" for p, (start, end) in sorted(summary.plan.items())) or "nothing new"
+        reasons = " ".join(f"{k}={v}" for k, v in sorted(summary.quarantine_by_reason.items()))
+        table.add_row(
+            summary.topic,
+            offsets,
+            str(summary.read),
+            str(summary.written),
+            str(summary.objects),
+            f"{summary.quarantined} {reasons}".strip(),
+            str(summary.tombstones),
+        )
+    console.print(table)
+    return summaries
+
+
+def show_catalog_rows(topics: list[Topic], summaries: list[Summary], bucket: str) -> None:
+    """Rows per table read through the locations Glue holds, next to what the archiver wrote in total."""
+    import dataclasses
+
+    from rich.table import Table
+
+    from kafkalake.aws import make_client
+    from kafkalake.config import Endpoints
+    from kafkalake.query import partition_locations, read_locations
+    from kafkalake.spark import local_session
+
+    endpoints = dataclasses.replace(Endpoints.from_env(), bucket=bucket)
+    spark, glue, s3 = local_session(endpoints), make_client(endpoints, "glue"), make_client(endpoints, "s3")
+    table = Table(title="Queried through the Glue catalog")
+    for column in ("table", "schema versions", "partitions", "files", "rows via catalog", "rows in S3", "match"):
+        table.add_column(column)
+    for topic in topics:
+        locations = partition_locations(glue, topic.database, topic.table)
+        frame = read_locations(spark, locations)
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=topic.prefix.data_prefix())
+        files = [o["Key"] for page in pages for o in page.get("Contents", [])]
+        in_s3 = spark.read.parquet(*[f"s3a://{bucket}/{k}" for k in files]).count() if files else 0
+        if frame is None:
+            table.add_row(
+                f"{topic.database}.{topic.table}",
+                "-",
+                "0",
+                str(len(files)),
+                "0",
+                str(in_s3),
+                "yes" if in_s3 == 0 else "NO",
+            )
+            continue
+        rows = frame.count()
+        versions = sorted({k.split("schema_version=")[1].split("/")[0] for k in files})
+        table.add_row(
+            f"{topic.database}.{topic.table}",
+            ", ".join(versions),
+            str(len(locations)),
+            str(len(files)),
+            str(rows),
+            str(in_s3),
+            "yes" if rows == in_s3 else "NO",
+        )
+    wide_console().print(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -32,6 +33,7 @@ class EnvironmentSettings(BaseModel):
 
 
 def load_environments(path: Path | None = None) -> dict[str, EnvironmentSettings]:
-    source = path or repo_root() / "environments.yaml"
+    """``environments.yaml`` at the repository root, or the file ``KAFKALAKE_ENVIRONMENTS`` names."""
+    source = path or Path(os.environ.get("KAFKALAKE_ENVIRONMENTS", repo_root() / "environments.yaml"))
     raw = yaml.safe_load(source.read_text()) or {}
     return {name: EnvironmentSettings(name=name, **values) for name, values in raw.items()}

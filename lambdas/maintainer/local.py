@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Catalog
+from kafkalake.catalog import Catalog, TableInference
 from kafkalake.config import Endpoints
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.stack import state_dir
@@ -32,12 +32,21 @@ class LocalContext:
 
 
 def invoke_locally(
-    endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, environ: MutableMapping[str, str]
+    endpoints: Endpoints,
+    env: EnvironmentSettings,
+    catalog: Catalog,
+    environ: MutableMapping[str, str],
+    *,
+    native: bool = False,
 ) -> dict[str, Any]:
+    """``native`` infers every table itself (the local AWS endpoint's crawlers never crawl)."""
     sqs = make_client(endpoints, "sqs")
     tables_file = state_dir() / f"tables-{env.name}.json"
     tables_file.parent.mkdir(parents=True, exist_ok=True)
-    tables_file.write_text(json.dumps(tables_document(catalog.for_env(env.name)), indent=1))
+    document = tables_document(catalog.for_env(env.name))
+    if native:
+        document = [{**item, "inference": TableInference.NATIVE.value} for item in document]
+    tables_file.write_text(json.dumps(document, indent=1))
     environ.update(
         {
             "KAFKALAKE_BUCKET": env.bucket,

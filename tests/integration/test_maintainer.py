@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 import json
 import random
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -18,19 +18,17 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from kafkalake.aws import count_calls, make_client
-from kafkalake.catalog import load_catalog
-from kafkalake.config import Endpoints, repo_root
-from kafkalake.environments import load_environments
+from kafkalake.catalog import Catalog, load_catalog
+from kafkalake.config import Endpoints
+from kafkalake.environments import EnvironmentSettings
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
-from kafkalake.provision import Provisioned, provision
+from kafkalake.provision import provision
+from kafkalake.sandbox import isolated_env
 from lambdas.maintainer.logic import Clients, Report, Settings, State, drain, tables_document, tables_from_document
 
 pytestmark = pytest.mark.stack
-ENV = load_environments()["staging"]
-CATALOG = load_catalog(repo_root() / "catalog")
-CARD = TablePrefix("staging", "acme", "payments", "card-authorized")  # native inference
-SENSOR = TablePrefix("staging", "globex", "iot", "sensor-readings")  # crawler mode
+BUCKET_IN_EVENTS = "lake"
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
 
@@ -57,8 +55,14 @@ def key(prefix: TablePrefix, version: int, hour: int, first: int = 0, day: date 
 
 
 class Lake:
-    def __init__(self, endpoints: Endpoints, provisioned: Provisioned) -> None:
-        self.endpoints, self.p = endpoints, provisioned
+    def __init__(self, endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, files: tuple[Path, Path]):
+        self.endpoints, self.env, self.catalog, self.files = endpoints, env, catalog, files
+        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+        provisioned = provision(clients, endpoints.region, env, catalog)
+        self.p = provisioned
+        self.card = TablePrefix(env.name, "acme", "payments", "card-authorized")  # native inference
+        self.sensor = TablePrefix(env.name, "globex", "iot", "sensor-readings")  # crawler mode
+        self.acme, self.globex = f"acme_{env.name}", f"globex_{env.name}"
         self.calls: Counter[str] = Counter()
         self.s3 = make_client(endpoints, "s3")
         self.sqs = make_client(endpoints, "sqs")
@@ -68,7 +72,7 @@ class Lake:
             queue_url=provisioned.queue_url,
             bucket=provisioned.bucket,
             event_bus=provisioned.event_bus,
-            tables=tables_from_document(tables_document(CATALOG.for_env("staging")), ENV.bucket),
+            tables=tables_from_document(tables_document(catalog.for_env(env.name)), env.bucket),
             wait_seconds=0,
         )
         self.state = State(ttl=600)
@@ -101,9 +105,8 @@ class Lake:
     def tables(self) -> set[tuple[str, str]]:
         return {(db, t["Name"]) for db in self.p.databases for t in self.glue.get_tables(DatabaseName=db)["TableList"]}
 
-    @staticmethod
-    def names(prefix: TablePrefix) -> tuple[str, str]:
-        topic = CATALOG.get(prefix.topic, prefix.env)
+    def names(self, prefix: TablePrefix) -> tuple[str, str]:
+        topic = self.catalog.get(prefix.topic, prefix.env)
         return topic.database, topic.table
 
     def glue_writes(self) -> int:
@@ -114,11 +117,9 @@ class Lake:
 
 
 @pytest.fixture
-def lake(local_stack: Endpoints) -> Iterator[Lake]:
-    reset = urllib.request.Request(f"{local_stack.aws_endpoint_url}/moto-api/reset", method="POST")
-    urllib.request.urlopen(reset).read()
-    clients = {s: make_client(local_stack, s) for s in ("s3", "sqs", "glue", "events")}
-    yield Lake(local_stack, provision(clients, local_stack.region, ENV, CATALOG))
+def lake(local_stack: Endpoints, tmp_path: Path) -> Lake:
+    env, catalog, environments = isolated_env(tmp_path)
+    return Lake(local_stack, env, load_catalog(catalog), (catalog, environments))
 
 
 def s3_event(key_in_event: str, name: str = "ObjectCreated:Put") -> dict[str, Any]:
@@ -138,9 +139,9 @@ def s3_event(key_in_event: str, name: str = "ObjectCreated:Put") -> dict[str, An
                     "s3SchemaVersion": "1.0",
                     "configurationId": "kafkalake",
                     "bucket": {
-                        "name": ENV.bucket,
+                        "name": BUCKET_IN_EVENTS,
                         "ownerIdentity": {"principalId": "A"},
-                        "arn": f"arn:aws:s3:::{ENV.bucket}",
+                        "arn": f"arn:aws:s3:::{BUCKET_IN_EVENTS}",
                     },
                     "object": {"key": key_in_event, "size": 10, "eTag": "e", "sequencer": "0A"},
                 },
@@ -165,16 +166,16 @@ def sns_wrapped(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_one_run_syncs_glue_with_duplicates_shuffled_and_encoded_keys(lake: Lake) -> None:
-    keys = [key(CARD, 1, hour, first) for hour in (3, 4, 5) for first in (0, 10, 20)]
+    keys = [key(lake.card, 1, hour, first) for hour in (3, 4, 5) for first in (0, 10, 20)]
     random.Random(7).shuffle(keys)
     for data_key in keys:
         lake.put(data_key)
     for data_key in keys[:3]:  # the same objects written again: duplicate events
         lake.put(data_key)
     lake.s3.copy_object(
-        Bucket=ENV.bucket,
+        Bucket=lake.env.bucket,
         Key=keys[0].key(),
-        CopySource={"Bucket": ENV.bucket, "Key": keys[0].key()},
+        CopySource={"Bucket": lake.env.bucket, "Key": keys[0].key()},
         MetadataDirective="REPLACE",
     )
     report = lake.run()
@@ -187,17 +188,17 @@ def test_one_run_syncs_glue_with_duplicates_shuffled_and_encoded_keys(lake: Lake
     assert report.counts["create_partition_calls"] == 1
     assert report.counts["messages"] == report.counts["deleted"] == 14
     assert report.errors == []
-    assert lake.tables() == {("acme_staging", "card_authorized")}
-    assert lake.partitions(CARD) == {("1", "2026-11-21", f"{h:02d}") for h in (3, 4, 5)}
-    table = lake.glue.get_table(DatabaseName="acme_staging", Name="card_authorized")["Table"]
+    assert lake.tables() == {(lake.acme, "card_authorized")}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", f"{h:02d}") for h in (3, 4, 5)}
+    table = lake.glue.get_table(DatabaseName=lake.acme, Name="card_authorized")["Table"]
     assert [c["Name"] for c in table["StorageDescriptor"]["Columns"]] == ["id", "amount_cents", "authorization"]
     assert table["StorageDescriptor"]["Columns"][2]["Type"] == "struct<issuer:string,authorized_at:timestamp>"
     assert [k["Name"] for k in table["PartitionKeys"]] == ["schema_version", "dt", "hour"]
     part = lake.glue.get_partition(
-        DatabaseName="acme_staging", TableName="card_authorized", PartitionValues=["1", "2026-11-21", "04"]
+        DatabaseName=lake.acme, TableName="card_authorized", PartitionValues=["1", "2026-11-21", "04"]
     )["Partition"]
     assert part["StorageDescriptor"]["Location"] == (
-        f"s3://{ENV.bucket}/data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=04/"
+        f"s3://{lake.env.bucket}/data/{lake.env.name}/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=04/"
     )
     assert lake.queue_depth() == 0 and lake.queue_depth(lake.p.dlq_url) == 0
     # Hours 03 and 04 are followed by data in 04 and 05 and ended long before NOW: complete.
@@ -207,18 +208,18 @@ def test_one_run_syncs_glue_with_duplicates_shuffled_and_encoded_keys(lake: Lake
 
 
 def test_second_run_without_events_makes_no_glue_calls_and_cache_saves_reads(lake: Lake) -> None:
-    lake.put(key(CARD, 1, 3))
+    lake.put(key(lake.card, 1, 3))
     lake.run()
     assert lake.run().counts["messages"] == 0
     assert lake.glue_total() == 0
-    lake.put(key(CARD, 1, 3, first=50))  # a new object in a known partition, within the TTL
+    lake.put(key(lake.card, 1, 3, first=50))  # a new object in a known partition, within the TTL
     report = lake.run()
     assert report.counts["deleted"] == 1
     assert lake.glue_total() == 0, lake.calls
 
 
 def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
-    card = key(CARD, 1, 6)
+    card = key(lake.card, 1, 6)
     lake.put(card)  # moto's own event, fully escaped
     real_style = quote(card.key(), safe="/")  # real S3: '/' kept, '+' becomes %2B
     lake.send(s3_event(real_style))
@@ -229,7 +230,7 @@ def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
                 "Service": "Amazon S3",
                 "Event": "s3:TestEvent",
                 "Time": "t",
-                "Bucket": ENV.bucket,
+                "Bucket": BUCKET_IN_EVENTS,
                 "RequestId": "r",
                 "HostId": "h",
             }
@@ -248,7 +249,7 @@ def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
     assert report.counts["unique_objects"] == 2
     assert report.counts["partitions_added"] == 1
     assert report.counts["deleted"] == report.counts["messages"] == 9
-    assert lake.partitions(CARD) == {("1", "2026-11-21", "06")}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "06")}
     assert lake.queue_depth() == 0
 
 
@@ -256,12 +257,12 @@ def test_malformed_bodies_go_to_the_dlq_after_redrive(lake: Lake) -> None:
     lake.sqs.set_queue_attributes(QueueUrl=lake.p.queue_url, Attributes={"VisibilityTimeout": "0"})
     lake.send("this is not json")
     lake.send({"Records": [{"unexpected": True}]})
-    lake.put(key(CARD, 1, 7))
+    lake.put(key(lake.card, 1, 7))
     first = lake.run()
     assert first.counts["malformed"] == 2
     assert first.counts["deleted"] == 2  # the TestEvent and the good object
     assert any("body is not JSON" in e for e in first.errors)
-    for _ in range(ENV.max_receive_count):
+    for _ in range(lake.env.max_receive_count):
         lake.run()
     assert lake.queue_depth() == 0
     assert lake.queue_depth(lake.p.dlq_url) == 2
@@ -269,7 +270,7 @@ def test_malformed_bodies_go_to_the_dlq_after_redrive(lake: Lake) -> None:
 
 def test_crawler_mode_table_missing_starts_crawler_once_and_keeps_messages(lake: Lake) -> None:
     lake.sqs.set_queue_attributes(QueueUrl=lake.p.queue_url, Attributes={"VisibilityTimeout": "0"})
-    lake.put(key(SENSOR, 1, 1))
+    lake.put(key(lake.sensor, 1, 1))
     first = lake.run()
     assert first.counts["crawlers_started"] == 1
     assert first.counts["deferred_until_table_exists"] == 1
@@ -283,7 +284,7 @@ def test_crawler_mode_table_missing_starts_crawler_once_and_keeps_messages(lake:
 def crawled_sensor_table(lake: Lake) -> None:
     """What the crawler would have made: the table, with schema version 1 partitions."""
     lake.glue.create_table(
-        DatabaseName="globex_staging",
+        DatabaseName=lake.globex,
         TableInput={
             "Name": "sensor_readings",
             "PartitionKeys": [
@@ -293,12 +294,12 @@ def crawled_sensor_table(lake: Lake) -> None:
             ],
             "StorageDescriptor": {
                 "Columns": [{"Name": "id", "Type": "string"}],
-                "Location": f"s3://{ENV.bucket}/data/staging/globex/iot/sensor-readings/",
+                "Location": f"s3://{lake.env.bucket}/data/{lake.env.name}/globex/iot/sensor-readings/",
             },
         },
     )
     lake.glue.create_partition(
-        DatabaseName="globex_staging",
+        DatabaseName=lake.globex,
         TableName="sensor_readings",
         PartitionInput={
             "Values": ["1", "2026-11-21", "00"],
@@ -309,14 +310,14 @@ def crawled_sensor_table(lake: Lake) -> None:
 
 def test_crawler_mode_existing_table_and_partitions(lake: Lake) -> None:
     crawled_sensor_table(lake)
-    lake.put(key(SENSOR, 1, 0))  # partition already exists
-    lake.put(key(SENSOR, 1, 1))
+    lake.put(key(lake.sensor, 1, 0))  # partition already exists
+    lake.put(key(lake.sensor, 1, 1))
     report = lake.run()
     assert report.counts["partitions_added"] == 1
     assert report.counts["crawlers_started"] == 0
-    assert lake.partitions(SENSOR) == {("1", "2026-11-21", "00"), ("1", "2026-11-21", "01")}
+    assert lake.partitions(lake.sensor) == {("1", "2026-11-21", "00"), ("1", "2026-11-21", "01")}
     assert lake.queue_depth() == 0
-    lake.put(key(SENSOR, 2, 1))  # a new schema version re-triggers the crawler
+    lake.put(key(lake.sensor, 2, 1))  # a new schema version re-triggers the crawler
     report = lake.run()
     assert report.counts["crawlers_started"] == 1
     assert report.counts["crawler_reason_new_schema_version"] == 1
@@ -324,36 +325,36 @@ def test_crawler_mode_existing_table_and_partitions(lake: Lake) -> None:
 
 
 def test_native_second_schema_version_merges_columns(lake: Lake) -> None:
-    lake.put(key(CARD, 1, 8))
+    lake.put(key(lake.card, 1, 8))
     lake.run()
-    lake.put(key(CARD, 2, 8))
+    lake.put(key(lake.card, 2, 8))
     report = lake.run()
     assert report.counts["tables_updated"] == 1
     assert [e for e in report.events if e["type"] == "SchemaVersionAdded"] == [
         {
             "type": "SchemaVersionAdded",
-            "database": "acme_staging",
+            "database": lake.acme,
             "table": "card_authorized",
             "schema_version": 2,
             "columns_added": ["merchant_country"],
         }
     ]
-    table = lake.glue.get_table(DatabaseName="acme_staging", Name="card_authorized")["Table"]
+    table = lake.glue.get_table(DatabaseName=lake.acme, Name="card_authorized")["Table"]
     assert [c["Name"] for c in table["StorageDescriptor"]["Columns"]][-1] == "merchant_country"
-    assert lake.partitions(CARD) == {("1", "2026-11-21", "08"), ("2", "2026-11-21", "08")}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "08"), ("2", "2026-11-21", "08")}
 
 
 def test_incompatible_schema_version_is_refused_and_table_kept(lake: Lake) -> None:
-    lake.put(key(CARD, 1, 9))
+    lake.put(key(lake.card, 1, 9))
     lake.run()
-    lake.put(key(CARD, 3, 9), version_body=99)
+    lake.put(key(lake.card, 3, 9), version_body=99)
     report = lake.run()
     assert report.counts["schema_incompatible"] == 1
     assert "column 'amount_cents' changes type from bigint to string" in report.errors[0]
     assert report.counts["left_for_retry"] == 1
-    table = lake.glue.get_table(DatabaseName="acme_staging", Name="card_authorized")["Table"]
+    table = lake.glue.get_table(DatabaseName=lake.acme, Name="card_authorized")["Table"]
     assert {c["Name"]: c["Type"] for c in table["StorageDescriptor"]["Columns"]}["amount_cents"] == "bigint"
-    assert lake.partitions(CARD) == {("1", "2026-11-21", "09")}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "09")}
 
 
 def test_throttled_glue_calls_are_retried_by_botocore(lake: Lake) -> None:
@@ -370,11 +371,11 @@ def test_throttled_glue_calls_are_retried_by_botocore(lake: Lake) -> None:
 
     lake.glue.meta.events.register("before-send.glue", throttle)
     for hour in (10, 11):
-        lake.put(key(CARD, 1, hour))
+        lake.put(key(lake.card, 1, hour))
     report = lake.run()
     assert sum(throttled.values()) == 4
     assert report.counts["partitions_added"] == 2
-    assert lake.partitions(CARD) == {("1", "2026-11-21", "10"), ("1", "2026-11-21", "11")}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "10"), ("1", "2026-11-21", "11")}
     assert lake.queue_depth() == 0
 
 
@@ -389,14 +390,16 @@ class _Raw:
         return self.body
 
 
-def test_cli_maintain_once_runs_the_handler(lake: Lake) -> None:
+def test_cli_maintain_once_runs_the_handler(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from kafkalake.cli import app
 
-    lake.put(key(CARD, 1, 12))
-    result = CliRunner().invoke(app, ["maintain", "--once", "--env", "staging"])
+    lake.put(key(lake.card, 1, 12))
+    catalog, environments = lake.files
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    result = CliRunner().invoke(app, ["maintain", "--once", "--env", lake.env.name, "--catalog", str(catalog)])
     assert result.exit_code == 0, result.output
     assert "partitions_added                 1" in result.output
     assert "tables_created                   1" in result.output
-    assert lake.partitions(CARD) == {("1", "2026-11-21", "12")}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "12")}

@@ -1,0 +1,21 @@
+"""Read tables the way a query engine does: through the partition locations the Glue catalog holds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def partition_locations(glue: Any, database: str, table: str) -> dict[tuple[str, ...], str]:
+    pages = glue.get_paginator("get_partitions").paginate(DatabaseName=database, TableName=table)
+    return {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for page in pages for p in page["Partitions"]}
+
+
+def read_locations(spark: SparkSession, locations: dict[tuple[str, ...], str]) -> DataFrame | None:
+    """Every partition's files, as the catalog points at them (``s3://`` read through S3A locally)."""
+    if not locations:
+        return None
+    paths = [location.replace("s3://", "s3a://", 1) for location in locations.values()]
+    return spark.read.option("mergeSchema", "true").parquet(*paths)

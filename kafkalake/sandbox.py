@@ -1,0 +1,35 @@
+"""Throw-away environments on the shared local stack: tests and benchmarks get their own bucket, queue,
+databases and S3 prefixes, so they never touch what the demo (or another run) made there."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import yaml
+
+from kafkalake.config import repo_root
+from kafkalake.environments import EnvironmentSettings, load_environments
+
+
+def isolated_env(folder: Path, template: str = "staging") -> tuple[EnvironmentSettings, Path, Path]:
+    """Copy the ``template`` environment's catalog and settings under a fresh name into ``folder``;
+    return the settings, the catalog folder and the environments file."""
+    name = f"t{uuid.uuid4().hex[:10]}"
+    source_root = repo_root() / "catalog"
+    catalog = folder / "catalog"
+    for source in source_root.glob(f"*/*/{template}"):
+        shutil.copytree(source, catalog / source.relative_to(source_root).parent / name)
+    env = load_environments()[template].model_copy(
+        update={
+            "name": name,
+            "bucket": f"kafkalake-{name}",
+            "queue_name": f"kafkalake-{name}-q",
+            "dead_letter_queue_name": f"kafkalake-{name}-dlq",
+            "event_bus_name": f"kafkalake-{name}",
+        }
+    )
+    environments = folder / "environments.yaml"
+    environments.write_text(yaml.safe_dump({name: env.model_dump(exclude={"name"})}))
+    return env, catalog, environments
