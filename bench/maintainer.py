@@ -28,9 +28,10 @@ import pyarrow.parquet as pq
 from bench.common import write_result
 from kafkalake import stack
 from kafkalake.aws import count_calls, make_client
-from kafkalake.catalog import TableInference, load_catalog
+from kafkalake.catalog import load_catalog, tables_document
 from kafkalake.config import Endpoints
 from kafkalake.layout import DataKey, Partition
+from kafkalake.naming import TableInference
 from kafkalake.provision import provision
 from kafkalake.sandbox import isolated_env
 from lambdas.maintainer.logic import (
@@ -40,7 +41,6 @@ from lambdas.maintainer.logic import (
     State,
     TableSettings,
     drain,
-    tables_document,
     tables_from_document,
 )
 

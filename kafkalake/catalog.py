@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
+from kafkalake.naming import TableInference, crawler_name_for, default_names
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -33,11 +35,6 @@ class TimeFormat(StrEnum):
     EPOCH = "epoch"
     ISO8601 = "iso8601"
     AVRO_TIMESTAMP = "avro_timestamp"
-
-
-class TableInference(StrEnum):
-    CRAWLER = "crawler"
-    NATIVE = "native"
 
 
 class TimeCandidate(BaseModel):
@@ -139,21 +136,6 @@ class Topic:
             "source": str(self.source),
             **self.spec.model_dump(mode="json", exclude={"kafka_topic", "database", "table", "crawler_name"}),
         }
-
-
-def athena_name(raw: str) -> str:
-    """A Glue/Athena-legal name: lower case letters, digits and underscores."""
-    return re.sub(r"[^a-z0-9_]+", "_", raw.lower()).strip("_")
-
-
-def default_names(prefix: TablePrefix) -> tuple[str, str]:
-    """The Glue (database, table) a data prefix maps to unless the catalog overrides them."""
-    return athena_name(f"{prefix.company}_{prefix.env}"), athena_name(prefix.topic)
-
-
-def crawler_name_for(database: str, table: str) -> str:
-    """The naming convention the maintainer relies on to find a table's crawler."""
-    return f"kafkalake-{database}-{table}"
 
 
 @dataclass(frozen=True)
@@ -363,3 +345,20 @@ def _suggest(value: str) -> str:
         return to_segment(value)
     except LayoutError:
         return "topic-name"
+
+
+def tables_document(topics: Iterable[Topic]) -> list[dict[str, str]]:
+    """The catalog as the maintainer Lambda needs it (bundled as ``tables.json``): prefix and Glue names."""
+    return [
+        {
+            "env": t.env,
+            "company": t.company,
+            "domain": t.domain,
+            "topic": t.name,
+            "database": t.database,
+            "table": t.table,
+            "inference": t.spec.table_inference.value,
+            "crawler_name": t.crawler_name,
+        }
+        for t in topics
+    ]

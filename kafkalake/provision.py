@@ -8,10 +8,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from kafkalake.catalog import Catalog, TableInference
+from kafkalake.catalog import Catalog
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.glue import s3_uri
 from kafkalake.layout import DATA_ROOT
+from kafkalake.naming import TableInference
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Catalog, TableInference
+from kafkalake.catalog import Catalog, tables_document
 from kafkalake.config import Endpoints
 from kafkalake.environments import EnvironmentSettings
+from kafkalake.naming import TableInference
 from kafkalake.stack import state_dir
 from lambdas.maintainer import handler
-from lambdas.maintainer.logic import tables_document
 
 SCHEDULED_EVENT = {"version": "0", "source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
 

@@ -15,7 +15,6 @@ from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import ClientError
 
-from kafkalake.catalog import TableInference, Topic, crawler_name_for, default_names
 from kafkalake.glue import (
     COMPLETE_PARAMETER,
     SCHEMA_VERSIONS_PARAMETER,
@@ -37,6 +36,7 @@ from kafkalake.layout import (
     decode_event_key,
     parse_data_key,
 )
+from kafkalake.naming import TableInference, crawler_name_for, default_names
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns, read_footer_columns
 from lambdas.maintainer.models import MalformedBody, S3Record, parse_body
 
@@ -53,23 +53,6 @@ class TableSettings:
     crawler_name: str
     location: str
     """``s3://bucket/data/<env>/<company>/<domain>/<topic>/``."""
-
-
-def tables_document(topics: Iterable[Topic]) -> list[dict[str, str]]:
-    """The catalog as the Lambda needs it (bundled as ``tables.json``): prefix and Glue names per topic."""
-    return [
-        {
-            "env": t.env,
-            "company": t.company,
-            "domain": t.domain,
-            "topic": t.name,
-            "database": t.database,
-            "table": t.table,
-            "inference": t.spec.table_inference.value,
-            "crawler_name": t.crawler_name,
-        }
-        for t in topics
-    ]
 
 
 def tables_from_document(document: list[dict[str, str]], bucket: str) -> dict[TablePrefix, TableSettings]:

@@ -18,14 +18,14 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from kafkalake.aws import count_calls, make_client
-from kafkalake.catalog import Catalog, load_catalog
+from kafkalake.catalog import Catalog, load_catalog, tables_document
 from kafkalake.config import Endpoints
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.provision import provision
 from kafkalake.sandbox import isolated_env
-from lambdas.maintainer.logic import Clients, Report, Settings, State, drain, tables_document, tables_from_document
+from lambdas.maintainer.logic import Clients, Report, Settings, State, drain, tables_from_document
 
 pytestmark = pytest.mark.stack
 BUCKET_IN_EVENTS = "lake"
