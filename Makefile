@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 export KAFKALAKE_CACHE ?= $(HOME)/.cache/kafkalake
 export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
 .PHONY: install up down status lint test test-unit demo bench synth clean
 
@@ -47,3 +48,11 @@ bench: up
 
 clean: down
 	rm -rf .stack cdk.out
+
+node_modules/.installed: package.json package-lock.json
+	@npm ci --no-audit --no-fund --silent
+	@touch $@
+
+synth: install node_modules/.installed
+	@JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx cdk synth --quiet
+	@echo "[synth] templates for every environment in cdk.out/ (kafkalake-<env>.template.json)"

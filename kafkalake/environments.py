@@ -25,6 +25,20 @@ class EnvironmentSettings(BaseModel):
     archiver_schedule_minutes: int = Field(default=20, ge=5)
     cache_ttl_seconds: int = Field(default=600, ge=0)
     completeness_delay_seconds: int = Field(default=900, ge=0)
+    # Deployment (read by the CDK app only)
+    account: str | None = None
+    region: str = "eu-west-1"
+    kafka_bootstrap: str = "kafka.internal:9092"
+    schema_registry_url: str = "http://schema-registry.internal:8081"
+    kafka_secret_arn: str | None = None
+    """Secrets Manager secret with the Kafka/registry credentials; the archiver role may read only it."""
+    subnet_ids: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    maintainer_layers: tuple[str, ...] = ()
+    """Lambda layer ARNs with the maintainer's dependencies (Powertools, pydantic, pyarrow) for its runtime."""
+    data_transition_days: int = Field(default=30, ge=30)
+    quarantine_retention_days: int = Field(default=90, ge=1)
+    staging_retention_days: int = Field(default=7, ge=1)
 
     @property
     def queue_visibility_timeout_seconds(self) -> int:

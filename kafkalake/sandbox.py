@@ -31,5 +31,5 @@ def isolated_env(folder: Path, template: str = "staging") -> tuple[EnvironmentSe
         }
     )
     environments = folder / "environments.yaml"
-    environments.write_text(yaml.safe_dump({name: env.model_dump(exclude={"name"})}))
+    environments.write_text(yaml.safe_dump({name: env.model_dump(mode="json", exclude={"name"})}))
     return env, catalog, environments

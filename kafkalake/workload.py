@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from kafkalake.catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
+from kafkalake.kafka import ensure_topic, watermarks
 from kafkalake.registry import RegistryClient, encode, value_subject
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000}
@@ -65,27 +65,13 @@ def business_time(candidate: TimeCandidate, moment: datetime) -> Any:
     return moment  # an Avro timestamp logical type
 
 
-def ensure_topic(admin: AdminClient, name: str, partitions: int, wait_seconds: float = 30) -> None:
-    """Create the topic if needed and wait until every partition has a leader."""
-    if name not in admin.list_topics(timeout=10).topics:
-        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-            future.result(timeout=30)
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=10).topics[name]
-        if topic.error is None and topic.partitions and all(p.leader >= 0 for p in topic.partitions.values()):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"topic {name} has partitions without a leader after {wait_seconds}s")
-
-
 def topic_size(bootstrap: str, name: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalake-demo-probe"})
     try:
         metadata = consumer.list_topics(name, timeout=10).topics[name]
-        return sum(consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1] for p in metadata.partitions)
+        return sum(watermarks(consumer, TopicPartition(name, p))[1] for p in metadata.partitions)
     finally:
         consumer.close()
 

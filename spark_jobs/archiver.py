@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, ValueFormat, load_catalog
 from kafkalake.config import Endpoints
+from kafkalake.kafka import watermarks
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.registry import RegistryClient, value_subject
 from spark_jobs import transform
@@ -143,7 +144,7 @@ class Offsets:
             tp.partition: (tp.offset if tp.offset >= 0 else None)
             for tp in self.consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=15)
         }
-        marks = {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=15) for p in partitions}
+        marks = {p: watermarks(self.consumer, TopicPartition(self.topic, p)) for p in partitions}
         return committed, {p: m[0] for p, m in marks.items()}, {p: m[1] for p, m in marks.items()}
 
     def commit(self, ranges: dict[int, tuple[int, int]]) -> None:

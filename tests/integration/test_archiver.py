@@ -19,8 +19,9 @@ from pyspark.sql import functions as F
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
+from kafkalake.kafka import ensure_topic, watermarks
 from kafkalake.registry import RegistryClient, encode, value_subject
-from kafkalake.workload import ensure_topic, produce_topic
+from kafkalake.workload import produce_topic
 from spark_jobs.archiver import archive_topic, consumer_group
 from spark_jobs.writer import InjectedCrash
 
@@ -70,7 +71,7 @@ def committed_and_end(endpoints: Endpoints, topic: Topic) -> tuple[dict[int, int
     try:
         parts = [TopicPartition(topic.kafka_topic, p) for p in range(3)]
         committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=10)}
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
+        ends = {tp.partition: watermarks(consumer, tp)[1] for tp in parts}
         return committed, ends
     finally:
         consumer.close()

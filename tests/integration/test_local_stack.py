@@ -9,8 +9,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.config import Endpoints
+from kafkalake.kafka import ensure_topic
 from kafkalake.registry import RegistryClient, encode, split_header
-from kafkalake.workload import ensure_topic
 from tests.conftest import client
 
 pytestmark = pytest.mark.stack

@@ -1,0 +1,14 @@
+"""EMR Serverless / spark-submit entry point: ``entrypoint.py archive --env staging --topic a --topic b``.
+
+The jobs and the core package arrive as ``--py-files kafkalake_jobs.zip``; endpoints come from
+``KAFKALAKE_*`` variables set in the job's Spark configuration.
+"""
+
+import sys
+
+from spark_jobs import archiver
+
+JOBS = {"archive": archiver.main}
+
+if __name__ == "__main__":
+    JOBS[sys.argv[1]](sys.argv[2:])

@@ -1,0 +1,345 @@
+"""The CDK app: real template assertions per environment, cdk-nag with zero unacknowledged findings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+
+from infra.app import build
+from infra.assets import maintainer_bundle
+from infra.stack import MAINTAINER_GLUE_ACTIONS, KafkalakeStack
+from kafkalake.catalog import Catalog, load_catalog
+from kafkalake.config import repo_root
+from kafkalake.environments import load_environments
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+ENVIRONMENTS = load_environments()
+CATALOG = load_catalog(repo_root() / "catalog")
+
+
+@pytest.fixture(scope="module")
+def stacks(tmp_path_factory: pytest.TempPathFactory) -> tuple[App, dict[str, KafkalakeStack]]:
+    app = App()
+    return app, build(app, ENVIRONMENTS, CATALOG, tmp_path_factory.mktemp("build"))
+
+
+def template(stacks: tuple[App, dict[str, KafkalakeStack]], env: str) -> Template:
+    return Template.from_stack(stacks[1][env])
+
+
+def resources(tpl: Template, kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = tpl.find_resources(kind)
+    return found
+
+
+def all_statements(tpl: Template) -> list[dict[str, Any]]:
+    statements = []
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::Role"):
+        for resource in resources(tpl, kind).values():
+            props = resource["Properties"]
+            documents = [props.get("PolicyDocument")] + [p["PolicyDocument"] for p in props.get("Policies", [])]
+            for document in filter(None, documents):
+                statements += document["Statement"]
+    return statements
+
+
+def role_statements(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
+    policies = resources(tpl, "AWS::IAM::Policy").values()
+    return [
+        s
+        for p in policies
+        if any(role_fragment in r["Ref"] for r in p["Properties"]["Roles"])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_lake_bucket_is_private_encrypted_tls_only_with_lifecycle(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    lake = tpl.find_resources("AWS::S3::Bucket", {"Properties": {"BucketName": settings.bucket}})
+    assert len(lake) == 1
+    props = next(iter(lake.values()))["Properties"]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert "KMSMasterKeyID" in sse["ServerSideEncryptionByDefault"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert "LoggingConfiguration" in props
+    rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
+    assert rules["abort-incomplete-uploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert rules["expire-quarantine"]["Prefix"] == "quarantine/"
+    assert rules["tier-data"]["Transitions"][0]["StorageClass"] == "INTELLIGENT_TIERING"
+    retained = [t for t in CATALOG.for_env(env) if t.spec.retention_days is not None]
+    assert retained
+    assert not any(r.startswith("retain-") and r.endswith("refund_issued") for r in rules)  # no retention set
+    for topic in retained:
+        rule = rules[f"retain-data-{topic.database}-{topic.table}"]
+        assert (rule["Prefix"], rule["ExpirationInDays"]) == (topic.prefix.data_prefix(), topic.spec.retention_days)
+    tpl.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Action": "s3:*",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+    for key in resources(tpl, "AWS::KMS::Key").values():
+        assert key["Properties"]["EnableKeyRotation"] is True
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_notifications_queue_dlq_and_filter(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    queue = tpl.find_resources("AWS::SQS::Queue", {"Properties": {"QueueName": settings.queue_name}})
+    props = next(iter(queue.values()))["Properties"]
+    assert props["VisibilityTimeout"] == 6 * settings.maintainer_timeout_seconds
+    assert props["RedrivePolicy"]["maxReceiveCount"] == settings.max_receive_count
+    assert "KmsMasterKeyId" in props
+    assert props.get("MaximumMessageSize", 262144) >= 64 * 1024
+    dlq = tpl.find_resources("AWS::SQS::Queue", {"Properties": {"QueueName": settings.dead_letter_queue_name}})
+    assert len(dlq) == 1 and "KmsMasterKeyId" in next(iter(dlq.values()))["Properties"]
+    tpl.has_resource_properties(
+        "Custom::S3BucketNotifications",
+        {
+            "NotificationConfiguration": {
+                "QueueConfigurations": [
+                    Match.object_like(
+                        {
+                            "Events": ["s3:ObjectCreated:*"],
+                            "Filter": {
+                                "Key": {
+                                    "FilterRules": [
+                                        {"Name": "suffix", "Value": ".parquet"},
+                                        {"Name": "prefix", "Value": "data/"},
+                                    ]
+                                }
+                            },
+                        }
+                    )
+                ]
+            }
+        },
+    )
+    policies = [
+        p["Properties"]["PolicyDocument"]["Statement"] for p in resources(tpl, "AWS::SQS::QueuePolicy").values()
+    ]
+    statements = [s for group in policies for s in group]
+    assert any(s.get("Sid") == "OnlyThisBucket" and s["Effect"] == "Deny" for s in statements)
+    assert any(
+        s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+        for s in statements
+    )
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    tpl.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "FunctionName": f"kafkalake-{env}-maintainer",
+            "Runtime": "python3.13",
+            "Architectures": ["arm64"],
+            "Handler": "lambdas.maintainer.handler.handler",
+            "ReservedConcurrentExecutions": 1,
+            "Timeout": settings.maintainer_timeout_seconds,
+            "Layers": list(settings.maintainer_layers),
+            "Environment": {
+                "Variables": Match.object_like({"KAFKALAKE_BUCKET": settings.bucket, "KAFKALAKE_AWS_ENDPOINT_URL": ""})
+            },
+        },
+    )
+    tpl.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(10 minutes)"})
+    statements = role_statements(tpl, "MaintainerRole")
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "kms:Decrypt",
+        *MAINTAINER_GLUE_ACTIONS,
+        "glue:GetCrawler",
+        "glue:StartCrawler",
+        "s3:GetObject",
+        "events:PutEvents",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+    }
+    assert not any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in actions)
+    glue = next(s for s in statements if "glue:BatchCreatePartition" in s["Action"])
+    rendered = json.dumps(glue["Resource"])
+    for database in {t.database for t in CATALOG.for_env(env)}:
+        assert f":database/{database}" in rendered and f":table/{database}/*" in rendered
+    wildcard = [s for s in statements if s["Resource"] == "*"]
+    assert [sorted(s["Action"]) for s in wildcard] == [["xray:PutTelemetryRecords", "xray:PutTraceSegments"]]
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_no_wildcard_actions_anywhere(stacks: Any, env: str) -> None:
+    for statement in all_statements(template(stacks, env)):
+        actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        if statement.get("Effect") == "Deny":
+            continue
+        assert not [a for a in actions if a == "*" or a.endswith(":*")], statement
+
+
+@pytest.mark.parametrize(("env", "crawlers"), [("staging", 3), ("production", 1)])
+def test_glue_databases_and_one_crawler_per_crawler_mode_topic(stacks: Any, env: str, crawlers: int) -> None:
+    tpl = template(stacks, env)
+    tpl.resource_count_is("AWS::Glue::Crawler", crawlers)
+    tpl.resource_count_is("AWS::Glue::Database", len({t.database for t in CATALOG.for_env(env)}))
+    for crawler in resources(tpl, "AWS::Glue::Crawler").values():
+        props = crawler["Properties"]
+        assert props["RecrawlPolicy"] == {"RecrawlBehavior": "CRAWL_EVERYTHING"}
+        configuration = json.loads(props["Configuration"])
+        assert configuration["Grouping"]["TableGroupingPolicy"] == "CombineCompatibleSchemas"
+        assert configuration["CrawlerOutput"]["Partitions"]["AddOrUpdateBehavior"] == "InheritFromTable"
+        assert props["CrawlerSecurityConfiguration"] == f"kafkalake-{env}"
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    tpl.has_resource_properties(
+        "AWS::EMRServerless::Application",
+        {
+            "ReleaseLabel": "emr-7.7.0",
+            "Type": "SPARK",
+            "AutoStopConfiguration": {"Enabled": True, "IdleTimeoutMinutes": 15},
+            "NetworkConfiguration": {
+                "SubnetIds": list(settings.subnet_ids),
+                "SecurityGroupIds": list(settings.security_group_ids),
+            },
+        },
+    )
+    tpl.has_resource_properties(
+        "AWS::Scheduler::Schedule",
+        {
+            "ScheduleExpression": f"rate({settings.archiver_schedule_minutes} minutes)",
+            "Target": Match.object_like({"Arn": "arn:aws:scheduler:::aws-sdk:emrserverless:startJobRun"}),
+        },
+    )
+    archiver = role_statements(tpl, "ArchiverJobRole")
+    assert {
+        "Action": "secretsmanager:GetSecretValue",
+        "Effect": "Allow",
+        "Resource": settings.kafka_secret_arn,
+    } in archiver
+    deletes = [s for s in archiver if "s3:DeleteObject" in s["Action"]]
+    assert len(deletes) == 1 and "/state/*" in json.dumps(deletes[0]["Resource"])
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_monitoring(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 5)
+    tpl.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm", {"MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 0}
+    )
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm", {"MetricName": "FailedJobs", "Namespace": "AWS/EMRServerless"}
+    )
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_cdk_nag_has_no_unacknowledged_findings(stacks: Any, env: str) -> None:
+    app, built = stacks
+    report = AwsSolutionsChecks(app).validate_scope(built[env])
+    assert [v.rule_name for v in report.violations] == []
+    assert report.success
+
+
+def write_topic(root: Path, company: str, domain: str, name: str, inference: str) -> None:
+    folder = root / company / domain / "staging"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.yaml").write_text(f"table_inference: {inference}\nretention_days: 30\n")
+    (folder / f"{name}.v1.avsc").write_text(
+        json.dumps({"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"}]})
+    )
+
+
+def test_two_companies_five_topics(tmp_path: Path) -> None:
+    for company, domain, name, inference in [
+        ("alpha", "sales", "orders", "crawler"),
+        ("alpha", "sales", "returns", "native"),
+        ("alpha", "ops", "tickets", "crawler"),
+        ("beta", "iot", "pings", "crawler"),
+        ("beta", "iot", "alerts", "native"),
+    ]:
+        write_topic(tmp_path / "catalog", company, domain, name, inference)
+    catalog: Catalog = load_catalog(tmp_path / "catalog")
+    app = App()
+    built = build(app, {"staging": ENVIRONMENTS["staging"]}, catalog, tmp_path / "build")
+    tpl = Template.from_stack(built["staging"])
+    tpl.resource_count_is("AWS::Glue::Crawler", 3)
+    tpl.resource_count_is("AWS::Glue::Database", 2)
+    names = {c["Properties"]["Name"] for c in resources(tpl, "AWS::Glue::Crawler").values()}
+    assert names == {
+        "kafkalake-alpha_staging-orders",
+        "kafkalake-alpha_staging-tickets",
+        "kafkalake-beta_staging-pings",
+    }
+    assert AwsSolutionsChecks(app).validate_scope(built["staging"]).violations == []
+
+
+def test_maintainer_asset_imports_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    """The bundle plus the layers' packages (Powertools, pydantic, pyarrow; boto3 is in the runtime) is enough."""
+    bundle = maintainer_bundle(tmp_path / "build", CATALOG.for_env("staging"))
+    assert (bundle / "kafkalake" / "layout.py").exists()
+    assert json.loads((bundle / "lambdas" / "maintainer" / "tables.json").read_text())[0]["env"] == "staging"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pins = {
+        line.split("==")[0].split("[")[0].lower(): line.strip()
+        for line in (repo_root() / "requirements.txt").read_text().splitlines()
+        if "==" in line
+    }
+    wanted = [pins[n] for n in ("aws-lambda-powertools", "aws-xray-sdk", "pydantic", "pyarrow", "boto3", "botocore")]
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *wanted], check=True)
+    probe = (
+        "import sys, lambdas.maintainer.handler as h; "
+        "heavy = [m for m in ('yaml', 'fastavro', 'kafkalake.catalog', 'pyspark') if m in sys.modules]; "
+        "print(h.handler.__name__, heavy)"
+    )
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        cwd=bundle,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": os.environ["PATH"], "AWS_REGION": "eu-west-1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "handler []"
