@@ -31,7 +31,8 @@ from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STAGING_ROOT, STATE_ROOT
 from kafkalake.naming import TableInference
 from kafkalake.provision import crawler_request, notification_filter
-from kafkalake.stack import EMR_RELEASE, SPARK_VERSION
+from kafkalake.stack import EMR_RELEASE
+from spark_jobs.submit import spark_submit_parameters
 
 MAINTAINER_GLUE_ACTIONS = (
     "glue:GetTable",
@@ -469,22 +470,7 @@ class KafkalakeStack(Stack):
             iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.archiver_role.role_arn])
         )
         topics = [arg for t in self.topics for arg in ("--topic", t.name)]
-        driver_env = {
-            "KAFKALAKE_BUCKET": self.settings.bucket,
-            "KAFKALAKE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
-            "KAFKALAKE_SCHEMA_REGISTRY_URL": self.settings.schema_registry_url,
-            "KAFKALAKE_REGION": self.region,
-            "KAFKALAKE_AWS_ENDPOINT_URL": "",
-        }
-        spark_conf = " ".join(
-            [
-                f"--py-files {self.job_package.s3_object_url}",
-                *(f"--conf spark.emr-serverless.driverEnv.{k}={v}" for k, v in driver_env.items()),
-                *(f"--conf spark.executorEnv.{k}={v}" for k, v in driver_env.items()),
-                f"--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION},"
-                f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
-            ]
-        )
+        spark_conf = spark_submit_parameters(self.settings, self.job_package.s3_object_url)
         request = {
             "ApplicationId": self.application.attr_application_id,
             "ExecutionRoleArn": self.archiver_role.role_arn,

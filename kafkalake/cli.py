@@ -291,3 +291,96 @@ def show_catalog_rows(topics: list[Topic], summaries: list[Summary], bucket: str
             "yes" if rows == in_s3 else "NO",
         )
     wide_console().print(table)
+
+
+compact_app = typer.Typer(
+    help="Compact closed partitions: run locally, or submit to EMR Serverless.", no_args_is_help=True
+)
+app.add_typer(compact_app, name="compact")
+TableArgument = Annotated[str, typer.Option("--table", help="Topic name, Kafka topic or database.table.")]
+
+
+@compact_app.command("run")
+def compact_run(
+    table: TableArgument,
+    env: EnvOption = "staging",
+    local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
+    target_file_mb: Annotated[int, typer.Option(help="Target size of merged files.")] = 128,
+    min_input_files: Annotated[int, typer.Option(help="Compact partitions with at least this many files.")] = 10,
+    grace_minutes: Annotated[int, typer.Option(help="Keep inputs this long after the swap.")] = 60,
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Compact a table's closed partitions on local Spark and print files, bytes and rows before/after."""
+    import dataclasses
+    from datetime import timedelta
+
+    from rich.table import Table
+
+    from kafkalake.config import Endpoints
+    from kafkalake.environments import load_environments
+    from kafkalake.spark import local_session
+    from spark_jobs.compactor import Compactor, Knobs
+
+    if not local:
+        raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")
+    topic = load_catalog(catalog).get(table, env)
+    endpoints = dataclasses.replace(Endpoints.from_env(), bucket=load_environments()[env].bucket)
+    console = wide_console()
+    spark = local_session(endpoints, "kafkalake-compactor")
+    spark.sparkContext.setLogLevel("ERROR")
+    knobs = Knobs(
+        target_file_bytes=target_file_mb * 1024 * 1024,
+        min_input_files=min_input_files,
+        grace_period=timedelta(minutes=grace_minutes),
+    )
+    with console.status(f"compacting {topic.database}.{topic.table} ..."):
+        results = Compactor(spark, endpoints, topic, knobs, say=console.print).run()
+    summary = Table(title=f"compaction of {topic.database}.{topic.table}")
+    for column in ("partition", "action", "files before → after", "bytes before → after", "rows"):
+        summary.add_column(column)
+    for result in results:
+        summary.add_row(
+            "/".join(result.partition),
+            result.action,
+            f"{result.files_before} → {result.files_after}",
+            f"{result.bytes_before} → {result.bytes_after}",
+            str(result.rows),
+        )
+    console.print(summary)
+
+
+@compact_app.command("submit")
+def compact_submit(
+    table: TableArgument,
+    env: EnvOption,
+    application_id: Annotated[str, typer.Option(help="EMR Serverless application id (stack output).")],
+    role_arn: Annotated[str, typer.Option(help="Job execution role ARN.")],
+    entry_point: Annotated[str, typer.Option(help="s3:// URI of spark_jobs/entrypoint.py.")],
+    py_files: Annotated[str, typer.Option(help="s3:// URI of kafkalake_jobs.zip.")],
+    target_file_mb: Annotated[int, typer.Option()] = 128,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
+) -> None:
+    """Start a compaction job run on EMR Serverless and print its id (and, with --wait, its states)."""
+    import time
+
+    from kafkalake.aws import make_client
+    from kafkalake.config import Endpoints
+    from kafkalake.environments import load_environments
+    from spark_jobs.submit import compaction_job_request, terminal
+
+    settings = load_environments()[env]
+    client = make_client(Endpoints.from_env(), "emr-serverless")
+    request = compaction_job_request(
+        settings, application_id=application_id, role_arn=role_arn, entry_point=entry_point, py_files=py_files,
+        table=table, target_file_mb=target_file_mb,
+    )
+    run = client.start_job_run(**request)
+    typer.echo(f"started job run {run['jobRunId']} on application {application_id} ({run['arn']})")
+    while wait:
+        state = client.get_job_run(applicationId=application_id, jobRunId=run["jobRunId"])["jobRun"]["state"]
+        typer.echo(f"  {time.strftime('%H:%M:%S')} {state}")
+        if terminal(state):
+            if state != "SUCCESS":
+                raise typer.Exit(1)
+            break
+        time.sleep(10)

@@ -23,13 +23,14 @@ def ensure_topic(admin: AdminClient, name: str, partitions: int, wait_seconds: f
 
 
 def watermarks(consumer: Consumer, partition: TopicPartition, wait_seconds: float = 30) -> tuple[int, int]:
-    """(low, high) offsets, retrying while the broker reports a retriable error such as NOT_LEADER."""
+    """(low, high) offsets, retrying for a while: a broker that just started answers NOT_LEADER_FOR_PARTITION
+    (not flagged retriable by librdkafka) until its metadata settles."""
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
             low, high = consumer.get_watermark_offsets(partition, timeout=10)
             return int(low), int(high)
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
+        except KafkaException:
+            if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)

@@ -6,9 +6,9 @@ The jobs and the core package arrive as ``--py-files kafkalake_jobs.zip``; endpo
 
 import sys
 
-from spark_jobs import archiver
+from spark_jobs import archiver, compactor
 
-JOBS = {"archive": archiver.main}
+JOBS = {"archive": archiver.main, "compact": compactor.main}
 
 if __name__ == "__main__":
     JOBS[sys.argv[1]](sys.argv[2:])

@@ -257,6 +257,9 @@ class _TableSync:
     def __init__(self, settings: Settings, clients: Clients, state: State, report: Report, now: datetime) -> None:
         self.settings, self.clients, self.state, self.report, self.now = settings, clients, state, report, now
 
+    def _event(self, kind: str, cfg: TableSettings, **detail: Any) -> None:
+        self.report.events.append({"type": kind, "database": cfg.database, "table": cfg.table, **detail})
+
     def sync(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
         table_cfg = self._resolve(prefix)
         if table_cfg is None:
@@ -335,15 +338,7 @@ class _TableSync:
         try:
             self.clients.glue.create_table(DatabaseName=cfg.database, TableInput=request)
             self.report.counts["tables_created"] += 1
-            self.report.events.append(
-                {
-                    "type": "TableCreated",
-                    "database": cfg.database,
-                    "table": cfg.table,
-                    "schema_version": version,
-                    "columns": [c["Name"] for c in columns],
-                }
-            )
+            self._event("TableCreated", cfg, schema_version=version, columns=[c["Name"] for c in columns])
         except ClientError as exc:
             if _error_code(exc) != "AlreadyExistsException":
                 raise
@@ -373,15 +368,7 @@ class _TableSync:
             if not self._version_known(cfg, table, version):
                 if cfg.inference == TableInference.CRAWLER:
                     self._start_crawler(cfg, "new_schema_version")
-                    self.report.events.append(
-                        {
-                            "type": "SchemaVersionAdded",
-                            "database": cfg.database,
-                            "table": cfg.table,
-                            "schema_version": version,
-                            "columns_added": [],
-                        }
-                    )
+                    self._event("SchemaVersionAdded", cfg, schema_version=version, columns_added=[])
                 else:
                     try:
                         table = self._merge_version(cfg, table, version, of_version)
@@ -405,15 +392,7 @@ class _TableSync:
         update.setdefault("Parameters", {})[SCHEMA_VERSIONS_PARAMETER] = ",".join([*versions, str(version)])
         self.clients.glue.update_table(DatabaseName=cfg.database, TableInput=update)
         self.report.counts["tables_updated"] += 1
-        self.report.events.append(
-            {
-                "type": "SchemaVersionAdded",
-                "database": cfg.database,
-                "table": cfg.table,
-                "schema_version": version,
-                "columns_added": [c["Name"] for c in added],
-            }
-        )
+        self._event("SchemaVersionAdded", cfg, schema_version=version, columns_added=[c["Name"] for c in added])
         refreshed = self._get_table(cfg, fresh=True)
         if refreshed is None:
             raise IncompatibleSchema(f"table {cfg.database}.{cfg.table} disappeared while it was being updated")
@@ -483,11 +462,4 @@ class _TableSync:
             self.report.errors.append(f"{cfg.database}.{cfg.table} {list(values)}: marking complete failed: {code}")
         for values in sorted(outcome.done):
             partition_values = dict(zip(PARTITION_KEYS, values, strict=True))
-            self.report.events.append(
-                {
-                    "type": "PartitionComplete",
-                    "database": cfg.database,
-                    "table": cfg.table,
-                    "partition": partition_values,
-                }
-            )
+            self._event("PartitionComplete", cfg, partition=partition_values)

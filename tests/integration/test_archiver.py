@@ -24,6 +24,7 @@ from kafkalake.registry import RegistryClient, encode, value_subject
 from kafkalake.workload import produce_topic
 from spark_jobs.archiver import archive_topic, consumer_group
 from spark_jobs.writer import InjectedCrash
+from tests.conftest import with_bucket
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-archiver-tests"
@@ -33,10 +34,7 @@ START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
-    s3 = make_client(local_stack, "s3")
-    if BUCKET not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
-        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": local_stack.region})
-    return dataclasses.replace(local_stack, bucket=BUCKET)
+    return with_bucket(local_stack, BUCKET)
 
 
 def fresh(name: str, env: str = "staging", **archive: Any) -> Topic:

@@ -343,3 +343,12 @@ def test_maintainer_asset_imports_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "handler []"
+
+
+def test_sam_env_file_names_the_maintainer_logical_id(stacks: Any) -> None:
+    functions = template(stacks, "staging").find_resources(
+        "AWS::Lambda::Function", {"Properties": {"FunctionName": "kafkalake-staging-maintainer"}}
+    )
+    overrides = json.loads((repo_root() / "events" / "sam-env.json").read_text())
+    assert list(overrides) == list(functions)
+    assert json.loads((repo_root() / "events" / "scheduled.json").read_text())["detail-type"] == "Scheduled Event"

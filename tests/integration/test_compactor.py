@@ -1,0 +1,233 @@
+"""The compactor on the local stack: moto S3 through S3A, moto Glue, local Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic, load_catalog
+from kafkalake.config import Endpoints, repo_root
+from kafkalake.glue import glue_columns, partition_input, s3_uri, table_input
+from kafkalake.layout import DataKey, Partition
+from spark_jobs.compactor import Compactor, Knobs
+from spark_jobs.writer import InjectedCrash
+from tests.conftest import with_bucket
+
+pytestmark = pytest.mark.stack
+BUCKET = "kafkalake-compactor-tests"
+CATALOG = load_catalog(repo_root() / "catalog")
+PARTITION = Partition(1, date(2026, 11, 20), 7)
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
+ROWS_PER_FILE = 40
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    return with_bucket(local_stack, BUCKET)
+
+
+def small_file(kafka_partition: int, first: int, rows: int) -> bytes:
+    table = pa.table(
+        {
+            "id": [f"r-{kafka_partition}-{first + i}" for i in range(rows)],
+            "payload": [f"{'x' * 60}-{first + i}" for i in range(rows)],
+            "_kafka_partition": pa.array([kafka_partition] * rows, pa.int32()),
+            "_kafka_offset": pa.array(range(first, first + rows), pa.int64()),
+        }
+    )
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    return out.getvalue()
+
+
+class Lake:
+    def __init__(self, endpoints: Endpoints) -> None:
+        topic = CATALOG.get("sensor-readings", "staging")
+        suffix = uuid.uuid4().hex[:8]
+        spec = topic.spec.model_copy(update={"database": f"compact_{suffix}"})
+        self.topic: Topic = dataclasses.replace(topic, env=f"t{suffix}", spec=spec)
+        self.endpoints = endpoints
+        self.s3, self.glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+        self.next_offset = {0: 0, 1: 0, 2: 0}
+
+    def put_files(self, count: int) -> int:
+        body = b""
+        for i in range(count):
+            kafka_partition = i % 3
+            first = self.next_offset[kafka_partition]
+            body = small_file(kafka_partition, first, ROWS_PER_FILE)
+            key = DataKey(self.topic.prefix, PARTITION, kafka_partition, first, first + ROWS_PER_FILE - 1).key()
+            self.s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+            self.next_offset[kafka_partition] += ROWS_PER_FILE
+        return count * ROWS_PER_FILE
+
+    def register(self) -> None:
+        sample = pq.read_schema(io.BytesIO(small_file(0, 0, 1)))
+        location = s3_uri(BUCKET, self.topic.prefix.data_prefix())
+        self.glue.create_database(DatabaseInput={"Name": self.topic.database})
+        table = table_input(self.topic.table, location, glue_columns(sample), {})
+        self.glue.create_table(DatabaseName=self.topic.database, TableInput=table)
+        self.glue.create_partition(
+            DatabaseName=self.topic.database,
+            TableName=self.topic.table,
+            PartitionInput=partition_input(
+                table, location + PARTITION.path(), PARTITION, {"kafkalake.complete": "true"}
+            ),
+        )
+
+    def location(self) -> str:
+        part = self.glue.get_partition(
+            DatabaseName=self.topic.database, TableName=self.topic.table, PartitionValues=PARTITION.values()
+        )["Partition"]
+        return str(part["StorageDescriptor"]["Location"])
+
+    def keys(self, prefix: str) -> dict[str, int]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
+
+    def raw(self) -> dict[str, int]:
+        return self.keys(self.topic.prefix.data_prefix())
+
+    def read_current(self, spark: SparkSession) -> Any:
+        """What a reader sees: the files at the location Glue holds."""
+        return spark.read.parquet(self.location().replace("s3://", "s3a://"))
+
+
+def compactor(spark: SparkSession, lake: Lake, now: datetime = NOW, **knobs: Any) -> Compactor:
+    settings = {"target_file_bytes": 64 * 1024, "min_input_files": 10, "grace_period": timedelta(hours=1), **knobs}
+    return Compactor(spark, lake.endpoints, lake.topic, Knobs(**settings), now=lambda: now)
+
+
+def assert_exact(spark: SparkSession, lake: Lake, rows: int) -> None:
+    frame = lake.read_current(spark)
+    assert frame.count() == rows
+    assert frame.select("_kafka_partition", "_kafka_offset").distinct().count() == rows
+    assert lake.location().endswith("/")
+    assert lake.keys(lake.location().split(f"{BUCKET}/", 1)[1]), "the partition points at a missing location"
+
+
+def test_500_small_files_become_target_sized_files(spark: SparkSession, endpoints: Endpoints) -> None:
+    lake = Lake(endpoints)
+    rows = lake.put_files(500)
+    lake.register()
+    before = lake.raw()
+    input_bytes = sum(before.values())
+    [result] = compactor(spark, lake).run()
+    assert (result.action, result.files_before, result.rows) == ("compacted", 500, rows)
+    outputs = {k: v for k, v in lake.keys(lake.topic.prefix.compacted_prefix()).items() if k.endswith(".parquet")}
+    assert len(outputs) == round(sum(outputs.values()) / (64 * 1024)) < math.ceil(input_bytes / (64 * 1024))
+    for size in outputs.values():
+        assert 0.75 * 64 * 1024 <= size <= 1.25 * 64 * 1024, sorted(outputs.values())
+    assert lake.location().startswith(f"s3://{BUCKET}/compacted/")
+    assert_exact(spark, lake, rows)
+    assert lake.raw() == before  # inputs stay through the grace period
+    compactor(spark, lake, now=NOW + timedelta(minutes=30)).run()
+    assert lake.raw() == before
+    compactor(spark, lake, now=NOW + timedelta(hours=2)).run()
+    assert lake.raw() == {}
+    assert_exact(spark, lake, rows)
+
+
+@pytest.mark.parametrize("crash_at", ["after_write", "after_verify", "after_swap", "mid_delete"])
+def test_killed_compactor_rolls_forward(spark: SparkSession, endpoints: Endpoints, crash_at: str) -> None:
+    lake = Lake(endpoints)
+    rows = lake.put_files(60)
+    lake.register()
+    later = NOW + timedelta(hours=2)
+    if crash_at == "mid_delete":
+        compactor(spark, lake).run()
+        with pytest.raises(InjectedCrash):
+            Compactor(
+                spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: later, crash_at=crash_at
+            ).run()
+    else:
+        with pytest.raises(InjectedCrash):
+            Compactor(
+                spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: NOW, crash_at=crash_at
+            ).run()
+    assert_exact(spark, lake, rows)  # readers are fine at every step
+    compactor(spark, lake).run()
+    compactor(spark, lake, now=later).run()
+    assert_exact(spark, lake, rows)
+    runs = {k.split("/run=")[1].split("/")[0] for k in lake.keys(lake.topic.prefix.compacted_prefix())}
+    assert len(runs) == 1, "orphaned compaction output"
+    assert lake.raw() == {}
+
+
+def test_late_files_become_visible_after_one_more_cycle(spark: SparkSession, endpoints: Endpoints) -> None:
+    lake = Lake(endpoints)
+    rows = lake.put_files(30)
+    lake.register()
+    compactor(spark, lake).run()
+    late_rows = lake.put_files(5)  # arrive after the swap, in the raw directory
+    assert lake.read_current(spark).count() == rows  # not visible yet, and nothing counted twice
+    [result] = compactor(spark, lake, now=NOW + timedelta(minutes=10)).run()
+    assert result.action == "compacted"
+    assert_exact(spark, lake, rows + late_rows)
+    compactor(spark, lake, now=NOW + timedelta(hours=3)).run()
+    assert_exact(spark, lake, rows + late_rows)
+    assert lake.raw() == {}
+
+
+def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> None:
+    from typer.testing import CliRunner
+
+    from kafkalake.cli import app
+
+    emr = make_client(local_stack, "emr-serverless")
+    application = emr.create_application(
+        name=f"kafkalake-{uuid.uuid4().hex[:6]}", releaseLabel="emr-7.7.0", type="SPARK"
+    )["applicationId"]
+    role = "arn:aws:iam::123456789012:role/kafkalake-staging-compactor"
+    result = CliRunner().invoke(
+        app,
+        [
+            "compact",
+            "submit",
+            "--env",
+            "staging",
+            "--table",
+            "sensor-readings",
+            "--application-id",
+            application,
+            "--role-arn",
+            role,
+            "--entry-point",
+            "s3://assets/entrypoint.py",
+            "--py-files",
+            "s3://assets/jobs.zip",
+            "--target-file-mb",
+            "256",
+            "--wait",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    run_id = result.output.split("started job run ", 1)[1].split()[0]
+    assert "SUCCESS" in result.output
+    run = emr.get_job_run(applicationId=application, jobRunId=run_id)["jobRun"]
+    assert run["executionRole"] == role
+    submit = run["jobDriver"]["sparkSubmit"]
+    assert submit["entryPoint"] == "s3://assets/entrypoint.py"
+    assert submit["entryPointArguments"] == [
+        "compact",
+        "--env",
+        "staging",
+        "--table",
+        "sensor-readings",
+        "--target-file-mb",
+        "256",
+    ]
+    parameters = submit["sparkSubmitParameters"]
+    assert parameters.startswith("--py-files s3://assets/jobs.zip ")
+    assert "--conf spark.emr-serverless.driverEnv.KAFKALAKE_BUCKET=kafkalake-staging-lake" in parameters
+    assert "spark-sql-kafka-0-10_2.12:3.5.3" in parameters
