@@ -459,36 +459,86 @@ class KafkalakeStack(Stack):
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-"
             f"{DefaultStackSynthesizer.DEFAULT_QUALIFIER}-assets-<AWS::AccountId>-{self.region}/*]",
         )
-        self._archiver_schedule()
+        self.compactor_role = self._compactor_role()
+        self.schedules: dict[str, scheduler.CfnSchedule] = {}
+        names = [arg for t in self.topics for arg in ("--topic", t.name)]
+        self._job_schedule(
+            "Archiver",
+            f"rate({self.settings.archiver_schedule_minutes} minutes)",
+            self.archiver_role,
+            ["archive", "--env", self.settings.name, *names],
+        )
+        tables = [arg for t in self.topics for arg in ("--table", t.name)]
+        self._job_schedule(
+            "Compactor", "rate(1 hour)", self.compactor_role, ["compact", "--env", self.settings.name, *tables]
+        )
 
-    def _archiver_schedule(self) -> None:
-        scheduler_role = iam.Role(self, "SchedulerRole", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"))
+    def _compactor_role(self) -> iam.Role:
+        role = iam.Role(self, "CompactorJobRole", assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[
+                    self.bucket.arn_for_objects(f"{root}/*") for root in (DATA_ROOT, COMPACTED_ROOT, STATE_ROOT)
+                ],
+            )
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn]))
+        glue_arn = f"arn:{self.partition}:glue:{self.region}:{self.account}"
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
+                resources=[f"{glue_arn}:catalog"]
+                + [f"{glue_arn}:database/{db}" for db in self.databases]
+                + [f"{glue_arn}:table/{db}/*" for db in self.databases],
+            )
+        )
+        self.job_package.grant_read(role)
+        self.job_entrypoint.grant_read(role)
+        self.key.grant_encrypt_decrypt(role)
+        acknowledge(
+            role,
+            "The compactor reads and deletes objects under the data prefix, writes and deletes its own "
+            "output and manifests, and updates partitions of tables created at run time in our databases; it "
+            "reads its job package from the CDK asset bucket (CDK's grant_read actions).",
+            *self._read_grant_findings(),
+            *(self._object_finding(root) for root in (DATA_ROOT, COMPACTED_ROOT, STATE_ROOT)),
+            *[
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:{self.region}:<AWS::AccountId>:table/{db}/*]"
+                for db in self.databases
+            ],
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-"
+            f"{DefaultStackSynthesizer.DEFAULT_QUALIFIER}-assets-<AWS::AccountId>-{self.region}/*]",
+        )
+        return role
+
+    def _job_schedule(self, name: str, expression: str, job_role: iam.Role, arguments: list[str]) -> None:
+        """An EventBridge Scheduler schedule that starts an EMR Serverless job run of the packaged jobs."""
+        scheduler_role = iam.Role(
+            self, f"{name}SchedulerRole", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com")
+        )
         scheduler_role.add_to_policy(
             iam.PolicyStatement(actions=["emr-serverless:StartJobRun"], resources=[self.application.attr_arn])
         )
-        scheduler_role.add_to_policy(
-            iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.archiver_role.role_arn])
-        )
-        topics = [arg for t in self.topics for arg in ("--topic", t.name)]
-        spark_conf = spark_submit_parameters(self.settings, self.job_package.s3_object_url)
+        scheduler_role.add_to_policy(iam.PolicyStatement(actions=["iam:PassRole"], resources=[job_role.role_arn]))
         request = {
             "ApplicationId": self.application.attr_application_id,
-            "ExecutionRoleArn": self.archiver_role.role_arn,
+            "ExecutionRoleArn": job_role.role_arn,
             "ClientToken": "<aws.scheduler.execution-id>",
-            "Name": f"kafkalake-{self.settings.name}-archive",
+            "Name": f"kafkalake-{self.settings.name}-{name.lower()}",
             "JobDriver": {
                 "SparkSubmit": {
                     "EntryPoint": self.job_entrypoint.s3_object_url,
-                    "EntryPointArguments": ["archive", "--env", self.settings.name, *topics],
-                    "SparkSubmitParameters": spark_conf,
+                    "EntryPointArguments": arguments,
+                    "SparkSubmitParameters": spark_submit_parameters(self.settings, self.job_package.s3_object_url),
                 }
             },
         }
-        self.archiver_schedule = scheduler.CfnSchedule(
+        self.schedules[name] = scheduler.CfnSchedule(
             self,
-            "ArchiverSchedule",
-            name=f"kafkalake-{self.settings.name}-archiver",
-            schedule_expression=f"rate({self.settings.archiver_schedule_minutes} minutes)",
+            f"{name}Schedule",
+            name=f"kafkalake-{self.settings.name}-{name.lower()}",
+            schedule_expression=expression,
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
             target=scheduler.CfnSchedule.TargetProperty(
                 arn="arn:aws:scheduler:::aws-sdk:emrserverless:startJobRun",

@@ -307,7 +307,7 @@ def merge(frame: DataFrame, files: int) -> DataFrame:
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compactor", description="Compact closed partitions of a table.")
-    parser.add_argument("--table", required=True, help="topic name, Kafka topic or database.table")
+    parser.add_argument("--table", action="append", required=True, help="topic, Kafka topic or db.table; repeatable")
     parser.add_argument("--env", required=True)
     parser.add_argument("--target-file-mb", type=int, default=128)
     parser.add_argument("--min-input-files", type=int, default=10)
@@ -317,12 +317,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    topic = load_catalog(repo_root() / "catalog").get(args.table, args.env)
+    catalog = load_catalog(repo_root() / "catalog")
     knobs = Knobs(
         target_file_bytes=args.target_file_mb * 1024 * 1024,
         min_input_files=args.min_input_files,
         grace_period=timedelta(minutes=args.grace_minutes),
     )
     spark = SparkSession.builder.appName("kafkalake-compactor").getOrCreate()
-    for result in Compactor(spark, Endpoints.from_env(), topic, knobs).run():
-        print(json.dumps(asdict(result)))
+    for table in args.table:
+        for result in Compactor(spark, Endpoints.from_env(), catalog.get(table, args.env), knobs).run():
+            print(json.dumps(asdict(result)))
