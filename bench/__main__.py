@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import maintainer
+from bench import archiver, maintainer
 
-BENCHMARKS = {"maintainer": maintainer.main}
+BENCHMARKS = {"maintainer": maintainer.main, "archiver": archiver.main}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or list(BENCHMARKS):

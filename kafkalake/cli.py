@@ -371,8 +371,13 @@ def compact_submit(
     settings = load_environments()[env]
     client = make_client(Endpoints.from_env(), "emr-serverless")
     request = compaction_job_request(
-        settings, application_id=application_id, role_arn=role_arn, entry_point=entry_point, py_files=py_files,
-        table=table, target_file_mb=target_file_mb,
+        settings,
+        application_id=application_id,
+        role_arn=role_arn,
+        entry_point=entry_point,
+        py_files=py_files,
+        table=table,
+        target_file_mb=target_file_mb,
     )
     run = client.start_job_run(**request)
     typer.echo(f"started job run {run['jobRunId']} on application {application_id} ({run['arn']})")

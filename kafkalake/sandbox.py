@@ -3,13 +3,15 @@ databases and S3 prefixes, so they never touch what the demo (or another run) ma
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import uuid
 from pathlib import Path
 
 import yaml
 
-from kafkalake.config import repo_root
+from kafkalake.aws import make_client
+from kafkalake.config import Endpoints, repo_root
 from kafkalake.environments import EnvironmentSettings, load_environments
 
 
@@ -33,3 +35,11 @@ def isolated_env(folder: Path, template: str = "staging") -> tuple[EnvironmentSe
     environments = folder / "environments.yaml"
     environments.write_text(yaml.safe_dump({name: env.model_dump(mode="json", exclude={"name"})}))
     return env, catalog, environments
+
+
+def with_bucket(endpoints: Endpoints, bucket: str) -> Endpoints:
+    """The endpoints with ``bucket`` as the lake bucket, created on the local AWS endpoint if missing."""
+    s3 = make_client(endpoints, "s3")
+    if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": endpoints.region})
+    return dataclasses.replace(endpoints, bucket=bucket)

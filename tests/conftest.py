@@ -1,4 +1,3 @@
-import dataclasses
 from collections.abc import Iterator
 
 import boto3
@@ -22,14 +21,6 @@ def spark(local_stack: Endpoints):  # type: ignore[no-untyped-def]
     session = local_session(local_stack, "kafkalake-tests")
     yield session
     session.stop()
-
-
-def with_bucket(endpoints: Endpoints, bucket: str) -> Endpoints:
-    """The endpoints with ``bucket`` as the lake bucket, created on the local AWS endpoint if missing."""
-    s3 = client(endpoints, "s3")
-    if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
-        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": endpoints.region})
-    return dataclasses.replace(endpoints, bucket=bucket)
 
 
 def client(endpoints: Endpoints, service: str):  # type: ignore[no-untyped-def]

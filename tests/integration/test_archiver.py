@@ -21,10 +21,10 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.kafka import ensure_topic, watermarks
 from kafkalake.registry import RegistryClient, encode, value_subject
+from kafkalake.sandbox import with_bucket
 from kafkalake.workload import produce_topic
 from spark_jobs.archiver import archive_topic, consumer_group
 from spark_jobs.writer import InjectedCrash
-from tests.conftest import with_bucket
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-archiver-tests"

@@ -19,9 +19,9 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.glue import glue_columns, partition_input, s3_uri, table_input
 from kafkalake.layout import DataKey, Partition
+from kafkalake.sandbox import with_bucket
 from spark_jobs.compactor import Compactor, Knobs
 from spark_jobs.writer import InjectedCrash
-from tests.conftest import with_bucket
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-compactor-tests"

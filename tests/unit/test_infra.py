@@ -261,8 +261,12 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     assert not any("glue:" in json.dumps(s["Action"]) for s in archiver)
     compactor = role_statements(tpl, "CompactorJobRole")
     glue = next(s for s in compactor if "glue:UpdatePartition" in s["Action"])
-    assert sorted(glue["Action"]) == ["glue:GetPartition", "glue:GetPartitions", "glue:GetTable",
-                                      "glue:UpdatePartition"]
+    assert sorted(glue["Action"]) == [
+        "glue:GetPartition",
+        "glue:GetPartitions",
+        "glue:GetTable",
+        "glue:UpdatePartition",
+    ]
     assert not any("secretsmanager" in json.dumps(s) for s in compactor)
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     assert schedules[f"kafkalake-{env}-compactor"]["ScheduleExpression"] == "rate(1 hour)"
