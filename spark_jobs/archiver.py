@@ -170,6 +170,8 @@ def load_or_create_plan(s3: Any, bucket: str, key: str, make: Callable[[], Plan]
             if exc.response["Error"]["Code"] not in ("NoSuchKey", "404"):
                 raise
         plan = make()
+        if not plan.ranges:  # nothing to do: nothing to store
+            return plan, False
         try:
             s3.put_object(Bucket=bucket, Key=key, Body=plan.to_json().encode(), IfNoneMatch="*")
         except ClientError as exc:
