@@ -32,20 +32,26 @@ def maintainer_bundle(out_dir: Path, topics: list[Topic]) -> Path:
     return target
 
 
+def _zip(source: Path, archive: Path) -> None:
+    """A reproducible zip: sorted entries, fixed timestamps and modes."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(str(path.relative_to(source)), date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zipped.writestr(info, path.read_bytes())
+
+
 def jobs_bundle(out_dir: Path) -> Path:
-    """``--py-files`` for EMR Serverless: the core package, the jobs and the catalog, zipped reproducibly."""
+    """For EMR Serverless: ``kafkalake_jobs.zip`` (``--py-files``: the core package and the jobs),
+    ``catalog.zip`` (``--archives ...#catalog``: the topic catalog, unpacked beside the driver) and the
+    entry point."""
     target = out_dir / "jobs"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     staging = out_dir / "jobs-src"
     shutil.rmtree(staging, ignore_errors=True)
     _copy_packages(JOB_PACKAGES, staging)
-    shutil.copytree(repo_root() / "catalog", staging / "catalog")
-    archive = target / "kafkalake_jobs.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
-        for path in sorted(p for p in staging.rglob("*") if p.is_file()):
-            info = zipfile.ZipInfo(str(path.relative_to(staging)), date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            zipped.writestr(info, path.read_bytes())
+    _zip(staging, target / "kafkalake_jobs.zip")
+    _zip(repo_root() / "catalog", target / "catalog.zip")
     shutil.copy(repo_root() / "spark_jobs" / "entrypoint.py", target / "entrypoint.py")
     return target

@@ -32,7 +32,7 @@ from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STAGING
 from kafkalake.naming import TableInference
 from kafkalake.provision import crawler_request, notification_filter
 from kafkalake.stack import EMR_RELEASE
-from spark_jobs.submit import spark_submit_parameters
+from spark_jobs.submit import CATALOG_DIR, spark_submit_parameters
 
 MAINTAINER_GLUE_ACTIONS = (
     "glue:GetTable",
@@ -407,6 +407,7 @@ class KafkalakeStack(Stack):
         bundle = jobs_bundle(build_dir / self.settings.name)
         self.job_package = s3_assets.Asset(self, "JobPackage", path=str(bundle / "kafkalake_jobs.zip"))
         self.job_entrypoint = s3_assets.Asset(self, "JobEntrypoint", path=str(bundle / "entrypoint.py"))
+        self.job_catalog = s3_assets.Asset(self, "JobCatalog", path=str(bundle / "catalog.zip"))
         network = None
         if self.settings.subnet_ids:
             network = emr.CfnApplication.NetworkConfigurationProperty(
@@ -441,8 +442,8 @@ class KafkalakeStack(Stack):
         self.archiver_role.add_to_policy(
             iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn])
         )
-        self.job_package.grant_read(self.archiver_role)
-        self.job_entrypoint.grant_read(self.archiver_role)
+        for asset in (self.job_package, self.job_entrypoint, self.job_catalog):
+            asset.grant_read(self.archiver_role)
         self.key.grant_encrypt_decrypt(self.archiver_role)
         if self.settings.kafka_secret_arn:
             self.archiver_role.add_to_policy(
@@ -466,11 +467,14 @@ class KafkalakeStack(Stack):
             "Archiver",
             f"rate({self.settings.archiver_schedule_minutes} minutes)",
             self.archiver_role,
-            ["archive", "--env", self.settings.name, *names],
+            ["archive", "--env", self.settings.name, "--catalog", CATALOG_DIR, *names],
         )
         tables = [arg for t in self.topics for arg in ("--table", t.name)]
         self._job_schedule(
-            "Compactor", "rate(1 hour)", self.compactor_role, ["compact", "--env", self.settings.name, *tables]
+            "Compactor",
+            "rate(1 hour)",
+            self.compactor_role,
+            ["compact", "--env", self.settings.name, "--catalog", CATALOG_DIR, *tables],
         )
 
     def _compactor_role(self) -> iam.Role:
@@ -493,8 +497,8 @@ class KafkalakeStack(Stack):
                 + [f"{glue_arn}:table/{db}/*" for db in self.databases],
             )
         )
-        self.job_package.grant_read(role)
-        self.job_entrypoint.grant_read(role)
+        for asset in (self.job_package, self.job_entrypoint, self.job_catalog):
+            asset.grant_read(role)
         self.key.grant_encrypt_decrypt(role)
         acknowledge(
             role,
@@ -530,7 +534,9 @@ class KafkalakeStack(Stack):
                 "SparkSubmit": {
                     "EntryPoint": self.job_entrypoint.s3_object_url,
                     "EntryPointArguments": arguments,
-                    "SparkSubmitParameters": spark_submit_parameters(self.settings, self.job_package.s3_object_url),
+                    "SparkSubmitParameters": spark_submit_parameters(
+                        self.settings, self.job_package.s3_object_url, self.job_catalog.s3_object_url
+                    ),
                 }
             },
         }

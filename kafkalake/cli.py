@@ -357,6 +357,7 @@ def compact_submit(
     role_arn: Annotated[str, typer.Option(help="Job execution role ARN.")],
     entry_point: Annotated[str, typer.Option(help="s3:// URI of spark_jobs/entrypoint.py.")],
     py_files: Annotated[str, typer.Option(help="s3:// URI of kafkalake_jobs.zip.")],
+    catalog_archive: Annotated[str, typer.Option(help="s3:// URI of catalog.zip.")],
     target_file_mb: Annotated[int, typer.Option()] = 128,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
 ) -> None:
@@ -376,6 +377,7 @@ def compact_submit(
         role_arn=role_arn,
         entry_point=entry_point,
         py_files=py_files,
+        catalog_archive=catalog_archive,
         table=table,
         target_file_mb=target_file_mb,
     )

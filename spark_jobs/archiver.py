@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, ValueFormat, load_catalog
-from kafkalake.config import Endpoints
+from kafkalake.config import Endpoints, repo_root
 from kafkalake.kafka import watermarks
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.registry import RegistryClient, value_subject
@@ -392,7 +392,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="archiver", description="Archive Kafka topics to S3 Parquet, exactly once.")
     parser.add_argument("--topic", action="append", required=True, help="topic name or Kafka topic; repeatable")
     parser.add_argument("--env", required=True)
-    parser.add_argument("--catalog", type=Path, default=Path(__file__).resolve().parent.parent / "catalog")
+    parser.add_argument("--catalog", type=Path, default=repo_root() / "catalog", help="topic catalog folder")
     return parser.parse_args(argv)
 
 

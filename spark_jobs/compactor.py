@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -309,6 +310,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compactor", description="Compact closed partitions of a table.")
     parser.add_argument("--table", action="append", required=True, help="topic, Kafka topic or db.table; repeatable")
     parser.add_argument("--env", required=True)
+    parser.add_argument("--catalog", type=Path, default=repo_root() / "catalog", help="topic catalog folder")
     parser.add_argument("--target-file-mb", type=int, default=128)
     parser.add_argument("--min-input-files", type=int, default=10)
     parser.add_argument("--grace-minutes", type=int, default=60)
@@ -317,7 +319,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    catalog = load_catalog(repo_root() / "catalog")
+    catalog = load_catalog(args.catalog)
     knobs = Knobs(
         target_file_bytes=args.target_file_mb * 1024 * 1024,
         min_input_files=args.min_input_files,

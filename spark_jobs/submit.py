@@ -15,8 +15,12 @@ def terminal(state: str) -> bool:
     return state in TERMINAL_STATES
 
 
-def spark_submit_parameters(settings: EnvironmentSettings, py_files: str) -> str:
-    """--py-files, the KAFKALAKE_* endpoints for driver and executors, and the Kafka/Avro connectors."""
+CATALOG_DIR = "catalog"
+"""Where ``--archives catalog.zip#catalog`` unpacks the topic catalog in the job's working directory."""
+
+
+def spark_submit_parameters(settings: EnvironmentSettings, py_files: str, catalog_archive: str) -> str:
+    """--py-files, the catalog archive, the KAFKALAKE_* endpoints for driver and executors, the connectors."""
     env = {
         "KAFKALAKE_BUCKET": settings.bucket,
         "KAFKALAKE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
@@ -27,6 +31,7 @@ def spark_submit_parameters(settings: EnvironmentSettings, py_files: str) -> str
     return " ".join(
         [
             f"--py-files {py_files}",
+            f"--archives {catalog_archive}#{CATALOG_DIR}",
             *(f"--conf spark.emr-serverless.driverEnv.{k}={v}" for k, v in env.items()),
             *(f"--conf spark.executorEnv.{k}={v}" for k, v in env.items()),
             f"--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION},"
@@ -42,6 +47,7 @@ def compaction_job_request(
     role_arn: str,
     entry_point: str,
     py_files: str,
+    catalog_archive: str,
     table: str,
     target_file_mb: int,
 ) -> dict[str, Any]:
@@ -57,12 +63,14 @@ def compaction_job_request(
                     "compact",
                     "--env",
                     settings.name,
+                    "--catalog",
+                    CATALOG_DIR,
                     "--table",
                     table,
                     "--target-file-mb",
                     str(target_file_mb),
                 ],
-                "sparkSubmitParameters": spark_submit_parameters(settings, py_files),
+                "sparkSubmitParameters": spark_submit_parameters(settings, py_files, catalog_archive),
             }
         },
     }

@@ -206,6 +206,8 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
             "s3://assets/entrypoint.py",
             "--py-files",
             "s3://assets/jobs.zip",
+            "--catalog-archive",
+            "s3://assets/catalog.zip",
             "--target-file-mb",
             "256",
             "--wait",
@@ -222,12 +224,47 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
         "compact",
         "--env",
         "staging",
+        "--catalog",
+        "catalog",
         "--table",
         "sensor-readings",
         "--target-file-mb",
         "256",
     ]
     parameters = submit["sparkSubmitParameters"]
-    assert parameters.startswith("--py-files s3://assets/jobs.zip ")
+    assert parameters.startswith("--py-files s3://assets/jobs.zip --archives s3://assets/catalog.zip#catalog ")
     assert "--conf spark.emr-serverless.driverEnv.KAFKALAKE_BUCKET=kafkalake-staging-lake" in parameters
     assert "spark-sql-kafka-0-10_2.12:3.5.3" in parameters
+
+
+def test_reader_during_compaction_with_50_late_files(spark: SparkSession, endpoints: Endpoints) -> None:
+    import threading
+
+    lake = Lake(endpoints)
+    rows = lake.put_files(60)
+    lake.register()
+    done = threading.Event()
+    late_rows: list[int] = []
+
+    def compact_while_late_files_arrive() -> None:
+        try:
+            writer = threading.Thread(target=lambda: late_rows.append(lake.put_files(50)))
+            writer.start()
+            compactor(spark, lake).run()
+            writer.join()
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=compact_while_late_files_arrive)
+    worker.start()
+    seen = []
+    while not done.is_set():
+        frame = lake.read_current(spark).select("_kafka_partition", "_kafka_offset")
+        total, distinct = frame.count(), frame.distinct().count()
+        seen.append(total)
+        assert total == distinct, "a reader saw duplicate rows"
+        assert total >= rows, "a reader saw fewer rows than were committed"
+    worker.join()
+    assert seen, "the reader never ran during compaction"
+    compactor(spark, lake, now=NOW + timedelta(minutes=10)).run()  # the next cycle takes the late files
+    assert_exact(spark, lake, rows + late_rows[0])

@@ -273,6 +273,10 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     compact_input = json.dumps(schedules[f"kafkalake-{env}-compactor"]["Target"]["Input"])
     for topic in CATALOG.for_env(env):
         assert f'\\"--table\\",\\"{topic.name}\\"' in compact_input
+    archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
+    for rendered in (compact_input, archive_input):
+        assert '\\"--catalog\\",\\"catalog\\"' in rendered
+        assert "--archives " in rendered and "#catalog" in rendered
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -367,3 +371,31 @@ def test_sam_env_file_names_the_maintainer_logical_id(stacks: Any) -> None:
     overrides = json.loads((repo_root() / "events" / "sam-env.json").read_text())
     assert list(overrides) == list(functions)
     assert json.loads((repo_root() / "events" / "scheduled.json").read_text())["detail-type"] == "Scheduled Event"
+
+
+def test_job_bundle_runs_from_its_zip_with_the_catalog_archive(tmp_path: Path) -> None:
+    """What EMR Serverless does: the jobs zip on the Python path, catalog.zip unpacked as ./catalog."""
+    import zipfile
+
+    from infra.assets import jobs_bundle
+
+    bundle = jobs_bundle(tmp_path / "build")
+    work = tmp_path / "work"
+    with zipfile.ZipFile(bundle / "catalog.zip") as archive:
+        archive.extractall(work / "catalog")
+    probe = (
+        "from pathlib import Path; import spark_jobs.archiver as a, spark_jobs.compactor as c; "
+        "from kafkalake.catalog import load_catalog; "
+        "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
+        "print(a.__file__.split('/')[-3], len(load_catalog(Path('catalog')).topics))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(bundle / "kafkalake_jobs.zip")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["kafkalake_jobs.zip", "8"]
