@@ -228,19 +228,28 @@ def run_archiver(topics: list[Topic], bucket: str) -> list[Summary]:
         with console.status(f"archiving {topic.kafka_topic} ..."):
             summaries.append(archive_topic(spark, endpoints, topic, say=console.print))
     table = Table(title=f"archived to s3://{bucket}/")
-    for column in ("topic", "offsets per partition", "read", "written", "objects", "quarantined", "tombstones"):
+    for column in ("topic", "partition", "offsets", "read", "written", "files", "quarantined", "tombstones"):
         table.add_column(column)
     for summary in summaries:
-        offsets = " ".join(f"{p}:{start}-{end}" for p, (start, end) in sorted(summary.plan.items())) or "nothing new"
+        for partition, (start, end) in sorted(summary.plan.items()):
+            counts = summary.per_partition.get(partition, {})
+            table.add_row(
+                summary.topic,
+                str(partition),
+                f"{start}-{end}",
+                *(str(counts.get(k, 0)) for k in ("read", "written", "files", "quarantined", "tombstones")),
+            )
         reasons = " ".join(f"{k}={v}" for k, v in sorted(summary.quarantine_by_reason.items()))
         table.add_row(
             summary.topic,
-            offsets,
+            "all",
+            "nothing new" if not summary.plan else "",
             str(summary.read),
             str(summary.written),
             str(summary.objects),
             f"{summary.quarantined} {reasons}".strip(),
             str(summary.tombstones),
+            end_section=True,
         )
     console.print(table)
     return summaries

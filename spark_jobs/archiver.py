@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
@@ -28,7 +29,7 @@ from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, ValueFormat, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.kafka import watermarks
-from kafkalake.layout import DataKey, Partition, TablePrefix
+from kafkalake.layout import DataKey, Partition, TablePrefix, parse_data_key
 from kafkalake.registry import RegistryClient, value_subject
 from spark_jobs import transform
 from spark_jobs.writer import InjectedCrash, WriteSpec, total, write_groups
@@ -322,6 +323,7 @@ def _carry_out(
         archive = topic.spec.archive
         prefix = topic.prefix
         crash_after = 1 if crash_at == "mid_write" else None
+        files_by_partition: dict[int, Counter[str]] = {}
         for version, frame in sorted(data.items()):
             spec = WriteSpec(
                 endpoints,
@@ -336,6 +338,9 @@ def _carry_out(
             written = write_groups(frame, spec).collect()
             summary.objects += len(written)
             summary.written += sum(r["rows"] for r in written)
+            for row in written:
+                per = files_by_partition.setdefault(parse_data_key(row["key"]).kafka_partition, Counter())
+                per.update({"files": 1, "written": row["rows"]})
             say(
                 f"{topic.kafka_topic}: schema_version={version}: {sum(r['rows'] for r in written)} rows in "
                 f"{len(written)} objects under s3://{endpoints.bucket}/{prefix.data_prefix()}schema_version={version}/"
@@ -360,9 +365,19 @@ def _carry_out(
         summary.tombstones = sum(int(r["tombstones"] or 0) for r in counts)
         if topic.spec.tombstones == "keep":
             summary.written -= summary.tombstones
-        summary.per_partition = {int(r["_kafka_partition"]): {"read": int(r["read"])} for r in counts}
-        summary.quarantine_by_reason = {
-            r["_error"]: int(r["count"]) for r in quarantine.groupBy("_error").count().collect()
+        quarantined = quarantine.groupBy("_kafka_partition", "_error").count().collect()
+        reasons: Counter[str] = Counter()
+        for row in quarantined:
+            reasons[row["_error"]] += int(row["count"])
+            files_by_partition.setdefault(int(row["_kafka_partition"]), Counter())["quarantined"] += int(row["count"])
+        summary.quarantine_by_reason = dict(reasons)
+        summary.per_partition = {
+            int(r["_kafka_partition"]): {
+                "read": int(r["read"]),
+                "tombstones": int(r["tombstones"] or 0),
+                **files_by_partition.get(int(r["_kafka_partition"]), {}),
+            }
+            for r in counts
         }
     finally:
         raw.unpersist()

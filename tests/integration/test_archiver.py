@@ -84,6 +84,15 @@ def test_archives_two_avro_versions_and_json_exactly(spark: SparkSession, endpoi
         assert summary.read == 1500 and summary.balanced()
         assert summary.quarantined == counts["poison"]
         assert summary.tombstones == counts["tombstones"]
+        per = summary.per_partition
+        assert sorted(per) == [0, 1, 2] and sum(p["read"] for p in per.values()) == 1500
+        assert sum(p["quarantined"] for p in per.values()) == counts["poison"]
+        assert sum(p["files"] for p in per.values()) == summary.objects
+        for partition, (start, end) in summary.plan.items():
+            assert per[partition]["read"] == end - start
+            assert per[partition]["read"] == per[partition]["written"] + per[partition].get("quarantined", 0) + (
+                0 if topic.spec.tombstones == "keep" else per[partition]["tombstones"]
+            )
         rows = read_back(spark, endpoints, topic)
         assert rows.count() == good + (counts["tombstones"] if topic.spec.tombstones == "keep" else 0)
         data = rows.filter(F.col("id").isNotNull())
