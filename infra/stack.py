@@ -215,6 +215,18 @@ class KafkalakeStack(Stack):
         lake_id = self.resolve(self.bucket.bucket_arn)["Fn::GetAtt"][0]
         return f"AwsSolutions-IAM5[Resource::<{lake_id}.Arn>/{root}/*]"
 
+    def _glue_arn(self) -> str:
+        return f"arn:{self.partition}:glue:{self.region}:{self.account}"
+
+    def _glue_table_resources(self) -> list[str]:
+        """The catalog, our databases and every table in them (tables are created at run time)."""
+        arn = self._glue_arn()
+        return [
+            f"{arn}:catalog",
+            *(f"{arn}:database/{db}" for db in self.databases),
+            *(f"{arn}:table/{db}/*" for db in self.databases),
+        ]
+
     @staticmethod
     def _read_grant_findings() -> list[str]:
         return [
@@ -324,19 +336,16 @@ class KafkalakeStack(Stack):
         role.add_to_policy(
             iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.key.key_arn, self.queue_key.key_arn])
         )
-        glue_arn = f"arn:{self.partition}:glue:{self.region}:{self.account}"
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=list(MAINTAINER_GLUE_ACTIONS),
-                resources=[f"{glue_arn}:catalog"]
-                + [f"{glue_arn}:database/{db}" for db in self.databases]
-                + [f"{glue_arn}:table/{db}/*" for db in self.databases],
+                resources=self._glue_table_resources(),
             )
         )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["glue:GetCrawler", "glue:StartCrawler"],
-                resources=[f"{glue_arn}:crawler/kafkalake-{db}-*" for db in self.databases],
+                resources=[f"{self._glue_arn()}:crawler/kafkalake-{db}-*" for db in self.databases],
             )
         )
         role.add_to_policy(
@@ -488,13 +497,10 @@ class KafkalakeStack(Stack):
             )
         )
         role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn]))
-        glue_arn = f"arn:{self.partition}:glue:{self.region}:{self.account}"
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
-                resources=[f"{glue_arn}:catalog"]
-                + [f"{glue_arn}:database/{db}" for db in self.databases]
-                + [f"{glue_arn}:table/{db}/*" for db in self.databases],
+                resources=self._glue_table_resources(),
             )
         )
         for asset in (self.job_package, self.job_entrypoint, self.job_catalog):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ class Endpoints:
     """None in AWS: boto3 and S3A then use the real regional endpoints."""
     region: str = "eu-west-1"
     bucket: str = "kafkalake-local-lake"
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Endpoints:
@@ -38,10 +37,6 @@ class Endpoints:
             region=env.get("KAFKALAKE_REGION", env.get("AWS_REGION", defaults.region)),
             bucket=env.get("KAFKALAKE_BUCKET", defaults.bucket),
         )
-
-    @property
-    def is_local(self) -> bool:
-        return self.aws_endpoint_url is not None
 
     def boto3_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``boto3.client``; local credentials only when pointed at the local stack."""

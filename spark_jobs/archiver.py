@@ -34,8 +34,6 @@ from kafkalake.registry import RegistryClient, value_subject
 from spark_jobs import transform
 from spark_jobs.writer import InjectedCrash, WriteSpec, total, write_groups
 
-CRASH_POINTS = ("after_plan", "mid_write", "after_write", "after_commit")
-
 
 class RetentionLoss(RuntimeError):
     """Committed offsets fell out of Kafka's retention: records were lost before they were archived."""

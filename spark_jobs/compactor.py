@@ -37,9 +37,7 @@ from kafkalake.glue import COMPLETE_PARAMETER, s3_uri
 from kafkalake.layout import Partition
 from spark_jobs.writer import InjectedCrash
 
-STATES = ("planned", "written", "verified", "swapped", "cleaned")
 RUN_PARAMETER = "kafkalake.compaction_run"
-CRASH_POINTS = ("after_write", "after_verify", "after_swap", "mid_delete")
 
 
 @dataclass(frozen=True)
