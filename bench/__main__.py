@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, maintainer
+from bench import archiver, compactor, maintainer
 
-BENCHMARKS = {"maintainer": maintainer.main, "archiver": archiver.main}
+BENCHMARKS = {"maintainer": maintainer.main, "archiver": archiver.main, "compactor": compactor.main}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or list(BENCHMARKS):

@@ -7,12 +7,17 @@ import dataclasses
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import yaml
 
 from kafkalake.aws import make_client
+from kafkalake.catalog import Topic
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, s3_uri, table_input
+from kafkalake.layout import Partition
 
 
 def isolated_env(folder: Path, template: str = "staging") -> tuple[EnvironmentSettings, Path, Path]:
@@ -43,3 +48,17 @@ def with_bucket(endpoints: Endpoints, bucket: str) -> Endpoints:
     if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
         s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": endpoints.region})
     return dataclasses.replace(endpoints, bucket=bucket)
+
+
+def register_complete_partition(glue: Any, topic: Topic, bucket: str, schema: pa.Schema, partition: Partition) -> None:
+    """Create the topic's database and table with ``schema`` and one raw partition the maintainer has marked
+    complete, as the compactor finds them after an hour has closed."""
+    location = s3_uri(bucket, topic.prefix.data_prefix())
+    glue.create_database(DatabaseInput={"Name": topic.database})
+    table = table_input(topic.table, location, glue_columns(schema), {})
+    glue.create_table(DatabaseName=topic.database, TableInput=table)
+    glue.create_partition(
+        DatabaseName=topic.database,
+        TableName=topic.table,
+        PartitionInput=partition_input(table, location + partition.path(), partition, {COMPLETE_PARAMETER: "true"}),
+    )

@@ -197,7 +197,12 @@ class Compactor:
             self._save(key, manifest)
             self._crash("after_write")
         if manifest.state == "written":
-            self._verify(manifest)
+            try:
+                self._verify(manifest)
+            except VerificationFailed:  # roll back: the next run writes the run directory again
+                manifest.advance("planned", self.now())
+                self._save(key, manifest)
+                raise
             manifest.advance("verified", self.now())
             self._save(key, manifest)
             self._crash("after_verify")
@@ -225,9 +230,9 @@ class Compactor:
         return self.spark.read.option("mergeSchema", "true").parquet(*[f"s3a://{self.bucket}/{k}" for k in keys])
 
     def _write(self, manifest: Manifest) -> None:
-        """Bin-pack to the target size. Input bytes overstate the output (every small file carries its own
-        footer and dictionaries), so the rows are written once at that estimate, measured, and rewritten from
-        memory when the measured size calls for another file count."""
+        """Bin-pack to the target size. Input bytes can overstate the output (every small file carries its own
+        footer and dictionaries), so the rows are written once at that estimate, measured, and re-packed from
+        memory only when the files miss the target by more than the tolerance."""
         rows = self._read(sorted(manifest.inputs)).persist()
         try:
             files = max(1, math.ceil(sum(manifest.inputs.values()) / self.knobs.target_file_bytes))
@@ -236,35 +241,46 @@ class Compactor:
                     self.s3.delete_object(Bucket=self.bucket, Key=stale)
                 merge(rows, files).write.mode("overwrite").parquet(f"s3a://{self.bucket}/{manifest.output_prefix}")
                 manifest.outputs = self._list(manifest.output_prefix)
-                wanted = max(1, round(sum(manifest.outputs.values()) / self.knobs.target_file_bytes))
-                if wanted == files:
+                wanted = repacked_file_count(list(manifest.outputs.values()), self.knobs.target_file_bytes)
+                if wanted is None:
                     break
+                self.say(f"{manifest.partition}: {files} files miss the target size, re-packing into {wanted}")
                 files = wanted
         finally:
             rows.unpersist()
-        ranges = (
-            self._read(sorted(manifest.outputs))
-            .groupBy(F.input_file_name().alias("file"), "_kafka_partition")
-            .agg(F.min("_kafka_offset").alias("first"), F.max("_kafka_offset").alias("last"))
-            .collect()
-        )
-        manifest.output_ranges = {}
-        for row in ranges:
-            name = row["file"].split(f"{self.bucket}/", 1)[1]
-            manifest.output_ranges.setdefault(name, []).append([row["_kafka_partition"], row["first"], row["last"]])
 
     def _verify(self, manifest: Manifest) -> None:
+        """One pass over inputs and every file in the run directory: each input (partition, offset) is in
+        exactly one output row and no output row comes from elsewhere. The offset ranges each output file
+        covers go into the manifest."""
         keys = ["_kafka_partition", "_kafka_offset"]
-        before = self._read(sorted(manifest.inputs)).select(*keys).distinct()
-        after = self._read(sorted(manifest.outputs)).select(*keys)
-        rows_after, distinct_after = after.count(), after.distinct().count()
-        if rows_after != distinct_after:
-            raise VerificationFailed(f"{manifest.partition}: {rows_after - distinct_after} duplicate rows in output")
-        missing = before.exceptAll(after.distinct()).count()
-        extra = after.distinct().exceptAll(before).count()
-        if missing or extra:
-            raise VerificationFailed(f"{manifest.partition}: {missing} input rows missing, {extra} unexpected rows")
-        manifest.rows = rows_after
+        manifest.outputs = self._list(manifest.output_prefix)  # what readers will see once swapped, not a memory
+        outputs = self._read(sorted(manifest.outputs)).select(*keys, F.input_file_name().alias("file")).persist()
+        try:
+            tagged = self._read(sorted(manifest.inputs)).select(*keys, F.lit(1).alias("ins"), F.lit(0).alias("outs"))
+            tagged = tagged.unionByName(outputs.select(*keys, F.lit(0).alias("ins"), F.lit(1).alias("outs")))
+            per_key = tagged.groupBy(*keys).agg(F.sum("ins").alias("ins"), F.sum("outs").alias("outs"))
+            check = per_key.agg(
+                F.sum(F.when(F.col("outs") == 0, 1).otherwise(0)).alias("missing"),
+                F.sum(F.when(F.col("ins") == 0, 1).otherwise(0)).alias("extra"),
+                F.sum(F.greatest(F.col("outs") - 1, F.lit(0))).alias("duplicates"),
+                F.sum("outs").alias("rows"),
+            ).first()
+            if check is None or check["missing"] or check["extra"] or check["duplicates"]:
+                found = check.asDict() if check is not None else {}
+                raise VerificationFailed(f"{manifest.partition}: output does not hold exactly the inputs: {found}")
+            ranges = (
+                outputs.groupBy("file", "_kafka_partition")
+                .agg(F.min("_kafka_offset").alias("first"), F.max("_kafka_offset").alias("last"))
+                .collect()
+            )
+        finally:
+            outputs.unpersist()
+        manifest.rows = int(check["rows"])
+        manifest.output_ranges = {}
+        for row in sorted(ranges, key=lambda r: (r["file"], r["_kafka_partition"])):
+            name = row["file"].split(f"{self.bucket}/", 1)[1]
+            manifest.output_ranges.setdefault(name, []).append([row["_kafka_partition"], row["first"], row["last"]])
 
     def _swap(self, manifest: Manifest, glue_partition: dict[str, Any]) -> None:
         descriptor = dict(glue_partition["StorageDescriptor"])
@@ -293,6 +309,15 @@ class Compactor:
             self.s3.delete_object(Bucket=self.bucket, Key=doomed_key)
         manifest.advance("cleaned", self.now())
         self._save(key, manifest)
+
+
+def repacked_file_count(sizes: Sequence[int], target: int, tolerance: float = 0.25) -> int | None:
+    """None when every file is within ``tolerance`` of ``target`` (or a single file is small); otherwise the
+    file count that brings the measured total closest to the target size."""
+    wanted = max(1, round(sum(sizes) / target))
+    if len(sizes) == wanted == 1 or all(abs(size - target) <= tolerance * target for size in sizes):
+        return None
+    return wanted if wanted != len(sizes) else None
 
 
 def merge(frame: DataFrame, files: int) -> DataFrame:

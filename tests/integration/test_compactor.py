@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
+import json
 import math
 import uuid
 from datetime import UTC, date, datetime, timedelta
@@ -17,10 +19,9 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
-from kafkalake.glue import glue_columns, partition_input, s3_uri, table_input
 from kafkalake.layout import DataKey, Partition
-from kafkalake.sandbox import with_bucket
-from spark_jobs.compactor import Compactor, Knobs
+from kafkalake.sandbox import register_complete_partition, with_bucket
+from spark_jobs.compactor import Compactor, Knobs, VerificationFailed
 from spark_jobs.writer import InjectedCrash
 
 pytestmark = pytest.mark.stack
@@ -73,17 +74,11 @@ class Lake:
 
     def register(self) -> None:
         sample = pq.read_schema(io.BytesIO(small_file(0, 0, 1)))
-        location = s3_uri(BUCKET, self.topic.prefix.data_prefix())
-        self.glue.create_database(DatabaseInput={"Name": self.topic.database})
-        table = table_input(self.topic.table, location, glue_columns(sample), {})
-        self.glue.create_table(DatabaseName=self.topic.database, TableInput=table)
-        self.glue.create_partition(
-            DatabaseName=self.topic.database,
-            TableName=self.topic.table,
-            PartitionInput=partition_input(
-                table, location + PARTITION.path(), PARTITION, {"kafkalake.complete": "true"}
-            ),
-        )
+        register_complete_partition(self.glue, self.topic, BUCKET, sample, PARTITION)
+
+    def manifest(self) -> Any:
+        [key] = [k for k in self.keys(self.topic.prefix.state_prefix()) if k.endswith("manifest.json")]
+        return json.loads(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
 
     def location(self) -> str:
         part = self.glue.get_partition(
@@ -130,6 +125,12 @@ def test_500_small_files_become_target_sized_files(spark: SparkSession, endpoint
         assert 0.75 * 64 * 1024 <= size <= 1.25 * 64 * 1024, sorted(outputs.values())
     assert lake.location().startswith(f"s3://{BUCKET}/compacted/")
     assert_exact(spark, lake, rows)
+    covered = sorted(r for ranges in lake.manifest()["output_ranges"].values() for r in ranges)
+    for kafka_partition in range(3):  # the recorded ranges tile each Kafka partition's offsets without a gap
+        mine = [(first, last) for p, first, last in covered if p == kafka_partition]
+        assert mine[0][0] == 0 and mine[-1][1] == lake.next_offset[kafka_partition] - 1
+        assert all(later[0] == earlier[1] + 1 for earlier, later in itertools.pairwise(mine))
+    assert set(lake.manifest()["output_ranges"]) == set(outputs)
     assert lake.raw() == before  # inputs stay through the grace period
     compactor(spark, lake, now=NOW + timedelta(minutes=30)).run()
     assert lake.raw() == before
@@ -268,3 +269,22 @@ def test_reader_during_compaction_with_50_late_files(spark: SparkSession, endpoi
     assert seen, "the reader never ran during compaction"
     compactor(spark, lake, now=NOW + timedelta(minutes=10)).run()  # the next cycle takes the late files
     assert_exact(spark, lake, rows + late_rows[0])
+
+
+def test_output_that_does_not_match_the_inputs_is_never_swapped_in(spark: SparkSession, endpoints: Endpoints) -> None:
+    lake = Lake(endpoints)
+    rows = lake.put_files(30)
+    lake.register()
+    raw_location = lake.location()
+    broken = compactor(spark, lake)
+    broken.crash_at = "after_write"
+    with pytest.raises(InjectedCrash):
+        broken.run()
+    [output, *_] = lake.manifest()["outputs"]
+    lake.s3.copy_object(Bucket=BUCKET, Key=output.replace(".parquet", "-copy.parquet"), CopySource=f"{BUCKET}/{output}")
+    with pytest.raises(VerificationFailed, match="duplicates"):
+        compactor(spark, lake).run()
+    assert lake.location() == raw_location  # readers never see the bad output
+    assert lake.manifest()["state"] == "planned"  # rolled back: the next run writes the output again
+    compactor(spark, lake).run()
+    assert_exact(spark, lake, rows)
