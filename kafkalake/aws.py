@@ -28,3 +28,9 @@ def count_calls(client: Any, counter: Counter[str]) -> Any:
 
     client.meta.events.register(f"before-call.{service}.*", _count)
     return client
+
+
+def list_objects(s3: Any, bucket: str, prefix: str, suffix: str = "") -> dict[str, int]:
+    """Key → size of every object under ``prefix`` (ending with ``suffix``), all pages."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith(suffix)}

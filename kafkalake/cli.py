@@ -13,8 +13,13 @@ from kafkalake.catalog import CatalogInvalid, Topic, load_catalog
 from kafkalake.config import repo_root
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from collections.abc import Callable
 
+    from rich.console import Console
+    from rich.table import Table
+
+    from kafkalake.demo import DemoReport
+    from kafkalake.inventory import TableInventory
     from spark_jobs.archiver import Summary
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
@@ -138,60 +143,146 @@ def maintain(
 def demo(
     env: EnvOption = "staging",
     records: Annotated[int, typer.Option(help="Records per topic.")] = 5000,
+    html: Annotated[Path | None, typer.Option(help="Where to write the inventory page.")] = None,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
-    """Run the pipeline's built parts end to end on the local stack, and say plainly which parts are not built."""
-    from datetime import UTC, datetime, timedelta
+    """The whole pipeline on the local stack: workload → archiver → maintainer → compactor → queried tables."""
+    import time
 
-    from rich.progress import Progress, TaskID
-    from rich.table import Table
+    from rich.progress import Progress
 
     from kafkalake.config import Endpoints
+    from kafkalake.demo import default_html_path, run_demo
     from kafkalake.environments import load_environments
-    from kafkalake.registry import RegistryClient
-    from kafkalake.workload import produce_topic
+    from spark_jobs.compactor import Knobs
 
     console = wide_console()
-    endpoints = Endpoints.from_env()
-    loaded = load_catalog(catalog)
-    provision_cmd(env=env, catalog=catalog)
-    start = (datetime.now(UTC) - timedelta(hours=6)).replace(minute=0, second=0, microsecond=0)
-    registry = RegistryClient(endpoints.schema_registry_url)
-    produced = []
+    started = time.monotonic()
     with Progress(console=console) as progress:
-        for topic in loaded.for_env(env):
+
+        def producing(topic: Topic) -> Callable[[int], None]:
             task = progress.add_task(f"producing {topic.kafka_topic}", total=records)
+            return lambda done: progress.update(task, completed=done)
 
-            def advance(done: int, task: TaskID = task) -> None:
-                progress.update(task, completed=done)
+        def say(message: str) -> None:
+            if progress.tasks and progress.finished:
+                progress.stop()
+            console.print(message)
 
-            produced.append(
-                produce_topic(
-                    topic, endpoints.kafka_bootstrap, registry, records, start=start, hours=6, progress=advance
-                )
-            )
-    table = Table(title=f"Kafka workload ({env}) on {endpoints.kafka_bootstrap}")
-    for column in ("topic", "status", "per schema version", "tombstones", "poison"):
-        table.add_column(column)
-    for item in produced:
-        versions = ", ".join(f"{k[-1]}: {v}" for k, v in sorted(item.counts.items()) if k.startswith("schema"))
-        table.add_row(
-            item.topic,
-            "already there, skipped" if item.skipped else "produced",
-            versions or "-",
-            str(item.counts["tombstones"]),
-            str(item.counts["poison"]),
+        report = run_demo(
+            Endpoints.from_env(),
+            load_environments()[env],
+            load_catalog(catalog),
+            records=records,
+            knobs=Knobs(min_input_files=DEMO_MIN_INPUT_FILES),
+            say=say,
+            producing=producing,
         )
-    console.print(table)
-    topics = loaded.for_env(env)
-    bucket = load_environments()[env].bucket
-    summaries = run_archiver(topics, bucket)
-    maintain(once=True, env=env, catalog=catalog, native=True)
-    show_catalog_rows(topics, summaries, bucket)
+    print_archive_summary(report.archived, report.bucket)
+    for run, counts in enumerate(report.maintainer_runs, 1):
+        line = ", ".join(f"{k}={v}" for k, v in sorted(counts["counts"].items()) if v)
+        console.print(f"maintainer run {run}: {line or 'nothing to do'}")
+    print_demo_results(report)
+    inventories = [t.inventory for t in report.tables]
+    console.print(inventory_table(inventories, f"Inventory of {env}"))
+    page = html or default_html_path(env)
+    write_inventory_page(inventories, f"kafkalake inventory: {env}", page)
+    console.print(f"inventory page: {page}")
     console.print(
-        "[bold yellow]Not built yet, so not run:[/] the compactor (issue #5); partitions keep the archiver's files."
+        f"Next: `kafkalake inventory --env {env}`, `kafkalake catalog show <topic>`, "
+        f"`kafkalake compact run --table <topic>`, `kafkalake maintain --once`.\n"
+        f"S3 (moto at {Endpoints.from_env().aws_endpoint_url}): s3://{report.bucket}/data/ (raw), /compacted/, "
+        f"/quarantine/, /state/ (plans, offsets, compaction manifests)."
     )
-    console.print("Next: `kafkalake catalog show <topic>`, `kafkalake maintain --once`, `make status`.")
+    ok = all(t.matches and t.quarantine_matches for t in report.tables)
+    console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
+    if not ok:
+        raise typer.Exit(1)
+
+
+DEMO_MIN_INPUT_FILES = 2
+"""The demo's partitions hold a few files each; in production the default (10) applies."""
+
+
+def print_demo_results(report: DemoReport) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"Queried through the Glue catalog ({report.env})")
+    columns = (
+        "table",
+        "topic",
+        "schema versions",
+        "partitions (Glue / with data)",
+        "compacted",
+        "files before → now",
+        "rows via catalog",
+        "rows produced",
+        "duplicates",
+        "quarantined / poison",
+        "tombstones",
+        "match",
+    )
+    for column in columns:
+        table.add_column(column)
+    for result in report.tables:
+        inventory = result.inventory
+        table.add_row(
+            f"{inventory.database}.{inventory.table}",
+            inventory.kafka_topic,
+            ", ".join(str(v) for v in inventory.schema_versions),
+            f"{len(result.partitions_in_glue)} / {len(result.partitions_with_data)}",
+            str(inventory.compacted),
+            f"{inventory.files_before} → {inventory.files}",
+            str(sum(result.queried.values())),
+            str(sum(result.expected.values())),
+            str(result.duplicates),
+            f"{inventory.quarantined_rows} / {result.produced.counts['poison']}",
+            str(result.produced.counts["tombstones"]),
+            "yes" if result.matches and result.quarantine_matches else "NO",
+        )
+    wide_console().print(table)
+
+
+def inventory_table(inventories: list[TableInventory], title: str) -> Table:
+    from rich.table import Table
+
+    from kafkalake.inventory import COLUMNS, rows
+
+    table = Table(title=title)
+    for column in COLUMNS:
+        table.add_column(column)
+    for row in rows(inventories):
+        table.add_row(*row)
+    return table
+
+
+def write_inventory_page(inventories: list[TableInventory], title: str, path: Path) -> None:
+    from kafkalake.inventory import render_html
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(inventories, title))
+
+
+@app.command("inventory")
+def inventory(
+    env: EnvOption = "staging",
+    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML page here.")] = None,
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Every table: schema versions, columns per version, partitions, freshness, files, bytes, quarantine."""
+    from kafkalake.aws import make_client
+    from kafkalake.config import Endpoints
+    from kafkalake.environments import load_environments
+    from kafkalake.inventory import take_inventory
+
+    endpoints = Endpoints.from_env()
+    bucket = load_environments()[env].bucket
+    topics = load_catalog(catalog).for_env(env)
+    found = take_inventory(make_client(endpoints, "s3"), make_client(endpoints, "glue"), bucket, topics)
+    wide_console().print(inventory_table(found, f"Inventory of {env} (s3://{bucket})"))
+    if html is not None:
+        write_inventory_page(found, f"kafkalake inventory: {env}", html)
+        typer.echo(f"inventory page: {html}")
 
 
 @app.command("archive")
@@ -202,31 +293,28 @@ def archive(
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Archive topics from Kafka to S3 Parquet (one after another, each exactly once) and summarize."""
+    import dataclasses
+
+    from kafkalake.config import Endpoints
+    from kafkalake.demo import archive_topics
     from kafkalake.environments import load_environments
+    from kafkalake.spark import local_session
 
     if not local:
         raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver.py)")
     loaded = load_catalog(catalog)
-    run_archiver([loaded.get(name, env) for name in topic], load_environments()[env].bucket)
-
-
-def run_archiver(topics: list[Topic], bucket: str) -> list[Summary]:
-    import dataclasses
-
-    from rich.table import Table
-
-    from kafkalake.config import Endpoints
-    from kafkalake.spark import local_session
-    from spark_jobs.archiver import archive_topic
-
-    console = wide_console()
+    bucket = load_environments()[env].bucket
     endpoints = dataclasses.replace(Endpoints.from_env(), bucket=bucket)
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
-    summaries = []
-    for topic in topics:
-        with console.status(f"archiving {topic.kafka_topic} ..."):
-            summaries.append(archive_topic(spark, endpoints, topic, say=console.print))
+    console = wide_console()
+    summaries = archive_topics(spark, endpoints, [loaded.get(name, env) for name in topic], console.print)
+    print_archive_summary(summaries, bucket)
+
+
+def print_archive_summary(summaries: list[Summary], bucket: str) -> None:
+    from rich.table import Table
+
     table = Table(title=f"archived to s3://{bucket}/")
     for column in ("topic", "partition", "offsets", "read", "written", "files", "quarantined", "tombstones"):
         table.add_column(column)
@@ -250,54 +338,6 @@ def run_archiver(topics: list[Topic], bucket: str) -> list[Summary]:
             f"{summary.quarantined} {reasons}".strip(),
             str(summary.tombstones),
             end_section=True,
-        )
-    console.print(table)
-    return summaries
-
-
-def show_catalog_rows(topics: list[Topic], summaries: list[Summary], bucket: str) -> None:
-    """Rows per table read through the locations Glue holds, next to what the archiver wrote in total."""
-    import dataclasses
-
-    from rich.table import Table
-
-    from kafkalake.aws import make_client
-    from kafkalake.config import Endpoints
-    from kafkalake.query import partition_locations, read_locations
-    from kafkalake.spark import local_session
-
-    endpoints = dataclasses.replace(Endpoints.from_env(), bucket=bucket)
-    spark, glue, s3 = local_session(endpoints), make_client(endpoints, "glue"), make_client(endpoints, "s3")
-    table = Table(title="Queried through the Glue catalog")
-    for column in ("table", "schema versions", "partitions", "files", "rows via catalog", "rows in S3", "match"):
-        table.add_column(column)
-    for topic in topics:
-        locations = partition_locations(glue, topic.database, topic.table)
-        frame = read_locations(spark, locations)
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=topic.prefix.data_prefix())
-        files = [o["Key"] for page in pages for o in page.get("Contents", [])]
-        in_s3 = spark.read.parquet(*[f"s3a://{bucket}/{k}" for k in files]).count() if files else 0
-        if frame is None:
-            table.add_row(
-                f"{topic.database}.{topic.table}",
-                "-",
-                "0",
-                str(len(files)),
-                "0",
-                str(in_s3),
-                "yes" if in_s3 == 0 else "NO",
-            )
-            continue
-        rows = frame.count()
-        versions = sorted({k.split("schema_version=")[1].split("/")[0] for k in files})
-        table.add_row(
-            f"{topic.database}.{topic.table}",
-            ", ".join(versions),
-            str(len(locations)),
-            str(len(files)),
-            str(rows),
-            str(in_s3),
-            "yes" if rows == in_s3 else "NO",
         )
     wide_console().print(table)
 

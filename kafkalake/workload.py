@@ -16,15 +16,36 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalake.catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
 from kafkalake.kafka import ensure_topic, watermarks
+from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, encode, value_subject
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000}
+
+
+LATE_SHARE = 0.03
+"""Records whose business time lies about a day behind the rest: they arrive after their hour has closed."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One record of the workload: what to produce and, for a good record, the partition it must land in."""
+
+    index: int
+    kind: str
+    """``tombstone``, ``poison``, or ``good``."""
+    version: int = 0
+    """Index into the topic's schemas (good records only)."""
+    record: dict[str, Any] = field(default_factory=dict)
+    partition: Partition | None = None
+    late: bool = False
 
 
 @dataclass
 class Produced:
     topic: str
     counts: Counter[str] = field(default_factory=Counter)
+    expected: Counter[Partition] = field(default_factory=Counter)
+    """Good records per (schema version, date, hour): what a reader must find in each partition."""
     skipped: bool = False
 
 
@@ -76,6 +97,47 @@ def topic_size(bootstrap: str, name: str) -> int:
         consumer.close()
 
 
+def plan_workload(topic: Topic, records: int, *, start: datetime, hours: int, seed: int = 7) -> list[Planned]:
+    """The workload, decided without producing anything (the same arguments give the same records): about 1%
+    tombstones, 1% poison, business times spread over ``hours`` in random order, 3% a day late, and later
+    records on later schema versions."""
+    rng = random.Random(seed)  # noqa: S311 - test data, not security
+    schemas = [json.loads(s) for s in topic.schemas]
+    planned = []
+    for i in range(records):
+        roll = rng.random()
+        if roll < 0.01:
+            planned.append(Planned(i, "tombstone"))
+            continue
+        if roll < 0.02:
+            planned.append(Planned(i, "poison"))
+            continue
+        version = (i * len(schemas)) // records
+        record = sample_value(schemas[version], "value", i)
+        record["id"] = f"{topic.name}-{i}"
+        late = rng.random() < LATE_SHARE
+        moment = start + timedelta(seconds=rng.uniform(0, hours * 3600))
+        if late:
+            moment -= timedelta(days=1)
+        if topic.spec.time_fields:
+            set_path(record, topic.spec.time_fields[0].path, business_time(topic.spec.time_fields[0], moment))
+        partition = Partition(version + 1, moment.date(), moment.hour)
+        planned.append(Planned(i, "good", version, record, partition, late))
+    return planned
+
+
+def tally(topic: Topic, planned: list[Planned]) -> Produced:
+    result = Produced(topic.kafka_topic)
+    for item in planned:
+        if item.partition is None:
+            result.counts[f"{item.kind}s" if item.kind != "poison" else "poison"] += 1
+            continue
+        result.counts[f"schema_version_{item.version + 1}"] += 1
+        result.counts["late"] += item.late
+        result.expected[item.partition] += 1
+    return result
+
+
 def produce_topic(
     topic: Topic,
     bootstrap: str,
@@ -87,43 +149,31 @@ def produce_topic(
     seed: int = 7,
     progress: Callable[[int], None] = lambda _: None,
 ) -> Produced:
-    """Produce ``records`` values (about 1% tombstones and 1% poison) unless the topic already holds them."""
+    """Produce the planned workload unless the topic already holds it; either way, say what it holds."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     ensure_topic(admin, topic.kafka_topic, 3)
-    result = Produced(topic.kafka_topic)
+    planned = plan_workload(topic, records, start=start, hours=hours, seed=seed)
+    result = tally(topic, planned)
     if topic_size(bootstrap, topic.kafka_topic) >= records:
         result.skipped = True
         progress(records)
         return result
-    rng = random.Random(seed)  # noqa: S311 - test data, not security
-    schemas = [json.loads(s) for s in topic.schemas]
     ids = [registry.register(value_subject(topic.kafka_topic), s) for s in topic.schemas]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
-    for i in range(records):
-        key = f"{topic.name}-{i}".encode()
-        roll = rng.random()
-        if roll < 0.01:
-            producer.produce(topic.kafka_topic, key=key, value=None)
-            result.counts["tombstones"] += 1
-        elif roll < 0.02:
-            producer.produce(topic.kafka_topic, key=key, value=b"\x07not a framed value")
-            result.counts["poison"] += 1
+    for item in planned:
+        key = f"{topic.name}-{item.index}".encode()
+        if item.kind == "tombstone":
+            value = None
+        elif item.kind == "poison":
+            value = b"\x07not a framed value"
+        elif topic.spec.value_format == ValueFormat.AVRO:
+            value = encode(ids[item.version], topic.schemas[item.version], item.record)
         else:
-            version = (i * len(schemas)) // records  # later records use later schema versions
-            record = sample_value(schemas[version], "value", i)
-            record["id"] = f"{topic.name}-{i}"
-            moment = start + timedelta(seconds=rng.uniform(0, hours * 3600))
-            if topic.spec.time_fields:
-                set_path(record, topic.spec.time_fields[0].path, business_time(topic.spec.time_fields[0], moment))
-            if topic.spec.value_format == ValueFormat.AVRO:
-                value = encode(ids[version], topic.schemas[version], record)
-            else:
-                value = json.dumps(record, default=str).encode()
-            producer.produce(topic.kafka_topic, key=key, value=value)
-            result.counts[f"schema_version_{version + 1}"] += 1
+            value = json.dumps(item.record, default=str).encode()
+        producer.produce(topic.kafka_topic, key=key, value=value)
         producer.poll(0)
-        if i % 500 == 0:
-            progress(i)
+        if item.index % 500 == 0:
+            progress(item.index)
     if producer.flush(60) != 0:
         raise RuntimeError(f"could not deliver every record to {topic.kafka_topic} at {bootstrap}")
     progress(records)

@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import make_client
+from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.glue import COMPLETE_PARAMETER, s3_uri
@@ -142,10 +142,7 @@ class Compactor:
         return raw, compacted, manifest
 
     def _list(self, prefix: str) -> dict[str, int]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-        return {
-            o["Key"]: o["Size"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith(".parquet")
-        }
+        return list_objects(self.s3, self.bucket, prefix, ".parquet")
 
     def _load(self, key: str) -> Manifest | None:
         try:

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from kafkalake.footer import NotParquet, read_footer
 from kafkalake.glue import NULLABLE_PARAMETER, glue_columns
-
-MAGIC = b"PAR1"
-TAIL_BYTES = 64 * 1024
 
 
 class IncompatibleSchema(ValueError):
@@ -18,15 +13,11 @@ class IncompatibleSchema(ValueError):
 
 
 def read_footer_columns(s3: Any, bucket: str, key: str) -> list[dict[str, Any]]:
-    """Glue columns of a Parquet object, from its footer only (one ranged GET, two for huge footers)."""
-    tail = s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{TAIL_BYTES}")["Body"].read()
-    if tail[-4:] != MAGIC or len(tail) < 12:
-        raise IncompatibleSchema(f"s3://{bucket}/{key} is not a Parquet file (no PAR1 trailer)")
-    footer_length = int.from_bytes(tail[-8:-4], "little")
-    if footer_length + 8 > len(tail):
-        tail = s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{footer_length + 8}")["Body"].read()
-    schema = pq.ParquetFile(pa.BufferReader(MAGIC + tail[-(footer_length + 8) :])).schema_arrow
-    return glue_columns(schema)
+    """Glue columns of a Parquet object, from its footer only."""
+    try:
+        return glue_columns(read_footer(s3, bucket, key).schema.to_arrow_schema())
+    except NotParquet as exc:
+        raise IncompatibleSchema(str(exc)) from exc
 
 
 def merge_columns(

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import make_client
+from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.kafka import ensure_topic, watermarks
@@ -58,10 +58,7 @@ def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFr
 
 
 def keys(endpoints: Endpoints, prefix: str) -> set[str]:
-    pages = (
-        make_client(endpoints, "s3").get_paginator("list_objects_v2").paginate(Bucket=endpoints.bucket, Prefix=prefix)
-    )
-    return {o["Key"] for page in pages for o in page.get("Contents", [])}
+    return set(list_objects(make_client(endpoints, "s3"), endpoints.bucket, prefix))
 
 
 def committed_and_end(endpoints: Endpoints, topic: Topic) -> tuple[dict[int, int], dict[int, int]]:

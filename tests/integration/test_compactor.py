@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from kafkalake.aws import make_client
+from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.layout import DataKey, Partition
@@ -87,8 +87,7 @@ class Lake:
         return str(part["StorageDescriptor"]["Location"])
 
     def keys(self, prefix: str) -> dict[str, int]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-        return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
+        return list_objects(self.s3, BUCKET, prefix)
 
     def raw(self) -> dict[str, int]:
         return self.keys(self.topic.prefix.data_prefix())

@@ -1,0 +1,195 @@
+"""The whole pipeline on the local stack, as ``make demo`` runs it and the end-to-end test checks it.
+
+provision (what ``cdk deploy`` creates, from the same catalog and settings) → workload → archiver for every topic →
+maintainer (native inference) → compactor on the closed partitions → maintainer again → rows read through the
+partition locations Glue holds, compared with what was produced → inventory (terminal table and HTML page).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from kafkalake.aws import list_objects, make_client
+from kafkalake.catalog import Catalog, Topic
+from kafkalake.config import Endpoints
+from kafkalake.environments import EnvironmentSettings
+from kafkalake.inventory import TableInventory, take_inventory
+from kafkalake.layout import parse_data_key
+from kafkalake.workload import Produced
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.archiver import Summary
+    from spark_jobs.compactor import Knobs, PartitionResult
+
+HOURS = 6
+
+
+@dataclass
+class TableResult:
+    topic: Topic
+    produced: Produced
+    queried: dict[tuple[str, ...], int]
+    """Rows per partition, read through the locations Glue holds."""
+    duplicates: int
+    """Rows beyond the first for any (Kafka partition, offset), as a reader sees them."""
+    partitions_with_data: set[tuple[str, ...]]
+    partitions_in_glue: set[tuple[str, ...]]
+    compaction: list[PartitionResult]
+    inventory: TableInventory
+
+    @property
+    def expected(self) -> dict[tuple[str, ...], int]:
+        return {tuple(p.values()): n for p, n in self.produced.expected.items()}
+
+    @property
+    def matches(self) -> bool:
+        return self.queried == self.expected and self.duplicates == 0
+
+    @property
+    def quarantine_matches(self) -> bool:
+        return self.inventory.quarantined_rows == self.produced.counts["poison"]
+
+
+@dataclass
+class DemoReport:
+    env: str
+    bucket: str
+    tables: list[TableResult] = field(default_factory=list)
+    archived: list[Summary] = field(default_factory=list)
+    maintainer_runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def workload_start(env: str, records: int, now: datetime) -> datetime:
+    """The business-time start of the env's workload: recorded next to Kafka's data the first time, so a re-run
+    plans exactly the records the topics already hold."""
+    from kafkalake.stack import state_dir
+
+    record = state_dir() / "workloads" / f"{env}.json"
+    if record.exists():
+        saved = json.loads(record.read_text())
+        if saved["records"] == records:
+            return datetime.fromisoformat(saved["start"])
+    start = (now - timedelta(hours=HOURS)).replace(minute=0, second=0, microsecond=0)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"start": start.isoformat(), "records": records}))
+    return start
+
+
+def query_table(spark: SparkSession, glue: Any, topic: Topic) -> tuple[dict[tuple[str, ...], int], int]:
+    """Rows per partition and duplicate rows, reading every partition at the location Glue holds."""
+    from pyspark.sql import functions as F
+
+    from kafkalake.query import partition_locations, read_locations
+
+    locations = partition_locations(glue, topic.database, topic.table)
+    frame = read_locations(spark, locations)
+    if frame is None:
+        return {}, 0
+    per_file = frame.groupBy(F.input_file_name().alias("file")).count().collect()
+    by_prefix = {location.split("://", 1)[1].rstrip("/") + "/": values for values, location in locations.items()}
+    rows: Counter[tuple[str, ...]] = Counter()
+    for row in per_file:
+        path = unquote(row["file"]).split("://", 1)[1]
+        [values] = [v for prefix, v in by_prefix.items() if path.startswith(prefix)]
+        rows[values] += row["count"]
+    duplicates = (
+        frame.groupBy("_kafka_partition", "_kafka_offset")
+        .count()
+        .agg(F.coalesce(F.sum(F.col("count") - 1), F.lit(0)).alias("extra"))
+        .first()
+    )
+    return dict(rows), int(duplicates["extra"]) if duplicates else 0
+
+
+def archive_topics(
+    spark: SparkSession, endpoints: Endpoints, topics: list[Topic], say: Callable[[str], None]
+) -> list[Summary]:
+    from spark_jobs.archiver import archive_topic
+
+    return [archive_topic(spark, endpoints, topic, say=say) for topic in topics]
+
+
+def compact_topics(
+    spark: SparkSession, endpoints: Endpoints, topics: list[Topic], knobs: Knobs, say: Callable[[str], None]
+) -> dict[str, list[PartitionResult]]:
+    from spark_jobs.compactor import Compactor
+
+    return {topic.kafka_topic: Compactor(spark, endpoints, topic, knobs, say=say).run() for topic in topics}
+
+
+def run_demo(
+    endpoints: Endpoints,
+    settings: EnvironmentSettings,
+    catalog: Catalog,
+    *,
+    records: int,
+    knobs: Knobs,
+    say: Callable[[str], None],
+    producing: Callable[[Topic], Callable[[int], None]],
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> DemoReport:
+    """Every step of the pipeline once; each step skips what an earlier run already did."""
+    import dataclasses
+
+    from kafkalake.provision import provision
+    from kafkalake.registry import RegistryClient
+    from kafkalake.spark import local_session
+    from kafkalake.workload import produce_topic
+    from lambdas.maintainer.local import invoke_locally
+
+    endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
+    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+    say(f"[1/6] provisioning {settings.name} as `cdk deploy` would, from the catalog and environments.yaml")
+    provision(clients, endpoints.region, settings, catalog)
+    topics = catalog.for_env(settings.name)
+    start = workload_start(settings.name, records, now())
+    say(f"[2/6] workload: {records} records per topic, business times from {start:%Y-%m-%d %H:00} UTC")
+    registry = RegistryClient(endpoints.schema_registry_url)
+    produced = {
+        t.kafka_topic: produce_topic(
+            t, endpoints.kafka_bootstrap, registry, records, start=start, hours=HOURS, progress=producing(t)
+        )
+        for t in topics
+    }
+    report = DemoReport(settings.name, settings.bucket)
+    spark = local_session(endpoints, "kafkalake-demo")
+    spark.sparkContext.setLogLevel("ERROR")
+    say("[3/6] archiver: every topic, exactly once")
+    report.archived = archive_topics(spark, endpoints, topics, say)
+    say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
+    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
+    say("[5/6] compactor on the closed partitions, then the maintainer again")
+    compaction = compact_topics(spark, endpoints, topics, knobs, say)
+    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
+    say("[6/6] reading every table through the partition locations Glue holds")
+    inventories = take_inventory(clients["s3"], clients["glue"], settings.bucket, topics)
+    for topic, inventory in zip(topics, inventories, strict=True):
+        queried, duplicates = query_table(spark, clients["glue"], topic)
+        raw = list_objects(clients["s3"], settings.bucket, topic.prefix.data_prefix(), ".parquet")
+        report.tables.append(
+            TableResult(
+                topic=topic,
+                produced=produced[topic.kafka_topic],
+                queried=queried,
+                duplicates=duplicates,
+                partitions_with_data={tuple(parse_data_key(k).partition.values()) for k in raw},
+                partitions_in_glue={p.values for p in inventory.partitions},
+                compaction=compaction[topic.kafka_topic],
+                inventory=inventory,
+            )
+        )
+    return report
+
+
+def default_html_path(env: str) -> Path:
+    return Path(os.environ.get("KAFKALAKE_OUT", Path.cwd() / "out")) / f"inventory-{env}.html"
