@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install up down status lint test test-unit demo bench synth clean
+.PHONY: install browser up down status lint test test-unit demo bench synth clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -20,6 +20,9 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/
 	@touch $@
 
 install: $(BIN)/.installed
+
+browser:
+	@bash scripts/bootstrap.sh chromium
 
 up: install
 	@$(BIN)/kafkalake stack up
@@ -34,10 +37,10 @@ lint: install
 	@echo "[lint] ruff"; $(BIN)/ruff check .
 	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake lambdas spark_jobs infra app.py bench)
 
-test: install lint
+test: install browser lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test-unit: install
+test-unit: install browser
 	@$(BIN)/python -m pytest -q -m "not stack"
 
 demo: up

@@ -38,7 +38,7 @@ def wide_console() -> Console:
 
     from rich.console import Console
 
-    return Console(width=max(140, shutil.get_terminal_size((140, 40)).columns))
+    return Console(width=max(160, shutil.get_terminal_size((160, 40)).columns))
 
 
 @catalog_app.command("validate")
@@ -152,7 +152,7 @@ def demo(
     from rich.progress import Progress
 
     from kafkalake.config import Endpoints
-    from kafkalake.demo import default_html_path, run_demo
+    from kafkalake.demo import MIN_INPUT_FILES, default_html_path, run_demo
     from kafkalake.environments import load_environments
     from spark_jobs.compactor import Knobs
 
@@ -174,7 +174,7 @@ def demo(
             load_environments()[env],
             load_catalog(catalog),
             records=records,
-            knobs=Knobs(min_input_files=DEMO_MIN_INPUT_FILES),
+            knobs=Knobs(min_input_files=MIN_INPUT_FILES),
             say=say,
             producing=producing,
         )
@@ -200,44 +200,38 @@ def demo(
         raise typer.Exit(1)
 
 
-DEMO_MIN_INPUT_FILES = 2
-"""The demo's partitions hold a few files each; in production the default (10) applies."""
-
-
 def print_demo_results(report: DemoReport) -> None:
     from rich.table import Table
 
     table = Table(title=f"Queried through the Glue catalog ({report.env})")
     columns = (
         "table",
-        "topic",
-        "schema versions",
-        "partitions (Glue / with data)",
+        "versions",
+        "partitions Glue / data",
         "compacted",
         "files before → now",
-        "rows via catalog",
-        "rows produced",
-        "duplicates",
+        "rows read",
+        "rows expected",
+        "dups",
         "quarantined / poison",
-        "tombstones",
-        "match",
+        "tombstones (kept)",
+        "ok",
     )
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for result in report.tables:
         inventory = result.inventory
         table.add_row(
             f"{inventory.database}.{inventory.table}",
-            inventory.kafka_topic,
             ", ".join(str(v) for v in inventory.schema_versions),
             f"{len(result.partitions_in_glue)} / {len(result.partitions_with_data)}",
             str(inventory.compacted),
             f"{inventory.files_before} → {inventory.files}",
-            str(sum(result.queried.values())),
+            str(sum(result.queried.rows.values())),
             str(sum(result.expected.values())),
-            str(result.duplicates),
+            str(result.queried.duplicates),
             f"{inventory.quarantined_rows} / {result.produced.counts['poison']}",
-            str(result.produced.counts["tombstones"]),
+            f"{result.produced.counts['tombstones']} ({result.queried.tombstones} kept)",
             "yes" if result.matches and result.quarantine_matches else "NO",
         )
     wide_console().print(table)
@@ -250,7 +244,7 @@ def inventory_table(inventories: list[TableInventory], title: str) -> Table:
 
     table = Table(title=title)
     for column in COLUMNS:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for row in rows(inventories):
         table.add_row(*row)
     return table

@@ -32,16 +32,16 @@ if TYPE_CHECKING:
     from spark_jobs.compactor import Knobs, PartitionResult
 
 HOURS = 6
+MIN_INPUT_FILES = 2
+"""The demo's partitions hold a few files each; in production the compactor's default (10) applies."""
 
 
 @dataclass
 class TableResult:
     topic: Topic
     produced: Produced
-    queried: dict[tuple[str, ...], int]
-    """Rows per partition, read through the locations Glue holds."""
-    duplicates: int
-    """Rows beyond the first for any (Kafka partition, offset), as a reader sees them."""
+    queried: Queried
+    """What a reader finds through the locations Glue holds."""
     partitions_with_data: set[tuple[str, ...]]
     partitions_in_glue: set[tuple[str, ...]]
     compaction: list[PartitionResult]
@@ -52,8 +52,16 @@ class TableResult:
         return {tuple(p.values()): n for p, n in self.produced.expected.items()}
 
     @property
+    def expected_tombstone_rows(self) -> int:
+        return self.produced.counts["tombstones"] if self.topic.spec.tombstones == "keep" else 0
+
+    @property
     def matches(self) -> bool:
-        return self.queried == self.expected and self.duplicates == 0
+        return (
+            self.queried.rows == self.expected
+            and self.queried.duplicates == 0
+            and self.queried.tombstones == self.expected_tombstone_rows
+        )
 
     @property
     def quarantine_matches(self) -> bool:
@@ -85,8 +93,18 @@ def workload_start(env: str, records: int, now: datetime) -> datetime:
     return start
 
 
-def query_table(spark: SparkSession, glue: Any, topic: Topic) -> tuple[dict[tuple[str, ...], int], int]:
-    """Rows per partition and duplicate rows, reading every partition at the location Glue holds."""
+@dataclass
+class Queried:
+    rows: dict[tuple[str, ...], int] = field(default_factory=dict)
+    """Data rows per partition (kept tombstones not counted)."""
+    duplicates: int = 0
+    """Rows beyond the first for any (Kafka partition, offset)."""
+    tombstones: int = 0
+    """Tombstones kept as rows (topics with ``tombstones: keep``)."""
+
+
+def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
+    """Read every partition at the location Glue holds, as a query engine would."""
     from pyspark.sql import functions as F
 
     from kafkalake.query import partition_locations, read_locations
@@ -94,21 +112,30 @@ def query_table(spark: SparkSession, glue: Any, topic: Topic) -> tuple[dict[tupl
     locations = partition_locations(glue, topic.database, topic.table)
     frame = read_locations(spark, locations)
     if frame is None:
-        return {}, 0
-    per_file = frame.groupBy(F.input_file_name().alias("file")).count().collect()
+        return Queried()
+    kept = F.coalesce(F.col("_tombstone"), F.lit(False)) if "_tombstone" in frame.columns else F.lit(False)
+    per_file = (
+        frame.groupBy(F.input_file_name().alias("file"))
+        .agg(F.sum((~kept).cast("int")).alias("rows"), F.sum(kept.cast("int")).alias("tombstones"))
+        .collect()
+    )
     by_prefix = {location.split("://", 1)[1].rstrip("/") + "/": values for values, location in locations.items()}
+    result = Queried()
     rows: Counter[tuple[str, ...]] = Counter()
     for row in per_file:
         path = unquote(row["file"]).split("://", 1)[1]
         [values] = [v for prefix, v in by_prefix.items() if path.startswith(prefix)]
-        rows[values] += row["count"]
-    duplicates = (
+        rows[values] += row["rows"]
+        result.tombstones += row["tombstones"]
+    result.rows = {values: n for values, n in rows.items() if n}
+    extra = (
         frame.groupBy("_kafka_partition", "_kafka_offset")
         .count()
         .agg(F.coalesce(F.sum(F.col("count") - 1), F.lit(0)).alias("extra"))
         .first()
     )
-    return dict(rows), int(duplicates["extra"]) if duplicates else 0
+    result.duplicates = int(extra["extra"]) if extra else 0
+    return result
 
 
 def archive_topics(
@@ -174,14 +201,12 @@ def run_demo(
     say("[6/6] reading every table through the partition locations Glue holds")
     inventories = take_inventory(clients["s3"], clients["glue"], settings.bucket, topics)
     for topic, inventory in zip(topics, inventories, strict=True):
-        queried, duplicates = query_table(spark, clients["glue"], topic)
         raw = list_objects(clients["s3"], settings.bucket, topic.prefix.data_prefix(), ".parquet")
         report.tables.append(
             TableResult(
                 topic=topic,
                 produced=produced[topic.kafka_topic],
-                queried=queried,
-                duplicates=duplicates,
+                queried=query_table(spark, clients["glue"], topic),
                 partitions_with_data={tuple(parse_data_key(k).partition.values()) for k in raw},
                 partitions_in_glue={p.values for p in inventory.partitions},
                 compaction=compaction[topic.kafka_topic],

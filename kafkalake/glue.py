@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
+from botocore.exceptions import ClientError
 
 from kafkalake.layout import PARTITION_KEYS, Partition
 
@@ -33,6 +34,17 @@ SCHEMA_VERSIONS_PARAMETER = "kafkalake.schema_versions"
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def table_partitions(glue: Any, database: str, table: str) -> list[dict[str, Any]] | None:
+    """Every partition of a table (all pages); None when the table does not exist (yet)."""
+    pages = glue.get_paginator("get_partitions").paginate(DatabaseName=database, TableName=table)
+    try:
+        return [p for page in pages for p in page["Partitions"]]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "EntityNotFoundException":
+            return None
+        raise
 
 
 def s3_uri(bucket: str, key_prefix: str) -> str:

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from kafkalake.aws import list_objects
 from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
-from kafkalake.glue import COMPLETE_PARAMETER
+from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
 from kafkalake.layout import Partition
 
 
@@ -89,22 +89,12 @@ def _manifest_inputs(s3: Any, bucket: str, key: str) -> int | None:
     return len(manifest["inputs"])
 
 
-def _glue_partitions(glue: Any, topic: Topic) -> list[dict[str, Any]]:
-    try:
-        pages = glue.get_paginator("get_partitions").paginate(DatabaseName=topic.database, TableName=topic.table)
-        return [p for page in pages for p in page["Partitions"]]
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] == "EntityNotFoundException":
-            return []  # not created yet: nothing archived, or the maintainer has not run
-        raise
-
-
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw = list_objects(s3, bucket, topic.prefix.data_prefix(), ".parquet")
     compacted = list_objects(s3, bucket, topic.prefix.compacted_prefix(), ".parquet")
     quarantine = list_objects(s3, bucket, topic.prefix.quarantine_prefix(), ".parquet")
     partitions, columns_by_version = [], {}
-    for glue_partition in sorted(_glue_partitions(glue, topic), key=lambda p: p["Values"]):
+    for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
         values = tuple(glue_partition["Values"])
         path = Partition.from_values(list(values)).path()
         location = _key_prefix(glue_partition["StorageDescriptor"]["Location"], bucket).rstrip("/") + "/"

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafkalake.glue import table_partitions
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
 def partition_locations(glue: Any, database: str, table: str) -> dict[tuple[str, ...], str]:
-    pages = glue.get_paginator("get_partitions").paginate(DatabaseName=database, TableName=table)
-    return {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for page in pages for p in page["Partitions"]}
+    """Partition values → location; empty while the table does not exist."""
+    partitions = table_partitions(glue, database, table) or []
+    return {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for p in partitions}
 
 
 def read_locations(spark: SparkSession, locations: dict[tuple[str, ...], str]) -> DataFrame | None:

@@ -297,10 +297,31 @@ SERVICES = (
 )
 
 
+def _reset_if_memory_lost() -> None:
+    """The registry and moto keep their state in memory only. When either has to start, Kafka's data and the
+    local state that refers to it (workload records, inferred tables) go too, so topics never hold records whose
+    schema ids the registry forgot or whose archived objects the lake lost."""
+    memory_only = [s for s in SERVICES if s.name != "kafka" and not s.healthy()]
+    kafka = next(s for s in SERVICES if s.name == "kafka")
+    data = state_dir() / "kafka" / "data"
+    if not memory_only or (kafka.healthy() and kafka.pid() is None):  # a Kafka this checkout did not start
+        return
+    kafka.stop()
+    stale = [data, state_dir() / "workloads", *state_dir().glob("tables-*.json")]
+    if any(path.exists() for path in stale):
+        say(f"{', '.join(s.name for s in memory_only)} start empty, so Kafka's data in {data} starts empty too")
+    for path in stale:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def up() -> list[str]:
     """Start every service that is not already healthy; return the names this call started."""
     state_dir().mkdir(parents=True, exist_ok=True)
     spark_jars()
+    _reset_if_memory_lost()
     started = []
     for service in SERVICES:
         was_running = service.pid() is not None and service.healthy()

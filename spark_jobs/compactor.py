@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
-from kafkalake.glue import COMPLETE_PARAMETER, s3_uri
+from kafkalake.glue import COMPLETE_PARAMETER, s3_uri, table_partitions
 from kafkalake.layout import Partition
 from spark_jobs.writer import InjectedCrash
 
@@ -110,10 +110,11 @@ class Compactor:
 
     # --- selection -----------------------------------------------------------------------------------------------
     def partitions(self) -> list[dict[str, Any]]:
-        pages = self.glue.get_paginator("get_partitions").paginate(
-            DatabaseName=self.topic.database, TableName=self.topic.table
-        )
-        return [p for page in pages for p in page["Partitions"]]
+        """The table's partitions; none while the maintainer has not created the table (nothing archived yet)."""
+        found = table_partitions(self.glue, self.topic.database, self.topic.table)
+        if found is None:
+            self.say(f"{self.topic.database}.{self.topic.table}: no table in Glue yet, nothing to compact")
+        return found or []
 
     def closed(self, partition: dict[str, Any]) -> bool:
         """Marked complete by the maintainer, or older than the safety delay."""

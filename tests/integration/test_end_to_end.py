@@ -1,0 +1,104 @@
+"""The demo's flow end to end on the local stack, in an environment of its own, on a smaller workload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkalake.aws import list_objects, make_client
+from kafkalake.catalog import load_catalog
+from kafkalake.config import Endpoints
+from kafkalake.demo import MIN_INPUT_FILES, DemoReport, run_demo
+from kafkalake.glue import table_partitions
+from kafkalake.inventory import render_html
+from kafkalake.sandbox import isolated_env
+from spark_jobs.compactor import Knobs
+from tests.browser import rendered
+
+pytestmark = pytest.mark.stack
+RECORDS = 600
+
+
+def snapshot(endpoints: Endpoints, report: DemoReport) -> dict[str, Any]:
+    """Every object (key → ETag) in the bucket and every Glue partition (values → location and parameters)."""
+    s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=report.bucket)
+    objects = {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
+    partitions = {
+        (t.topic.table, tuple(p["Values"])): (p["StorageDescriptor"]["Location"], p.get("Parameters"))
+        for t in report.tables
+        for p in table_partitions(glue, t.topic.database, t.topic.table) or []
+    }
+    return {"objects": objects, "partitions": partitions}
+
+
+def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, catalog_dir, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    catalog = load_catalog(catalog_dir)
+
+    def run() -> DemoReport:
+        return run_demo(
+            local_stack,
+            settings,
+            catalog,
+            records=RECORDS,
+            knobs=Knobs(min_input_files=MIN_INPUT_FILES),
+            say=print,
+            producing=lambda _topic: lambda _done: None,
+        )
+
+    first = run()
+    assert len(first.tables) == len(catalog.for_env(settings.name)) == 5
+    assert sum(t.produced.counts["late"] for t in first.tables) > 0, "the workload has no late events"
+    assert any(t.produced.counts["schema_version_2"] for t in first.tables), "no topic with two schema versions"
+    s3 = make_client(local_stack, "s3")
+    for table in first.tables:
+        name = table.topic.kafka_topic
+        counts = table.produced.counts
+        good = sum(table.expected.values())
+        assert good == RECORDS - counts["poison"] - counts["tombstones"] > 0
+        # rows per table and partition, read through Glue = produced - quarantined - tombstones
+        assert table.queried.rows == table.expected, name
+        assert table.queried.duplicates == 0, name
+        kept = counts["tombstones"] if table.topic.spec.tombstones == "keep" else 0
+        assert table.queried.tombstones == kept, name
+        # every partition with data is in Glue
+        assert table.partitions_with_data and table.partitions_with_data <= table.partitions_in_glue, name
+        # quarantine holds exactly the poison records
+        assert counts["poison"] > 0 and table.inventory.quarantined_rows == counts["poison"], name
+        quarantined = list_objects(s3, settings.bucket, table.topic.prefix.quarantine_prefix(), ".parquet")
+        assert quarantined, name
+        # completed partitions are compacted: every closed partition with enough files now points at compacted/
+        closed = {tuple(r.partition): r for r in table.compaction}
+        complete = {p.values for p in table.inventory.partitions if p.complete}
+        assert complete and complete <= set(closed), name
+        for partition in table.inventory.partitions:
+            if partition.values in closed and partition.files_before >= MIN_INPUT_FILES:
+                assert partition.compacted and partition.files == 1, (name, partition)
+                assert "/compacted/" in partition.location, (name, partition)
+        assert table.inventory.compacted > 0, name
+    assert all(s.balanced() for s in first.archived)
+
+    page = tmp_path / "inventory.html"
+    page.write_text(render_html([t.inventory for t in first.tables], "end-to-end"))
+    seen = rendered(page)
+    assert [row[1] for row in seen["rows"]] == [t.topic.table for t in first.tables]
+    assert len(seen["charts"]) == 5
+    for chart, table in zip(seen["charts"], first.tables, strict=True):
+        assert len(chart["bars"]) == 2 * len(table.inventory.partitions)
+        assert all(bar["height"] > 0 and bar["width"] > 0 for bar in chart["bars"])
+
+    endpoints = Endpoints(bucket=settings.bucket)
+    before = snapshot(endpoints, first)
+    second = run()
+    assert all(t.produced.skipped for t in second.tables)
+    assert all(not s.plan and s.read == 0 for s in second.archived), "the archiver found work on a re-run"
+    assert all(r.action == "skipped" for t in second.tables for r in t.compaction)
+    assert all(run["counts"].get("partitions_added", 0) == 0 for run in second.maintainer_runs)
+    assert [(t.queried.rows, t.queried.tombstones) for t in second.tables] == [
+        (t.queried.rows, t.queried.tombstones) for t in first.tables
+    ]
+    assert snapshot(endpoints, second) == before, "a second run changed the lake or the catalog"
