@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
 import json
+import re
 import shutil
+import subprocess
+import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 from kafkalake.catalog import Topic, tables_document
-from kafkalake.config import repo_root
+from kafkalake.config import cache_dir, repo_root
 
 LAMBDA_PACKAGES = ("kafkalake", "lambdas")
 JOB_PACKAGES = ("kafkalake", "spark_jobs")
+JOB_REQUIREMENTS = (
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "boto3",
+    "botocore",
+    "pydantic",
+    "PyYAML",
+    "fastavro",
+    "confluent-kafka",
+    "httpx",
+)
+"""What the jobs import beyond PySpark, pinned as in requirements.txt (one list of versions)."""
+EMR_PYTHON = "/usr/bin/python3.11"
+"""emr-7.1 and later ship Python 3.11 beside the default 3.9; the jobs need 3.11."""
+EMR_WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+"""The EMR Serverless application is x86_64 on Amazon Linux 2023 (glibc 2.34): wheels for glibc <= 2.28."""
 
 
 def _copy_packages(names: tuple[str, ...], target: Path) -> None:
@@ -54,4 +78,66 @@ def jobs_bundle(out_dir: Path) -> Path:
     _zip(staging, target / "kafkalake_jobs.zip")
     _zip(repo_root() / "catalog", target / "catalog.zip")
     shutil.copy(repo_root() / "spark_jobs" / "entrypoint.py", target / "entrypoint.py")
+    return target
+
+
+def job_requirements() -> list[str]:
+    pins = {}
+    for line in (repo_root() / "requirements.txt").read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)(\[[^]]*\])?==([^\s#]+)", line)
+        if match:
+            pins[match.group(1).lower()] = f"{match.group(1)}=={match.group(3)}"
+    return [pins[name.lower()] for name in JOB_REQUIREMENTS]
+
+
+LAUNCHER = f"""#!/bin/sh
+# EMR Serverless unpacks this archive as ./environment; Spark runs this as PYSPARK_PYTHON.
+here="$(cd "$(dirname "$0")/.." && pwd)"
+PYTHONPATH="$here/site-packages${{PYTHONPATH:+:$PYTHONPATH}}" exec "${{KAFKALAKE_BASE_PYTHON:-{EMR_PYTHON}}}" "$@"
+"""
+
+
+def _tar_gz(source: Path, archive: Path) -> None:
+    """A reproducible tar.gz: sorted entries, fixed owners, times and modes (launchers executable)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(source.rglob("*")):
+            info = tar.gettarinfo(str(path), str(path.relative_to(source)))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            if path.is_file():
+                info.mode = 0o755 if path.parent.name == "bin" else 0o644
+                tar.addfile(info, path.open("rb"))
+            elif path.is_dir():
+                info.mode = 0o755
+                tar.addfile(info)
+    with gzip.GzipFile(archive, "wb", mtime=0) as zipped:
+        zipped.write(buffer.getvalue())
+
+
+def job_environment(out_dir: Path) -> Path:
+    """``environment.tgz`` for EMR Serverless (``--archives ...#environment``, ``PYSPARK_PYTHON=
+    ./environment/bin/python``): the jobs' dependencies as manylinux wheels for CPython 3.11 on x86_64, installed
+    with pip's ``--platform`` (no Docker, no build on Amazon Linux), and a launcher that runs EMR's Python 3.11
+    with them. Built once per requirement set into the cache (``$KAFKALAKE_CACHE/job-environments``)."""
+    requirements = job_requirements()
+    digest = hashlib.sha256("\n".join([*requirements, *EMR_WHEEL_PLATFORMS, LAUNCHER]).encode()).hexdigest()[:16]
+    cached = cache_dir() / "job-environments" / f"environment-{digest}.tar.gz"
+    if not cached.exists():
+        staging = cached.with_suffix(".staging")
+        shutil.rmtree(staging, ignore_errors=True)
+        print(f"[assets] building the EMR job environment ({len(requirements)} requirements) into {cached}")
+        platforms = [arg for platform in EMR_WHEEL_PLATFORMS for arg in ("--platform", platform)]
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(staging / "site-packages")]
+        wheels = [*platforms, "--python-version", "3.11", "--implementation", "cp", "--only-binary=:all:"]
+        subprocess.run([*pip, *wheels, *requirements], check=True)
+        (staging / "bin").mkdir()
+        (staging / "bin" / "python").write_text(LAUNCHER)
+        _tar_gz(staging, cached.with_suffix(".tmp"))
+        cached.with_suffix(".tmp").replace(cached)
+        shutil.rmtree(staging)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "environment.tgz"  # Spark unpacks archives by extension; the CDK asset keeps only ".tgz"
+    shutil.copy(cached, target)
     return target

@@ -24,7 +24,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.assets import jobs_bundle, maintainer_bundle
+from infra.assets import job_environment, jobs_bundle, maintainer_bundle
 from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
@@ -32,7 +32,7 @@ from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STAGING
 from kafkalake.naming import TableInference
 from kafkalake.provision import crawler_request, notification_filter
 from kafkalake.stack import EMR_RELEASE
-from spark_jobs.submit import CATALOG_DIR, spark_submit_parameters
+from spark_jobs.submit import CATALOG_DIR, JobArtifacts, spark_submit_parameters
 
 MAINTAINER_GLUE_ACTIONS = (
     "glue:GetTable",
@@ -417,6 +417,14 @@ class KafkalakeStack(Stack):
         self.job_package = s3_assets.Asset(self, "JobPackage", path=str(bundle / "kafkalake_jobs.zip"))
         self.job_entrypoint = s3_assets.Asset(self, "JobEntrypoint", path=str(bundle / "entrypoint.py"))
         self.job_catalog = s3_assets.Asset(self, "JobCatalog", path=str(bundle / "catalog.zip"))
+        environment = job_environment(build_dir / self.settings.name / "environment")
+        self.job_environment = s3_assets.Asset(self, "JobEnvironment", path=str(environment))
+        self.job_artifacts = JobArtifacts(
+            self.job_entrypoint.s3_object_url,
+            self.job_package.s3_object_url,
+            self.job_catalog.s3_object_url,
+            self.job_environment.s3_object_url,
+        )
         network = None
         if self.settings.subnet_ids:
             network = emr.CfnApplication.NetworkConfigurationProperty(
@@ -451,7 +459,7 @@ class KafkalakeStack(Stack):
         self.archiver_role.add_to_policy(
             iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn])
         )
-        for asset in (self.job_package, self.job_entrypoint, self.job_catalog):
+        for asset in self._job_assets():
             asset.grant_read(self.archiver_role)
         self.key.grant_encrypt_decrypt(self.archiver_role)
         if self.settings.kafka_secret_arn:
@@ -486,6 +494,9 @@ class KafkalakeStack(Stack):
             ["compact", "--env", self.settings.name, "--catalog", CATALOG_DIR, *tables],
         )
 
+    def _job_assets(self) -> tuple[s3_assets.Asset, ...]:
+        return (self.job_package, self.job_entrypoint, self.job_catalog, self.job_environment)
+
     def _compactor_role(self) -> iam.Role:
         role = iam.Role(self, "CompactorJobRole", assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"))
         role.add_to_policy(
@@ -503,7 +514,7 @@ class KafkalakeStack(Stack):
                 resources=self._glue_table_resources(),
             )
         )
-        for asset in (self.job_package, self.job_entrypoint, self.job_catalog):
+        for asset in self._job_assets():
             asset.grant_read(role)
         self.key.grant_encrypt_decrypt(role)
         acknowledge(
@@ -538,11 +549,9 @@ class KafkalakeStack(Stack):
             "Name": f"kafkalake-{self.settings.name}-{name.lower()}",
             "JobDriver": {
                 "SparkSubmit": {
-                    "EntryPoint": self.job_entrypoint.s3_object_url,
+                    "EntryPoint": self.job_artifacts.entry_point,
                     "EntryPointArguments": arguments,
-                    "SparkSubmitParameters": spark_submit_parameters(
-                        self.settings, self.job_package.s3_object_url, self.job_catalog.s3_object_url
-                    ),
+                    "SparkSubmitParameters": spark_submit_parameters(self.settings, self.job_artifacts),
                 }
             },
         }

@@ -401,6 +401,7 @@ def compact_submit(
     entry_point: Annotated[str, typer.Option(help="s3:// URI of spark_jobs/entrypoint.py.")],
     py_files: Annotated[str, typer.Option(help="s3:// URI of kafkalake_jobs.zip.")],
     catalog_archive: Annotated[str, typer.Option(help="s3:// URI of catalog.zip.")],
+    environment_archive: Annotated[str, typer.Option(help="s3:// URI of environment.tgz.")],
     target_file_mb: Annotated[int, typer.Option()] = 128,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
 ) -> None:
@@ -410,7 +411,7 @@ def compact_submit(
     from kafkalake.aws import make_client
     from kafkalake.config import Endpoints
     from kafkalake.environments import load_environments
-    from spark_jobs.submit import compaction_job_request, terminal
+    from spark_jobs.submit import JobArtifacts, compaction_job_request, terminal
 
     settings = load_environments()[env]
     client = make_client(Endpoints.from_env(), "emr-serverless")
@@ -418,9 +419,7 @@ def compact_submit(
         settings,
         application_id=application_id,
         role_arn=role_arn,
-        entry_point=entry_point,
-        py_files=py_files,
-        catalog_archive=catalog_archive,
+        artifacts=JobArtifacts(entry_point, py_files, catalog_archive, environment_archive),
         table=table,
         target_file_mb=target_file_mb,
     )

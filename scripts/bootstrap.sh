@@ -6,6 +6,7 @@ missing=()
 command -v java >/dev/null || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
+[ -x /usr/bin/python3.11 ] || missing+=(python3.11)  # stands in for EMR's Python 3.11 in the job archive test
 for package in "$@"; do command -v "$package" >/dev/null || missing+=("$package"); done
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 echo "[bootstrap] installing ${missing[*]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from kafkalake.environments import EnvironmentSettings
@@ -17,10 +18,28 @@ def terminal(state: str) -> bool:
 
 CATALOG_DIR = "catalog"
 """Where ``--archives catalog.zip#catalog`` unpacks the topic catalog in the job's working directory."""
+ENVIRONMENT_DIR = "environment"
+"""Where ``--archives environment.tgz#environment`` unpacks the jobs' Python dependencies and launcher."""
 
 
-def spark_submit_parameters(settings: EnvironmentSettings, py_files: str, catalog_archive: str) -> str:
-    """--py-files, the catalog archive, the KAFKALAKE_* endpoints for driver and executors, the connectors."""
+@dataclass(frozen=True)
+class JobArtifacts:
+    """The s3:// URIs of what a job run needs (the CDK assets of the stack)."""
+
+    entry_point: str
+    """spark_jobs/entrypoint.py"""
+    py_files: str
+    """kafkalake_jobs.zip: the core package and the jobs"""
+    catalog_archive: str
+    """catalog.zip: the topic catalog"""
+    environment_archive: str
+    """environment.tgz: the jobs' Python dependencies and the launcher of EMR's Python 3.11"""
+
+
+def spark_submit_parameters(settings: EnvironmentSettings, artifacts: JobArtifacts) -> str:
+    """--py-files, the catalog and environment archives, the Python to run, the KAFKALAKE_* endpoints for
+    driver and executors, the connectors."""
+    python = f"./{ENVIRONMENT_DIR}/bin/python"
     env = {
         "KAFKALAKE_BUCKET": settings.bucket,
         "KAFKALAKE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
@@ -28,12 +47,13 @@ def spark_submit_parameters(settings: EnvironmentSettings, py_files: str, catalo
         "KAFKALAKE_REGION": settings.region,
         "KAFKALAKE_AWS_ENDPOINT_URL": "",
     }
+    driver_env = {**env, "PYSPARK_DRIVER_PYTHON": python, "PYSPARK_PYTHON": python}
     return " ".join(
         [
-            f"--py-files {py_files}",
-            f"--archives {catalog_archive}#{CATALOG_DIR}",
-            *(f"--conf spark.emr-serverless.driverEnv.{k}={v}" for k, v in env.items()),
-            *(f"--conf spark.executorEnv.{k}={v}" for k, v in env.items()),
+            f"--py-files {artifacts.py_files}",
+            f"--archives {artifacts.catalog_archive}#{CATALOG_DIR},{artifacts.environment_archive}#{ENVIRONMENT_DIR}",
+            *(f"--conf spark.emr-serverless.driverEnv.{k}={v}" for k, v in driver_env.items()),
+            *(f"--conf spark.executorEnv.{k}={v}" for k, v in {**env, "PYSPARK_PYTHON": python}.items()),
             f"--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION},"
             f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
         ]
@@ -45,9 +65,7 @@ def compaction_job_request(
     *,
     application_id: str,
     role_arn: str,
-    entry_point: str,
-    py_files: str,
-    catalog_archive: str,
+    artifacts: JobArtifacts,
     table: str,
     target_file_mb: int,
 ) -> dict[str, Any]:
@@ -58,7 +76,7 @@ def compaction_job_request(
         "name": f"kafkalake-{settings.name}-compact-{table}",
         "jobDriver": {
             "sparkSubmit": {
-                "entryPoint": entry_point,
+                "entryPoint": artifacts.entry_point,
                 "entryPointArguments": [
                     "compact",
                     "--env",
@@ -70,7 +88,7 @@ def compaction_job_request(
                     "--target-file-mb",
                     str(target_file_mb),
                 ],
-                "sparkSubmitParameters": spark_submit_parameters(settings, py_files, catalog_archive),
+                "sparkSubmitParameters": spark_submit_parameters(settings, artifacts),
             }
         },
     }

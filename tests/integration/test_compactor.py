@@ -208,6 +208,8 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
             "s3://assets/jobs.zip",
             "--catalog-archive",
             "s3://assets/catalog.zip",
+            "--environment-archive",
+            "s3://assets/environment.tgz",
             "--target-file-mb",
             "256",
             "--wait",
@@ -232,7 +234,11 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
         "256",
     ]
     parameters = submit["sparkSubmitParameters"]
-    assert parameters.startswith("--py-files s3://assets/jobs.zip --archives s3://assets/catalog.zip#catalog ")
+    assert parameters.startswith(
+        "--py-files s3://assets/jobs.zip --archives s3://assets/catalog.zip#catalog,"
+        "s3://assets/environment.tgz#environment "
+    )
+    assert "--conf spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in parameters
     assert "--conf spark.emr-serverless.driverEnv.KAFKALAKE_BUCKET=kafkalake-staging-lake" in parameters
     assert "spark-sql-kafka-0-10_2.12:3.5.3" in parameters
 

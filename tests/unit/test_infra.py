@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -276,7 +278,10 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
     for rendered in (compact_input, archive_input):
         assert '\\"--catalog\\",\\"catalog\\"' in rendered
-        assert "--archives " in rendered and "#catalog" in rendered
+        assert "--archives " in rendered  # each archive is an asset URL (a token) followed by its unpack name
+        assert re.search(r'\.zip"\}, "#catalog,', rendered) and re.search(r'\.tgz"\}, "#environment ', rendered)
+        assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
+        assert "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -373,29 +378,41 @@ def test_sam_env_file_names_the_maintainer_logical_id(stacks: Any) -> None:
     assert json.loads((repo_root() / "events" / "scheduled.json").read_text())["detail-type"] == "Scheduled Event"
 
 
-def test_job_bundle_runs_from_its_zip_with_the_catalog_archive(tmp_path: Path) -> None:
-    """What EMR Serverless does: the jobs zip on the Python path, catalog.zip unpacked as ./catalog."""
+def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_path: Path) -> None:
+    """What EMR Serverless does: catalog.zip unpacked as ./catalog, environment.tgz as ./environment, the jobs
+    zip on the Python path, ./environment/bin/python as the interpreter (EMR's own Python 3.11, here Debian's,
+    which has none of our dependencies), PySpark provided by the platform."""
+    import tarfile
     import zipfile
 
-    from infra.assets import jobs_bundle
+    from infra.assets import EMR_PYTHON, job_environment, jobs_bundle
 
     bundle = jobs_bundle(tmp_path / "build")
     work = tmp_path / "work"
     with zipfile.ZipFile(bundle / "catalog.zip") as archive:
         archive.extractall(work / "catalog")
+    with tarfile.open(job_environment(tmp_path / "env")) as archive:
+        archive.extractall(work / "environment", filter="data")
+    provided = tmp_path / "emr-provided"  # EMR puts its PySpark on the path; borrow ours
+    provided.mkdir()
+    for package in ("pyspark", "py4j"):
+        (provided / package).symlink_to(Path(importlib.import_module(package).__file__ or "").parent)
     probe = (
-        "from pathlib import Path; import spark_jobs.archiver as a, spark_jobs.compactor as c; "
+        "import sys, importlib; from pathlib import Path; import spark_jobs.archiver as a, spark_jobs.compactor as c; "
         "from kafkalake.catalog import load_catalog; "
         "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
-        "print(a.__file__.split('/')[-3], len(load_catalog(Path('catalog')).topics))"
+        "deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']; "
+        "outside = [d for d in deps if '/environment/site-packages/' not in importlib.import_module(d).__file__]; "
+        "print(sys.version_info[:2], a.__file__.split('/')[-3], len(load_catalog(Path('catalog')).topics), outside)"
     )
+    assert Path(EMR_PYTHON).exists(), f"{EMR_PYTHON} (Debian package python3.11) stands in for EMR's Python 3.11"
     result = subprocess.run(
-        [sys.executable, "-c", probe],
+        [str(work / "environment" / "bin" / "python"), "-c", probe],
         cwd=work,
         capture_output=True,
         text=True,
         check=False,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(bundle / "kafkalake_jobs.zip")},
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": f"{bundle / 'kafkalake_jobs.zip'}:{provided}"},
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["kafkalake_jobs.zip", "8"]
+    assert result.stdout.strip() == "(3, 11) kafkalake_jobs.zip 8 []"
