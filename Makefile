@@ -35,7 +35,7 @@ status: install
 
 lint: install
 	@echo "[lint] ruff"; $(BIN)/ruff check .
-	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake lambdas spark_jobs infra app.py bench)
+	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake lambdas spark_jobs infra app.py bench tests)
 
 test: install browser lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider

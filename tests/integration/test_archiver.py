@@ -278,4 +278,5 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
     assert quarantined and all(k.endswith(".parquet") for k in quarantined)
     q = spark.read.parquet(*[f"s3a://{endpoints.bucket}/{k}" for k in quarantined])
     assert q.count() == 3 * per_kind
-    assert q.filter(F.col("_error") == "bad_magic_byte").first()["_raw_value"] == b"\x42garbage"
+    poison = q.filter(F.col("_error") == "bad_magic_byte").first()
+    assert poison is not None and poison["_raw_value"] == b"\x42garbage"

@@ -39,8 +39,7 @@ def template(stacks: tuple[App, dict[str, KafkalakeStack]], env: str) -> Templat
 
 
 def resources(tpl: Template, kind: str) -> dict[str, Any]:
-    found: dict[str, Any] = tpl.find_resources(kind)
-    return found
+    return dict(tpl.find_resources(kind))
 
 
 def all_statements(tpl: Template) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ KEY = (
 )
 
 
-def record(key: str = KEY, name: str = "ObjectCreated:Put") -> dict:
+def record(key: str = KEY, name: str = "ObjectCreated:Put") -> dict[str, Any]:
     return {
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
@@ -81,7 +82,7 @@ def test_ttl_cache_expires() -> None:
     assert cache.get("a") is None
 
 
-def column(name: str, kind: str, nullable: bool = True) -> dict:
+def column(name: str, kind: str, nullable: bool = True) -> dict[str, Any]:
     return {"Name": name, "Type": kind, "Parameters": {NULLABLE_PARAMETER: str(nullable).lower()}}
 
 
