@@ -10,6 +10,9 @@ from typing import Any
 
 LOCAL_KAFKA_PORT = 19092
 LOCAL_CONTROLLER_PORT = 19093
+LOCAL_KAFKA_SASL_PORT = 19094
+"""A SASL_PLAINTEXT (PLAIN) listener on the local broker, for credentials read from Secrets Manager."""
+LOCAL_KAFKA_USER = ("kafkalake", "kafkalake-local-password")
 LOCAL_REGISTRY_PORT = 18081
 LOCAL_AWS_PORT = 15000
 LOCAL_ACCESS_KEY = "testing"
@@ -23,6 +26,8 @@ class Endpoints:
     """None in AWS: boto3 and S3A then use the real regional endpoints."""
     region: str = "eu-west-1"
     bucket: str = "kafkalake-local-lake"
+    kafka_secret_arn: str | None = None
+    """Secrets Manager secret with the Kafka (and registry) credentials; none on the local stack."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Endpoints:
@@ -36,6 +41,7 @@ class Endpoints:
             aws_endpoint_url=aws or None,
             region=env.get("KAFKALAKE_REGION", env.get("AWS_REGION", defaults.region)),
             bucket=env.get("KAFKALAKE_BUCKET", defaults.bucket),
+            kafka_secret_arn=env.get("KAFKALAKE_KAFKA_SECRET_ARN") or None,
         )
 
     def boto3_kwargs(self) -> dict[str, Any]:

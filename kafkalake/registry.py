@@ -33,9 +33,9 @@ class RegisteredSchema:
 
 
 class RegistryClient:
-    def __init__(self, url: str, http: httpx.Client | None = None) -> None:
+    def __init__(self, url: str, http: httpx.Client | None = None, auth: tuple[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
-        self._http = http or httpx.Client(timeout=10.0)
+        self._http = http or httpx.Client(timeout=10.0, auth=auth)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.url}{path}"

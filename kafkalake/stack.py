@@ -27,6 +27,8 @@ from kafkalake.config import (
     LOCAL_AWS_PORT,
     LOCAL_CONTROLLER_PORT,
     LOCAL_KAFKA_PORT,
+    LOCAL_KAFKA_SASL_PORT,
+    LOCAL_KAFKA_USER,
     LOCAL_REGISTRY_PORT,
     cache_dir,
     repo_root,
@@ -239,10 +241,17 @@ def _prepare_kafka(work: Path) -> list[str]:
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{LOCAL_CONTROLLER_PORT}",
-                f"listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT},CONTROLLER://127.0.0.1:{LOCAL_CONTROLLER_PORT}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT}",
+                f"listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT},CONTROLLER://127.0.0.1:{LOCAL_CONTROLLER_PORT},"
+                f"SASL_PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_SASL_PORT}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT},"
+                f"SASL_PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_SASL_PORT}",
                 "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms=PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{LOCAL_KAFKA_USER[0]}="{LOCAL_KAFKA_USER[1]}";',
                 f"log.dirs={data}",
                 "num.partitions=3",
                 "offsets.topic.replication.factor=1",

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, ValueFormat, load_catalog
 from kafkalake.config import Endpoints, repo_root
@@ -125,14 +126,31 @@ class Summary:
 class Offsets:
     """The topic's offsets in Kafka: watermarks, and the consumer group's committed positions."""
 
-    def __init__(self, bootstrap: str, kafka_topic: str) -> None:
-        self.topic = kafka_topic
+    def __init__(self, access: KafkaAccess, kafka_topic: str) -> None:
+        self.topic, self.access = kafka_topic, access
+        self.client_errors: list[str] = []
         self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": consumer_group(kafka_topic), "enable.auto.commit": False}
+            {
+                **access.client_config(),
+                "group.id": consumer_group(kafka_topic),
+                "enable.auto.commit": False,
+                "error_cb": lambda error: self.client_errors.append(error.str()),
+            }
         )
 
     def partitions(self) -> list[int]:
-        metadata = self.consumer.list_topics(self.topic, timeout=15).topics[self.topic]
+        try:
+            metadata = self.consumer.list_topics(self.topic, timeout=15).topics[self.topic]
+        except KafkaException as exc:
+            self.consumer.poll(0.5)  # serves the error callbacks that say why (authentication, DNS, ...)
+            reported = "; ".join(dict.fromkeys(self.client_errors)) or "nothing more"
+            how = (
+                "with the credentials of the secret in kafka_secret_arn" if self.access.credentials else "without SASL"
+            )
+            raise RuntimeError(
+                f"topic {self.topic}: cannot reach Kafka at {self.access.bootstrap} {how} ({exc}); the client "
+                f"reported: {reported}. Check kafka_bootstrap in environments.yaml and the secret's username/password."
+            ) from exc
         if metadata.error is not None:
             raise RuntimeError(f"topic {self.topic}: {metadata.error}")
         return sorted(metadata.partitions)
@@ -181,14 +199,14 @@ def load_or_create_plan(s3: Any, bucket: str, key: str, make: Callable[[], Plan]
     raise RuntimeError(f"could not read or create the plan s3://{bucket}/{key}")
 
 
-def read_kafka(spark: SparkSession, bootstrap: str, plan: Plan, include_headers: bool) -> DataFrame:
+def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
     """A bounded batch read of exactly the plan's ranges."""
     topic = plan.kafka_topic
     starting = {topic: {str(p): start for p, (start, _) in plan.ranges.items()}}
     ending = {topic: {str(p): end for p, (_, end) in plan.ranges.items()}}
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**access.spark_options())
         .option("assign", json.dumps({topic: sorted(plan.ranges)}))
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
@@ -257,7 +275,9 @@ def archive_topic(
     say: Callable[[str], None] = print,
 ) -> Summary:
     s3 = make_client(endpoints, "s3")
-    offsets = Offsets(endpoints.kafka_bootstrap, topic.kafka_topic)
+    secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
+    access = kafka_access(endpoints, secrets)
+    offsets = Offsets(access, topic.kafka_topic)
     try:
         archive = topic.spec.archive
 
@@ -282,7 +302,7 @@ def archive_topic(
         summary = Summary(topic.kafka_topic, plan.ranges, redone_plan=redone)
         _crash(crash_at, "after_plan")
         if plan.ranges:
-            _carry_out(spark, endpoints, topic, plan, summary, crash_at=crash_at, say=say)
+            _carry_out(spark, endpoints, topic, plan, summary, access=access, crash_at=crash_at, say=say)
         _crash(crash_at, "after_write")
         offsets.commit(plan.ranges)
         say(
@@ -308,12 +328,13 @@ def _carry_out(
     plan: Plan,
     summary: Summary,
     *,
+    access: KafkaAccess,
     crash_at: str | None,
     say: Callable[[str], None],
 ) -> None:
-    registry = RegistryClient(endpoints.schema_registry_url)
+    registry = access.registry()
     versions = version_schemas(topic, registry)
-    raw = read_kafka(spark, endpoints.kafka_bootstrap, plan, topic.spec.archive.include_headers).persist()
+    raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers).persist()
     try:
         data, quarantine, classified = transform_topic(
             raw, topic, versions, datetime.fromisoformat(plan.created_at), spark

@@ -46,6 +46,7 @@ def spark_submit_parameters(settings: EnvironmentSettings, artifacts: JobArtifac
         "KAFKALAKE_SCHEMA_REGISTRY_URL": settings.schema_registry_url,
         "KAFKALAKE_REGION": settings.region,
         "KAFKALAKE_AWS_ENDPOINT_URL": "",
+        "KAFKALAKE_KAFKA_SECRET_ARN": settings.kafka_secret_arn or "",
     }
     driver_env = {**env, "PYSPARK_DRIVER_PYTHON": python, "PYSPARK_PYTHON": python}
     return " ".join(

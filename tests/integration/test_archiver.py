@@ -280,3 +280,31 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
     assert q.count() == 3 * per_kind
     poison = q.filter(F.col("_error") == "bad_magic_byte").first()
     assert poison is not None and poison["_raw_value"] == b"\x42garbage"
+
+
+def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, endpoints: Endpoints) -> None:
+    """The broker's SASL listener admits only the user in the secret; the archiver reads the secret itself."""
+    from kafkalake.config import LOCAL_KAFKA_SASL_PORT, LOCAL_KAFKA_USER
+
+    topic = fresh("refund-issued")
+    counts = produce(endpoints, topic, 200)
+    secrets = make_client(endpoints, "secretsmanager")
+
+    def secret(password: str) -> str:
+        value = {
+            "username": LOCAL_KAFKA_USER[0],
+            "password": password,
+            "mechanism": "PLAIN",
+            "security_protocol": "SASL_PLAINTEXT",
+        }
+        name = f"kafkalake/test/{uuid.uuid4().hex[:8]}"
+        return str(secrets.create_secret(Name=name, SecretString=json.dumps(value))["ARN"])
+
+    sasl = dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{LOCAL_KAFKA_SASL_PORT}")
+    wrong = dataclasses.replace(sasl, kafka_secret_arn=secret("not-the-password"))
+    with pytest.raises(RuntimeError, match=r"SASL authentication error: Authentication failed"):
+        archive_topic(spark, wrong, topic)
+    assert not keys(endpoints, topic.prefix.data_prefix()), "wrote data without being admitted"
+    summary = archive_topic(spark, dataclasses.replace(sasl, kafka_secret_arn=secret(LOCAL_KAFKA_USER[1])), topic)
+    assert summary.written == counts["schema_version_1"] > 0
+    assert read_back(spark, endpoints, topic).count() == summary.written

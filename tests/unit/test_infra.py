@@ -281,6 +281,8 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         assert re.search(r'\.zip"\}, "#catalog,', rendered) and re.search(r'\.tgz"\}, "#environment ', rendered)
         assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
         assert "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
+        assert settings.kafka_secret_arn  # credentials reach the jobs as the secret's ARN, never as values
+        assert f"spark.emr-serverless.driverEnv.KAFKALAKE_KAFKA_SECRET_ARN={settings.kafka_secret_arn} " in rendered
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])

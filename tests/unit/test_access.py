@@ -1,0 +1,58 @@
+"""Kafka and registry access from a Secrets Manager secret: parsing, errors, and the client settings."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from kafkalake.access import Credentials, CredentialsInvalid, kafka_access
+from kafkalake.config import Endpoints
+
+ARN_SOURCE = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:kafkalake/staging/kafka"
+
+
+def test_no_secret_means_plain_access() -> None:
+    access = kafka_access(Endpoints(kafka_bootstrap="b:9092"))
+    assert access.client_config() == {"bootstrap.servers": "b:9092"}
+    assert access.spark_options() == {"kafka.bootstrap.servers": "b:9092"}
+
+
+@mock_aws
+def test_secret_gives_sasl_settings_to_both_kafka_clients_and_the_registry() -> None:
+    secrets = boto3.client("secretsmanager", region_name="eu-west-1")
+    value = {"username": "svc", "password": 'p"w\\x', "registry_username": "reg", "registry_password": "rpw"}
+    arn = secrets.create_secret(Name="kafkalake/staging/kafka", SecretString=json.dumps(value))["ARN"]
+    access = kafka_access(Endpoints(kafka_bootstrap="b:9096", kafka_secret_arn=arn, aws_endpoint_url=None), secrets)
+    assert access.client_config() == {
+        "bootstrap.servers": "b:9096",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+        "sasl.password": 'p"w\\x',
+    }
+    options = access.spark_options()
+    assert options["kafka.security.protocol"] == "SASL_SSL" and options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" password="p\\"w\\\\x";'
+    )
+    assert access.registry()._http.auth is not None
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        ("not json", "is not JSON"),
+        ('["a"]', "must be a JSON object"),
+        ('{"username": "svc"}', "missing ['password']"),
+        ('{"username": "u", "password": "p", "user": "x"}', "unknown ['user']"),
+        ('{"username": "u", "password": "p", "mechanism": "GSSAPI"}', "mechanism 'GSSAPI' is not one of"),
+        ('{"username": "u", "password": "p", "security_protocol": "SSL"}', "security_protocol 'SSL' is not one of"),
+    ],
+)
+def test_bad_secrets_say_what_is_wrong_and_where(secret: str, message: str) -> None:
+    with pytest.raises(CredentialsInvalid) as raised:
+        Credentials.from_secret(secret, ARN_SOURCE)
+    assert message in str(raised.value) and ARN_SOURCE in str(raised.value)
