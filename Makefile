@@ -37,7 +37,7 @@ lint: install
 	@echo "[lint] ruff"; $(BIN)/ruff check .
 	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake lambdas spark_jobs infra app.py bench tests)
 
-test: install browser lint
+test: install browser lint synth
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: install browser
@@ -57,5 +57,5 @@ node_modules/.installed: package.json package-lock.json
 	@touch $@
 
 synth: install node_modules/.installed
-	@JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx cdk synth --quiet
+	@CDK_DISABLE_CLI_TELEMETRY=true npx cdk synth --quiet --no-notices
 	@echo "[synth] templates for every environment in cdk.out/ (kafkalake-<env>.template.json)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ class Runtime:
 _runtime: Runtime | None = None
 
 
-def settings_from_env(environ: dict[str, str] | os._Environ[str]) -> Settings:
+def settings_from_env(environ: Mapping[str, str]) -> Settings:
     bucket = environ["KAFKALAKE_BUCKET"]
     tables_file = Path(environ.get("KAFKALAKE_TABLES_FILE", Path(__file__).with_name("tables.json")))
     document = json.loads(tables_file.read_text()) if tables_file.exists() else []
@@ -46,6 +47,14 @@ def settings_from_env(environ: dict[str, str] | os._Environ[str]) -> Settings:
         cache_ttl_seconds=float(environ.get("KAFKALAKE_CACHE_TTL_SECONDS", "600")),
         completeness_delay_seconds=float(environ.get("KAFKALAKE_COMPLETENESS_DELAY_SECONDS", "900")),
     )
+
+
+def cold_start_if_reconfigured(environ: Mapping[str, str]) -> None:
+    """AWS gives a changed configuration new execution environments; locally one process plays several
+    configurations in turn, so a warm runtime built for another one is dropped."""
+    global _runtime  # noqa: PLW0603 - the warm-invocation cache is the point
+    if _runtime is not None and _runtime.settings != settings_from_env(environ):
+        _runtime = None
 
 
 def runtime() -> Runtime:

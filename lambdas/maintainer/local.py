@@ -47,17 +47,25 @@ def invoke_locally(
     if native:
         document = [{**item, "inference": TableInference.NATIVE.value} for item in document]
     tables_file.write_text(json.dumps(document, indent=1))
-    environ.update(
-        {
-            "KAFKALAKE_BUCKET": env.bucket,
-            "KAFKALAKE_QUEUE_URL": sqs.get_queue_url(QueueName=env.queue_name)["QueueUrl"],
-            "KAFKALAKE_EVENT_BUS": env.event_bus_name,
-            "KAFKALAKE_TABLES_FILE": str(tables_file),
-            "KAFKALAKE_CACHE_TTL_SECONDS": str(env.cache_ttl_seconds),
-            "KAFKALAKE_COMPLETENESS_DELAY_SECONDS": str(env.completeness_delay_seconds),
-            "POWERTOOLS_METRICS_NAMESPACE": "kafkalake",
-        }
-    )
-    context = LocalContext(aws_request_id=str(uuid.uuid4()))
-    result: dict[str, Any] = handler.handler(SCHEDULED_EVENT, context)
+    updates = {
+        "KAFKALAKE_BUCKET": env.bucket,
+        "KAFKALAKE_QUEUE_URL": sqs.get_queue_url(QueueName=env.queue_name)["QueueUrl"],
+        "KAFKALAKE_EVENT_BUS": env.event_bus_name,
+        "KAFKALAKE_TABLES_FILE": str(tables_file),
+        "KAFKALAKE_CACHE_TTL_SECONDS": str(env.cache_ttl_seconds),
+        "KAFKALAKE_COMPLETENESS_DELAY_SECONDS": str(env.completeness_delay_seconds),
+        "POWERTOOLS_METRICS_NAMESPACE": "kafkalake",
+    }
+    previous = {name: environ.get(name) for name in updates}
+    environ.update(updates)
+    try:  # the function's configuration, for this invocation only
+        handler.cold_start_if_reconfigured(environ)
+        context = LocalContext(aws_request_id=str(uuid.uuid4()))
+        result: dict[str, Any] = handler.handler(SCHEDULED_EVENT, context)
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                environ.pop(name, None)
+            else:
+                environ[name] = value
     return result

@@ -403,3 +403,25 @@ def test_cli_maintain_once_runs_the_handler(lake: Lake, monkeypatch: pytest.Monk
     assert "partitions_added                 1" in result.output
     assert "tables_created                   1" in result.output
     assert lake.partitions(lake.card) == {("1", "2026-11-21", "12")}
+
+
+def test_local_invocations_for_two_environments_each_drain_their_own_queue(
+    local_stack: Endpoints, tmp_path: Path
+) -> None:
+    """One process plays two function configurations in turn (as the demo and the tests do): the second must
+    not reuse the warm runtime, queue included, of the first, and neither may leave its configuration behind."""
+    import os
+
+    from lambdas.maintainer.local import invoke_locally
+
+    lakes = []
+    for name in ("a", "b"):
+        env, catalog, environments = isolated_env(tmp_path / name)
+        lakes.append(Lake(local_stack, env, load_catalog(catalog), (catalog, environments)))
+    before = dict(os.environ)
+    for lake, hour in zip(lakes, (12, 13), strict=True):
+        lake.put(key(lake.card, 1, hour))
+        report = invoke_locally(local_stack, lake.env, lake.catalog, os.environ, native=True)
+        assert report["counts"]["partitions_added"] == 1, report
+        assert lake.partitions(lake.card) == {("1", "2026-11-21", f"{hour}")}
+    assert dict(os.environ) == before
