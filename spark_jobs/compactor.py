@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -107,6 +108,8 @@ class Compactor:
         self.now, self.crash_at, self.say = now, crash_at, say
         self.s3, self.glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
         self.bucket = endpoints.bucket
+        self._inputs: tuple[str, DataFrame] | None = None
+        """The run whose inputs this process has read and cached (written, then verified, from one read)."""
 
     # --- selection -----------------------------------------------------------------------------------------------
     def partitions(self) -> list[dict[str, Any]]:
@@ -189,27 +192,30 @@ class Compactor:
         return self._carry_forward(fresh, manifest_key, glue_partition)
 
     def _carry_forward(self, manifest: Manifest, key: str, glue_partition: dict[str, Any]) -> PartitionResult:
-        if manifest.state == "planned":
-            self._write(manifest)
-            manifest.advance("written", self.now())
-            self._save(key, manifest)
-            self._crash("after_write")
-        if manifest.state == "written":
-            try:
-                self._verify(manifest)
-            except VerificationFailed:  # roll back: the next run writes the run directory again
-                manifest.advance("planned", self.now())
-                self._save(key, manifest)
-                raise
-            manifest.advance("verified", self.now())
-            self._save(key, manifest)
-            self._crash("after_verify")
-        if manifest.state == "verified":
-            self._swap(manifest, glue_partition)
-            manifest.swapped_at = self.now().isoformat()
-            manifest.advance("swapped", self.now())
-            self._save(key, manifest)
-            self._crash("after_swap")
+        try:
+            if manifest.state == "planned":
+                started = time.monotonic()
+                self._write(manifest)
+                self._advance(manifest, key, "written", started)
+                self._crash("after_write")
+            if manifest.state == "written":
+                started = time.monotonic()
+                try:
+                    self._verify(manifest)
+                except VerificationFailed:  # roll back: the next run writes the run directory again
+                    manifest.advance("planned", self.now())
+                    self._save(key, manifest)
+                    raise
+                self._advance(manifest, key, "verified", started)
+                self._crash("after_verify")
+            if manifest.state == "verified":
+                started = time.monotonic()
+                self._swap(manifest, glue_partition)
+                manifest.swapped_at = self.now().isoformat()
+                self._advance(manifest, key, "swapped", started)
+                self._crash("after_swap")
+        finally:
+            self._drop_inputs()  # the cached inputs live from the write to the verification
         return PartitionResult(
             manifest.partition,
             "compacted",
@@ -219,6 +225,11 @@ class Compactor:
             bytes_after=sum(manifest.outputs.values()),
             rows=manifest.rows,
         )
+
+    def _advance(self, manifest: Manifest, key: str, state: str, started: float) -> None:
+        manifest.advance(state, self.now())
+        self._save(key, manifest)
+        self.say(f"{'/'.join(manifest.partition)}: {state} in {time.monotonic() - started:.1f} s")
 
     def _crash(self, point: str) -> None:
         if self.crash_at == point:
@@ -232,20 +243,24 @@ class Compactor:
         footer and dictionaries), so the rows are written once at that estimate, measured, and re-packed from
         memory only when the files miss the target by more than the tolerance."""
         rows = self._read(sorted(manifest.inputs)).persist()
-        try:
-            files = max(1, math.ceil(sum(manifest.inputs.values()) / self.knobs.target_file_bytes))
-            for _ in range(2):
-                for stale in self._list(manifest.output_prefix):  # a crashed or resized attempt: start over
-                    self.s3.delete_object(Bucket=self.bucket, Key=stale)
-                merge(rows, files).write.mode("overwrite").parquet(f"s3a://{self.bucket}/{manifest.output_prefix}")
-                manifest.outputs = self._list(manifest.output_prefix)
-                wanted = repacked_file_count(list(manifest.outputs.values()), self.knobs.target_file_bytes)
-                if wanted is None:
-                    break
-                self.say(f"{manifest.partition}: {files} files miss the target size, re-packing into {wanted}")
-                files = wanted
-        finally:
-            rows.unpersist()
+        self._inputs = (manifest.run_id, rows)
+        files = max(1, math.ceil(sum(manifest.inputs.values()) / self.knobs.target_file_bytes))
+        for _ in range(2):
+            for stale in self._list(manifest.output_prefix):  # a crashed or resized attempt: start over
+                self.s3.delete_object(Bucket=self.bucket, Key=stale)
+            merge(rows, files).write.mode("overwrite").parquet(f"s3a://{self.bucket}/{manifest.output_prefix}")
+            manifest.outputs = self._list(manifest.output_prefix)
+            wanted = repacked_file_count(list(manifest.outputs.values()), self.knobs.target_file_bytes)
+            if wanted is None:
+                break
+            sizes = ", ".join(f"{size / 2**20:.0f}" for size in sorted(manifest.outputs.values()))
+            self.say(f"{manifest.partition}: {files} files ({sizes} MiB) miss the target; re-packing into {wanted}")
+            files = wanted
+
+    def _drop_inputs(self) -> None:
+        if self._inputs is not None:
+            self._inputs[1].unpersist()
+            self._inputs = None
 
     def _verify(self, manifest: Manifest) -> None:
         """One pass over inputs and every file in the run directory: each input (partition, offset) is in
@@ -255,7 +270,9 @@ class Compactor:
         manifest.outputs = self._list(manifest.output_prefix)  # what readers will see once swapped, not a memory
         outputs = self._read(sorted(manifest.outputs)).select(*keys, F.input_file_name().alias("file")).persist()
         try:
-            tagged = self._read(sorted(manifest.inputs)).select(*keys, F.lit(1).alias("ins"), F.lit(0).alias("outs"))
+            cached = self._inputs[1] if self._inputs and self._inputs[0] == manifest.run_id else None
+            inputs = cached if cached is not None else self._read(sorted(manifest.inputs))  # after a crash: re-read
+            tagged = inputs.select(*keys, F.lit(1).alias("ins"), F.lit(0).alias("outs"))
             tagged = tagged.unionByName(outputs.select(*keys, F.lit(0).alias("ins"), F.lit(1).alias("outs")))
             per_key = tagged.groupBy(*keys).agg(F.sum("ins").alias("ins"), F.sum("outs").alias("outs"))
             check = per_key.agg(
