@@ -267,8 +267,9 @@ def _prepare_kafka(work: Path) -> list[str]:
     java = [_java(), "-Xmx768m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}", "-cp", f"{libs}/*"]
     if not (data / "meta.properties").exists():
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        storage = [*java, "kafka.tools.StorageTool", "format", "--ignore-formatted", "-c", str(props)]
         subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"],
+            [*storage, f"--cluster-id={cluster_id}"],  # "=": an id may start with "-"
             check=True,
             stdout=subprocess.DEVNULL,
         )
