@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from kafkalake.config import Endpoints
 
@@ -34,3 +36,13 @@ def list_objects(s3: Any, bucket: str, prefix: str, suffix: str = "") -> dict[st
     """Key → size of every object under ``prefix`` (ending with ``suffix``), all pages."""
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith(suffix)}
+
+
+def read_json(s3: Any, bucket: str, key: str) -> Any | None:
+    """The JSON document at ``key``, or None when there is no such object."""
+    try:
+        return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
+            return None
+        raise

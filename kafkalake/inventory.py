@@ -8,13 +8,10 @@ and SVG, no scripts or downloads) with a chart of files per partition before and
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from kafkalake.aws import list_objects
+from kafkalake.aws import list_objects, read_json
 from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
@@ -79,16 +76,6 @@ def _key_prefix(location: str, bucket: str) -> str:
     return location.split(f"{bucket}/", 1)[1] if f"{bucket}/" in location else ""
 
 
-def _manifest_inputs(s3: Any, bucket: str, key: str) -> int | None:
-    try:
-        manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
-            return None
-        raise
-    return len(manifest["inputs"])
-
-
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw = list_objects(s3, bucket, topic.prefix.data_prefix(), ".parquet")
     compacted = list_objects(s3, bucket, topic.prefix.compacted_prefix(), ".parquet")
@@ -96,20 +83,19 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
     partitions, columns_by_version = [], {}
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
         values = tuple(glue_partition["Values"])
-        path = Partition.from_values(list(values)).path()
+        partition = Partition.from_values(list(values))
         location = _key_prefix(glue_partition["StorageDescriptor"]["Location"], bucket).rstrip("/") + "/"
         current = {k: s for k, s in {**raw, **compacted}.items() if k.startswith(location)}
         is_compacted = location.startswith(topic.prefix.compacted_prefix())
-        manifest_key = f"{topic.prefix.state_prefix()}compaction/{path}manifest.json"
-        before = _manifest_inputs(s3, bucket, manifest_key) if is_compacted else None
-        raw_here = [k for k in raw if k.startswith(topic.prefix.data_prefix() + path)]
+        manifest = read_json(s3, bucket, topic.prefix.compaction_manifest_key(partition)) if is_compacted else None
+        raw_here = [k for k in raw if k.startswith(topic.prefix.data_prefix() + partition.path())]
         partitions.append(
             PartitionFiles(
                 values=values,
                 location=glue_partition["StorageDescriptor"]["Location"],
                 complete=glue_partition.get("Parameters", {}).get(COMPLETE_PARAMETER) == "true",
                 compacted=is_compacted,
-                files_before=before if before is not None else len(raw_here),
+                files_before=len(manifest["inputs"]) if manifest else len(raw_here),
                 files=len(current),
                 bytes=sum(current.values()),
             )

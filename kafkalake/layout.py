@@ -105,6 +105,10 @@ class TablePrefix:
         """The archiver's durable plan for this topic (present only while a plan is being carried out)."""
         return f"{self.state_prefix()}plan.json"
 
+    def compaction_manifest_key(self, partition: Partition) -> str:
+        """The compactor's manifest for one partition: the record of its commit protocol."""
+        return f"{self.state_prefix()}compaction/{partition.path()}manifest.json"
+
     def quarantine_key(self, dt: date, kafka_partition: int, first_offset: int, last_offset: int) -> str:
         """Undecodable records of one Kafka partition and day; never matched by the data parser."""
         return (

@@ -27,11 +27,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import list_objects, make_client
+from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.config import Endpoints, repo_root
 from kafkalake.glue import COMPLETE_PARAMETER, s3_uri, table_partitions
@@ -139,23 +138,17 @@ class Compactor:
 
     # --- one partition -------------------------------------------------------------------------------------------
     def _paths(self, values: list[str]) -> tuple[str, str, str]:
-        partition_path = Partition.from_values(values).path()
-        raw = self.topic.prefix.data_prefix() + partition_path
-        compacted = self.topic.prefix.compacted_prefix() + partition_path
-        manifest = f"{self.topic.prefix.state_prefix()}compaction/{partition_path}manifest.json"
-        return raw, compacted, manifest
+        partition = Partition.from_values(values)
+        raw = self.topic.prefix.data_prefix() + partition.path()
+        compacted = self.topic.prefix.compacted_prefix() + partition.path()
+        return raw, compacted, self.topic.prefix.compaction_manifest_key(partition)
 
     def _list(self, prefix: str) -> dict[str, int]:
         return list_objects(self.s3, self.bucket, prefix, ".parquet")
 
     def _load(self, key: str) -> Manifest | None:
-        try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
-                return None
-            raise
-        return Manifest(**json.loads(body))
+        found = read_json(self.s3, self.bucket, key)
+        return Manifest(**found) if found is not None else None
 
     def _save(self, key: str, manifest: Manifest) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=manifest.to_json().encode())
