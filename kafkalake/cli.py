@@ -360,9 +360,10 @@ def compact_run(
     from rich.table import Table
 
     from kafkalake.config import Endpoints
+    from kafkalake.demo import compact_topics
     from kafkalake.environments import load_environments
     from kafkalake.spark import local_session
-    from spark_jobs.compactor import Compactor, Knobs
+    from spark_jobs.compactor import Knobs
 
     if not local:
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")
@@ -377,7 +378,7 @@ def compact_run(
         grace_period=timedelta(minutes=grace_minutes),
     )
     with console.status(f"compacting {topic.database}.{topic.table} ..."):
-        results = Compactor(spark, endpoints, topic, knobs, say=console.print).run()
+        results = compact_topics(spark, endpoints, [topic], knobs, console.print)[topic.kafka_topic]
     summary = Table(title=f"compaction of {topic.database}.{topic.table}")
     for column in ("partition", "action", "files before → after", "bytes before → after", "rows"):
         summary.add_column(column)

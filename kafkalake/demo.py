@@ -43,9 +43,12 @@ class TableResult:
     queried: Queried
     """What a reader finds through the locations Glue holds."""
     partitions_with_data: set[tuple[str, ...]]
-    partitions_in_glue: set[tuple[str, ...]]
     compaction: list[PartitionResult]
     inventory: TableInventory
+
+    @property
+    def partitions_in_glue(self) -> set[tuple[str, ...]]:
+        return {p.values for p in self.inventory.partitions}
 
     @property
     def expected(self) -> dict[tuple[str, ...], int]:
@@ -208,7 +211,6 @@ def run_demo(
                 produced=produced[topic.kafka_topic],
                 queried=query_table(spark, clients["glue"], topic),
                 partitions_with_data={tuple(parse_data_key(k).partition.values()) for k in raw},
-                partitions_in_glue={p.values for p in inventory.partitions},
                 compaction=compaction[topic.kafka_topic],
                 inventory=inventory,
             )

@@ -81,11 +81,12 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
     compacted = list_objects(s3, bucket, topic.prefix.compacted_prefix(), ".parquet")
     quarantine = list_objects(s3, bucket, topic.prefix.quarantine_prefix(), ".parquet")
     partitions, columns_by_version = [], {}
+    files = {**raw, **compacted}
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
         values = tuple(glue_partition["Values"])
         partition = Partition.from_values(list(values))
         location = _key_prefix(glue_partition["StorageDescriptor"]["Location"], bucket).rstrip("/") + "/"
-        current = {k: s for k, s in {**raw, **compacted}.items() if k.startswith(location)}
+        current = {k: s for k, s in files.items() if k.startswith(location)}
         is_compacted = location.startswith(topic.prefix.compacted_prefix())
         manifest = read_json(s3, bucket, topic.prefix.compaction_manifest_key(partition)) if is_compacted else None
         raw_here = [k for k in raw if k.startswith(topic.prefix.data_prefix() + partition.path())]
