@@ -24,10 +24,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from bench.common import write_result
-from kafkalake import stack
-from kafkalake.config import Endpoints
 from kafkalake.kafka import ensure_topic
-from kafkalake.registry import RegistryClient, encode, value_subject
+from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.settings import Endpoints
+from kafkalake.wire import encode
+from kafkalake_dev import stack
+from kafkalake_dev.local import local_endpoints
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PER_RUN = RECORDS // 10
@@ -160,7 +162,7 @@ def archive(endpoints: Endpoints, topic: str, per_run: int) -> dict[str, float]:
 
 
 def main() -> None:
-    endpoints = Endpoints()
+    endpoints = local_endpoints()
     with stack.running():
         big, small = f"bench.archiver.{uuid.uuid4().hex[:8]}", f"bench.archiver.{uuid.uuid4().hex[:8]}"
         value_bytes = produce(endpoints, big, RECORDS)

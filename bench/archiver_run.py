@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 
 from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
-from kafkalake.config import Endpoints
-from kafkalake.sandbox import with_bucket
-from kafkalake.spark import local_session
+from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.sandbox import with_bucket
+from kafkalake_dev.spark import local_session
 from spark_jobs.archiver import archive_topic
 
 SCHEMA_FILE = "bench.v1.avsc"
@@ -27,7 +27,7 @@ def bench_topic(kafka_topic: str, per_run: int) -> Topic:
 
 def main() -> None:
     kafka_topic, per_run, result_file = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    endpoints = with_bucket(Endpoints(), "kafkalake-bench")
+    endpoints = with_bucket(local_endpoints(), "kafkalake-bench")
     spark = local_session(endpoints, "kafkalake-bench-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     topic = bench_topic(kafka_topic, per_run)

@@ -30,13 +30,15 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from bench.common import write_result
-from kafkalake import stack
+from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.config import Endpoints, repo_root
 from kafkalake.layout import DataKey, Partition
-from kafkalake.sandbox import register_complete_partition, with_bucket
-from kafkalake.spark import local_session
+from kafkalake.settings import Endpoints
+from kafkalake_dev import stack
+from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.sandbox import register_complete_partition, with_bucket
+from kafkalake_dev.spark import local_session
 from spark_jobs.compactor import Compactor, Knobs
 
 FILES = int(os.environ.get("BENCH_COMPACT_FILES", "420"))
@@ -119,9 +121,9 @@ def scans(spark: SparkSession, location: str) -> dict[str, Any]:
 
 def main() -> None:
     with stack.running():
-        endpoints = with_bucket(Endpoints(), BUCKET)
+        endpoints = with_bucket(local_endpoints(), BUCKET)
         suffix = uuid.uuid4().hex[:8]
-        template = load_catalog(repo_root() / "catalog").get("sensor-readings", "staging")
+        template = load_catalog(catalog_dir()).get("sensor-readings", "staging")
         spec = template.spec.model_copy(update={"database": f"bench_compact_{suffix}"})
         topic = dataclasses.replace(template, env=f"b{suffix}", spec=spec)
         rows, input_bytes = put_inputs(endpoints, topic)

@@ -26,23 +26,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.common import write_result
-from kafkalake import stack
 from kafkalake.aws import count_calls, make_client
 from kafkalake.catalog import load_catalog, tables_document
-from kafkalake.config import Endpoints
 from kafkalake.layout import DataKey, Partition
 from kafkalake.naming import TableInference
-from kafkalake.provision import provision
-from kafkalake.sandbox import isolated_env
-from lambdas.maintainer.logic import (
-    Clients,
-    Report,
-    Settings,
-    State,
-    TableSettings,
-    drain,
-    tables_from_document,
-)
+from kafkalake_dev import stack
+from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.provision import provision
+from kafkalake_dev.sandbox import isolated_env
+from lambdas.maintainer.dal import Clients, State
+from lambdas.maintainer.logic import Report, Settings, TableSettings, drain, tables_from_document
 
 EVENTS = int(os.environ.get("BENCH_EVENTS", "10000"))
 DUPLICATE_SHARE = 0.15
@@ -57,7 +50,7 @@ def _parquet() -> bytes:
 
 
 def main() -> None:  # noqa: PLR0915 - one linear scenario, read top to bottom
-    endpoints = Endpoints()
+    endpoints = local_endpoints()
     with stack.running():
         env, catalog_dir, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-")))
         catalog = load_catalog(catalog_dir)

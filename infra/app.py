@@ -7,9 +7,9 @@ from pathlib import Path
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from infra.repo import catalog_dir, environments_file
 from infra.stack import KafkalakeStack
 from kafkalake.catalog import Catalog, load_catalog
-from kafkalake.config import repo_root
 from kafkalake.environments import EnvironmentSettings, load_environments
 
 
@@ -40,5 +40,6 @@ def build(
 def main() -> None:
     app = App()
     only = app.node.try_get_context("env")
-    build(app, load_environments(), load_catalog(repo_root() / "catalog"), Path(app.outdir) / ".kafkalake-build", only)
+    environments = load_environments(environments_file())
+    build(app, environments, load_catalog(catalog_dir()), Path(app.outdir) / ".kafkalake-build", only)
     app.synth()

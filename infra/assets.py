@@ -11,11 +11,15 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
+from infra.repo import REPO_ROOT, cache_dir
 from kafkalake.catalog import Topic, tables_document
-from kafkalake.config import cache_dir, repo_root
+from kafkalake.jobspec import HADOOP_VERSION, SPARK_CONNECTORS, SPARK_VERSION
+from kafkalake.settings import TABLES_FILE
 
 LAMBDA_PACKAGES = ("kafkalake", "lambdas")
 JOB_PACKAGES = ("kafkalake", "spark_jobs")
@@ -38,10 +42,47 @@ EMR_WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manyli
 """The EMR Serverless application is x86_64 on Amazon Linux 2023 (glibc 2.34): wheels for glibc <= 2.28."""
 
 
+SPARK_JARS = (
+    *SPARK_CONNECTORS,
+    f"org.apache.spark:spark-token-provider-kafka-0-10_2.12:{SPARK_VERSION}",
+    "org.apache.kafka:kafka-clients:3.4.1",
+    "org.apache.commons:commons-pool2:2.11.1",
+    f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}",
+    "com.amazonaws:aws-java-sdk-bundle:1.12.262",
+)
+"""The connectors and their runtime dependencies, resolved from Maven Central once, at build time."""
+
+
+def maven(*args: str) -> None:
+    """Run Maven quietly with its local repository in the cache."""
+    subprocess.run(["mvn", "-B", "-q", f"-Dmaven.repo.local={cache_dir() / 'm2'}", *args], check=True)
+
+
+def cached_folder(folder: Path, fill: Callable[[Path], None]) -> Path:
+    """``folder``, filled once by ``fill`` and marked complete (an interrupted download is redone)."""
+    marker = folder / ".complete"
+    if not marker.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fill(folder)
+        marker.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return folder
+
+
+def spark_jars() -> list[Path]:
+    """The Kafka, Avro and S3A connector jars for the pinned Spark, resolved once into the cache."""
+
+    def fill(folder: Path) -> None:
+        for coordinate in SPARK_JARS:
+            print(f"[assets] downloading {coordinate} into {folder}", flush=True)
+            maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
+
+    return sorted(cached_folder(cache_dir() / f"spark-jars-{SPARK_VERSION}", fill).glob("*.jar"))
+
+
 def _copy_packages(names: tuple[str, ...], target: Path) -> None:
     for name in names:
         shutil.copytree(
-            repo_root() / name, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tables-*.json")
+            REPO_ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tables-*.json")
         )
 
 
@@ -52,7 +93,7 @@ def maintainer_bundle(out_dir: Path, topics: list[Topic]) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     _copy_packages(LAMBDA_PACKAGES, target)
-    (target / "lambdas" / "maintainer" / "tables.json").write_text(json.dumps(tables_document(topics), indent=1))
+    (target / "lambdas" / "maintainer" / TABLES_FILE).write_text(json.dumps(tables_document(topics), indent=1))
     return target
 
 
@@ -76,14 +117,14 @@ def jobs_bundle(out_dir: Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     _copy_packages(JOB_PACKAGES, staging)
     _zip(staging, target / "kafkalake_jobs.zip")
-    _zip(repo_root() / "catalog", target / "catalog.zip")
-    shutil.copy(repo_root() / "spark_jobs" / "entrypoint.py", target / "entrypoint.py")
+    _zip(REPO_ROOT / "catalog", target / "catalog.zip")
+    shutil.copy(REPO_ROOT / "spark_jobs" / "entrypoint.py", target / "entrypoint.py")
     return target
 
 
 def job_requirements() -> list[str]:
     pins = {}
-    for line in (repo_root() / "requirements.txt").read_text().splitlines():
+    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
         match = re.match(r"^([A-Za-z0-9_.-]+)(\[[^]]*\])?==([^\s#]+)", line)
         if match:
             pins[match.group(1).lower()] = f"{match.group(1)}=={match.group(3)}"

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from kafkalake.config import Endpoints
-
 RETRIES = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=5, read_timeout=30)
 
 
-def make_client(endpoints: Endpoints, service: str) -> Any:
-    return boto3.client(service, config=RETRIES, **endpoints.boto3_kwargs())
+class AwsTarget(Protocol):
+    """Where the AWS APIs are: a region, and an endpoint URL only off AWS (the local stack)."""
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def aws_endpoint_url(self) -> str | None: ...
+
+
+def make_client(target: AwsTarget, service: str) -> Any:
+    """A client with botocore's adaptive retries; credentials come from the default chain (the role in AWS)."""
+    return boto3.client(service, config=RETRIES, region_name=target.region, endpoint_url=target.aws_endpoint_url)
 
 
 def count_calls(client: Any, counter: Counter[str]) -> Any:

@@ -19,7 +19,8 @@ import fastavro
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
+from kafkalake.glue import CrawlerSpec
+from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, s3_uri, to_segment
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
@@ -118,6 +119,10 @@ class Topic:
     @property
     def crawler_name(self) -> str:
         return self.spec.crawler_name or crawler_name_for(self.database, self.table)
+
+    def crawler(self, bucket: str) -> CrawlerSpec:
+        """The topic's crawler (crawler-mode topics get one in every deployment)."""
+        return CrawlerSpec(self.crawler_name, self.database, s3_uri(bucket, self.prefix.data_prefix()))
 
     def derived(self) -> dict[str, Any]:
         """The full derived configuration, as ``catalog show`` prints it."""

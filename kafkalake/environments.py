@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from kafkalake.config import repo_root
+from kafkalake.settings import Endpoints
 
 
 class EnvironmentSettings(BaseModel):
@@ -40,14 +39,23 @@ class EnvironmentSettings(BaseModel):
     quarantine_retention_days: int = Field(default=90, ge=1)
     staging_retention_days: int = Field(default=7, ge=1)
 
+    def endpoints(self) -> Endpoints:
+        """What this environment's jobs talk to in AWS (regional AWS endpoints)."""
+        return Endpoints(
+            kafka_bootstrap=self.kafka_bootstrap,
+            schema_registry_url=self.schema_registry_url,
+            region=self.region,
+            bucket=self.bucket,
+            kafka_secret_arn=self.kafka_secret_arn,
+        )
+
     @property
     def queue_visibility_timeout_seconds(self) -> int:
         """At least six times the Lambda timeout, as AWS recommends for queues a Lambda drains."""
         return 6 * self.maintainer_timeout_seconds
 
 
-def load_environments(path: Path | None = None) -> dict[str, EnvironmentSettings]:
-    """``environments.yaml`` at the repository root, or the file ``KAFKALAKE_ENVIRONMENTS`` names."""
-    source = path or Path(os.environ.get("KAFKALAKE_ENVIRONMENTS", repo_root() / "environments.yaml"))
-    raw = yaml.safe_load(source.read_text()) or {}
+def load_environments(path: Path) -> dict[str, EnvironmentSettings]:
+    """Every environment of an ``environments.yaml``."""
+    raw = yaml.safe_load(path.read_text()) or {}
     return {name: EnvironmentSettings(name=name, **values) for name, values in raw.items()}

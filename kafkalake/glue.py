@@ -7,6 +7,7 @@ Builders take plain values and return request dictionaries; the callers chunk (1
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -45,10 +46,6 @@ def table_partitions(glue: Any, database: str, table: str) -> list[dict[str, Any
         if exc.response["Error"]["Code"] == "EntityNotFoundException":
             return None
         raise
-
-
-def s3_uri(bucket: str, key_prefix: str) -> str:
-    return f"s3://{bucket}/{key_prefix}"
 
 
 def glue_type(arrow_type: pa.DataType) -> str:  # noqa: PLR0911 - one return per type family
@@ -194,3 +191,40 @@ def batch_update_partitions(glue: Any, database: str, table: str, inputs: Iterab
             else:
                 outcome.done.add(values)
     return outcome
+
+
+@dataclass(frozen=True)
+class CrawlerSpec:
+    """A topic's crawler, defined once: rendered for boto3 (``request``) and for CloudFormation (infra)."""
+
+    name: str
+    database: str
+    location: str
+    """``s3://bucket/data/<env>/<company>/<domain>/<topic>/``: the table's location."""
+    recrawl_behavior: str = "CRAWL_EVERYTHING"
+    """Triggered only for new tables and schema versions, so every run looks at everything."""
+    update_behavior: str = "UPDATE_IN_DATABASE"
+    delete_behavior: str = "LOG"
+    configuration: str = json.dumps(
+        {
+            "Version": 1.0,
+            "Grouping": {"TableGroupingPolicy": "CombineCompatibleSchemas", "TableLevelConfiguration": 5},
+            "CrawlerOutput": {"Partitions": {"AddOrUpdateBehavior": "InheritFromTable"}},
+        }
+    )
+    """Compatible schema versions combine into one table whose partitions inherit from it."""
+
+    def request(self, role: str, security_configuration: str | None = None) -> dict[str, Any]:
+        """The ``CreateCrawler`` request."""
+        request = {
+            "Name": self.name,
+            "Role": role,
+            "DatabaseName": self.database,
+            "Targets": {"S3Targets": [{"Path": self.location}]},
+            "RecrawlPolicy": {"RecrawlBehavior": self.recrawl_behavior},
+            "SchemaChangePolicy": {"UpdateBehavior": self.update_behavior, "DeleteBehavior": self.delete_behavior},
+            "Configuration": self.configuration,
+        }
+        if security_configuration:
+            request["CrawlerSecurityConfiguration"] = security_configuration
+        return request

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date
-from typing import Final
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Final
 from urllib.parse import unquote_plus
 
 DATA_ROOT: Final = "data"
@@ -27,6 +27,10 @@ NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STAGING_ROOT, STATE_RO
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 """A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
+
+NOTIFICATION_PREFIX: Final = f"{DATA_ROOT}/"
+NOTIFICATION_SUFFIX: Final = ".parquet"
+"""Only data objects notify the maintainer: the filter of the S3 event notification (local and CDK)."""
 
 PARTITION_KEYS: Final = ("schema_version", "dt", "hour")
 """The Hive partition columns of every data table, in key order."""
@@ -138,6 +142,21 @@ class Partition:
     def path(self) -> str:
         return "/".join(f"{k}={v}" for k, v in zip(PARTITION_KEYS, self.values(), strict=True)) + "/"
 
+    @property
+    def start(self) -> datetime:
+        """The first instant of the partition's hour (UTC)."""
+        return datetime(self.dt.year, self.dt.month, self.dt.day, self.hour, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        """The instant after the partition's hour: once it is past (plus a delay), no new data is expected."""
+        return self.start + timedelta(hours=1)
+
+    def previous(self) -> Partition:
+        """The same schema version, one hour earlier."""
+        earlier = self.start - timedelta(hours=1)
+        return Partition(self.schema_version, earlier.date(), earlier.hour)
+
     @classmethod
     def from_values(cls, values: list[str]) -> Partition:
         version, dt, hour = values
@@ -197,6 +216,43 @@ def parse_data_key(key: str) -> DataKey:
         first_offset=int(g["first_offset"]),
         last_offset=int(g["last_offset"]),
     )
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """A bucket and a key (or key prefix); written as ``s3://`` for Glue and AWS, ``s3a://`` for Hadoop."""
+
+    bucket: str
+    key: str
+
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    def hadoop(self) -> str:
+        """The same location through Hadoop's S3A connector (local Spark; EMR reads it too)."""
+        return f"s3a://{self.bucket}/{self.key}"
+
+    def as_prefix(self) -> str:
+        """The key as a folder prefix (one trailing slash)."""
+        return self.key.rstrip("/") + "/"
+
+
+def s3_uri(bucket: str, key: str) -> str:
+    return S3Location(bucket, key).uri()
+
+
+def parse_s3_uri(uri: str) -> S3Location:
+    """``s3://``, ``s3a://`` or ``s3n://`` URI → bucket and key; raise ``LayoutError`` for anything else."""
+    match = re.fullmatch(r"s3[an]?://([^/]+)/?(.*)", uri)
+    if match is None:
+        raise LayoutError(f"{uri!r} is not an s3:// URI")
+    return S3Location(match.group(1), match.group(2))
+
+
+def notification_filter() -> dict[str, Any]:
+    """The S3 notification key filter (boto3 shape); the CDK stack uses the same two constants."""
+    rules = [{"Name": "prefix", "Value": NOTIFICATION_PREFIX}, {"Name": "suffix", "Value": NOTIFICATION_SUFFIX}]
+    return {"Key": {"FilterRules": rules}}
 
 
 def decode_event_key(raw: str) -> str:

@@ -1,22 +1,15 @@
-"""A thin client for the Confluent schema-registry REST API, and the Confluent wire format.
+"""A thin client for the Confluent schema-registry REST API (the wire format is in ``kafkalake.wire``).
 
 Works against Confluent Schema Registry and any compatible one (Apicurio's ``/apis/ccompat/v7``).
 """
 
 from __future__ import annotations
 
-import io
-import json
-import struct
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-import fastavro
 import httpx
 
-MAGIC_BYTE = 0
-HEADER = struct.Struct(">bI")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
@@ -72,26 +65,3 @@ class RegistryClient:
 def value_subject(kafka_topic: str) -> str:
     """The TopicNameStrategy subject for a topic's values."""
     return f"{kafka_topic}-value"
-
-
-@cache
-def _parsed(schema: str) -> Any:
-    return fastavro.parse_schema(json.loads(schema))
-
-
-def encode(schema_id: int, schema: str, record: dict[str, Any]) -> bytes:
-    """Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary."""
-    out = io.BytesIO()
-    out.write(HEADER.pack(MAGIC_BYTE, schema_id))
-    fastavro.schemaless_writer(out, _parsed(schema), record)
-    return out.getvalue()
-
-
-def split_header(value: bytes) -> tuple[int, bytes]:
-    """Return (schema id, Avro payload); raise ValueError naming what is wrong with the frame."""
-    if len(value) < HEADER.size:
-        raise ValueError(f"value of {len(value)} bytes is shorter than the 5-byte Confluent header")
-    magic, schema_id = HEADER.unpack_from(value)
-    if magic != MAGIC_BYTE:
-        raise ValueError(f"magic byte is {magic}, expected {MAGIC_BYTE}: not Confluent wire format")
-    return schema_id, value[HEADER.size :]

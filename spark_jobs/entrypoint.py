@@ -1,14 +1,15 @@
-"""EMR Serverless / spark-submit entry point: ``entrypoint.py archive --env staging --topic a --topic b``.
+"""EMR Serverless / spark-submit entry point: ``entrypoint.py archive --env staging --catalog catalog --topic a``.
 
 The jobs and the core package arrive as ``--py-files kafkalake_jobs.zip``; endpoints come from
-``KAFKALAKE_*`` variables set in the job's Spark configuration.
+``KAFKALAKE_*`` variables set in the job's Spark configuration (``kafkalake.jobspec``).
 """
 
 import sys
 
+from kafkalake.jobspec import Job
 from spark_jobs import archiver, compactor
 
-JOBS = {"archive": archiver.main, "compact": compactor.main}
+JOBS = {Job.ARCHIVE: archiver.main, Job.COMPACT: compactor.main}
 
 if __name__ == "__main__":
-    JOBS[sys.argv[1]](sys.argv[2:])
+    JOBS[Job(sys.argv[1])](sys.argv[2:])

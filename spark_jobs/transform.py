@@ -15,6 +15,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import DataType, StructType
 
 from kafkalake.catalog import TimeCandidate, TimeFormat
+from kafkalake.wire import HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
 EPOCH_TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 MAX_EPOCH_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: beyond it the declared unit must be wrong
@@ -54,14 +55,14 @@ def with_metadata(raw: DataFrame) -> DataFrame:
 def classify_avro(rows: DataFrame, known_ids: list[int]) -> DataFrame:
     """Add ``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id)."""
     value = F.col("_raw_value")
-    schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
+    schema_id = F.conv(F.hex(F.substring(value, 2, SCHEMA_ID_BYTES)), 16, 10).cast("long")
     error = (
         F.when(value.isNull(), F.lit("tombstone"))
-        .when(F.length(value) < 5, F.lit("truncated"))
-        .when(F.substring(value, 1, 1) != F.unhex(F.lit("00")), F.lit("bad_magic_byte"))
+        .when(F.length(value) < HEADER_SIZE, F.lit("truncated"))
+        .when(F.substring(value, 1, 1) != F.unhex(F.lit(f"{MAGIC_BYTE:02x}")), F.lit("bad_magic_byte"))
         .when(~schema_id.isin(known_ids) if known_ids else F.lit(True), F.lit("unknown_schema_id"))
     )
-    return rows.withColumn("_schema_id", F.when(F.length(value) >= 5, schema_id)).withColumn("_error", error)
+    return rows.withColumn("_schema_id", F.when(F.length(value) >= HEADER_SIZE, schema_id)).withColumn("_error", error)
 
 
 def classify_json(rows: DataFrame) -> DataFrame:
@@ -72,7 +73,7 @@ def classify_json(rows: DataFrame) -> DataFrame:
 
 def decode_avro(rows: DataFrame, schema: VersionSchema) -> DataFrame:
     """Rows of one schema id, with ``_value`` decoded (PERMISSIVE: corrupt payloads become ``corrupt_avro``)."""
-    payload = F.expr("substring(_raw_value, 6, length(_raw_value) - 5)")
+    payload = F.expr(f"substring(_raw_value, {HEADER_SIZE + 1}, length(_raw_value) - {HEADER_SIZE})")
     decoded = rows.filter(F.col("_error").isNull() & (F.col("_schema_id") == schema.schema_id)).withColumn(
         "_value", from_avro(payload, schema.avro_schema, {"mode": "PERMISSIVE"})
     )
@@ -168,3 +169,9 @@ def tombstone_rows(rows: DataFrame) -> DataFrame:
         F.date_format("_kafka_timestamp", "yyyy-MM-dd").alias("dt"),
         F.hour("_kafka_timestamp").alias("hour"),
     )
+
+
+def with_tombstones(data: DataFrame, classified: DataFrame) -> DataFrame:
+    """Data rows plus the tombstones as delete-log rows, told apart by ``_tombstone``."""
+    tombstones = tombstone_rows(classified).withColumn("_tombstone", F.lit(True))
+    return data.withColumn("_tombstone", F.lit(False)).unionByName(tombstones, allowMissingColumns=True)

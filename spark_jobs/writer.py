@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kafkalake.config import Endpoints
+from kafkalake.settings import Endpoints
 
 WRITTEN_SCHEMA = "key string, rows long, first_offset long, last_offset long, bytes long"
 KeyFor = Callable[[dict[str, Any], int, int], str]
@@ -34,12 +34,6 @@ class WriteSpec:
     key_for: KeyFor
     max_records_per_file: int
     compression: str = "snappy"
-    crash_after_files: int | None = None
-    """Test hook: raise after this many objects, to simulate a crash in the middle of a write."""
-
-
-class InjectedCrash(RuntimeError):
-    """Raised by crash-injection hooks in tests."""
 
 
 def write_groups(frame: DataFrame, spec: WriteSpec) -> DataFrame:
@@ -112,8 +106,6 @@ class _GroupWriter:
         self.written.append(
             {"key": key, "rows": table.num_rows, "first_offset": first, "last_offset": last, "bytes": body.tell()}
         )
-        if self.spec.crash_after_files is not None and len(self.written) >= self.spec.crash_after_files:
-            raise InjectedCrash(f"injected crash after {len(self.written)} objects")
 
 
 def total(written: DataFrame) -> dict[str, int]:

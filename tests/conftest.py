@@ -1,27 +1,25 @@
 from collections.abc import Iterator
 
-import boto3
 import pytest
+from pyspark.sql import SparkSession
 
-from kafkalake import stack
-from kafkalake.config import Endpoints
+from kafkalake.settings import Endpoints
+from kafkalake_dev import stack
+from kafkalake_dev.local import local_endpoints
 
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[Endpoints]:
     """The real local stack (Kafka, registry, moto server); started if needed, stopped if this session started it."""
     with stack.running():
-        yield Endpoints()
+        yield local_endpoints()
 
 
 @pytest.fixture(scope="session")
-def spark(local_stack: Endpoints):  # type: ignore[no-untyped-def]
-    from kafkalake.spark import local_session
+def spark(local_stack: Endpoints) -> Iterator[SparkSession]:
+    """Local Spark with the connector jars and S3A on the local stack."""
+    from kafkalake_dev.spark import local_session
 
     session = local_session(local_stack, "kafkalake-tests")
     yield session
     session.stop()
-
-
-def client(endpoints: Endpoints, service: str):  # type: ignore[no-untyped-def]
-    return boto3.client(service, **endpoints.boto3_kwargs())

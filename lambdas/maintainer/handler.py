@@ -14,17 +14,19 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from kafkalake.aws import make_client
-from kafkalake.config import Endpoints
-from lambdas.maintainer.logic import Clients, Report, Settings, State, drain, tables_from_document
+from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE, Count
+from kafkalake.settings import MaintainerEnvironment, SettingsError
+from lambdas.maintainer.dal import Clients, State
+from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
 
-SERVICE = "kafkalake-maintainer"
-logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
-metrics = Metrics(namespace="kafkalake", service=SERVICE)
+logger = Logger(service=MAINTAINER_SERVICE)
+tracer = Tracer(service=MAINTAINER_SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=MAINTAINER_SERVICE)
 
 
 @dataclass
 class Runtime:
+    environment: MaintainerEnvironment
     settings: Settings
     clients: Clients
     state: State
@@ -33,19 +35,20 @@ class Runtime:
 _runtime: Runtime | None = None
 
 
-def settings_from_env(environ: Mapping[str, str]) -> Settings:
-    bucket = environ["KAFKALAKE_BUCKET"]
-    tables_file = Path(environ.get("KAFKALAKE_TABLES_FILE", Path(__file__).with_name("tables.json")))
-    document = json.loads(tables_file.read_text()) if tables_file.exists() else []
+def settings_from(environment: MaintainerEnvironment) -> Settings:
+    """The drain's settings, with the tables of the bundled catalog (a missing file is an error, not 'no tables')."""
+    tables_file = Path(__file__).parent / environment.tables_file
+    if not tables_file.is_file():
+        raise SettingsError(f"{tables_file} is missing: the maintainer bundle must carry the catalog's tables")
     return Settings(
-        queue_url=environ["KAFKALAKE_QUEUE_URL"],
-        bucket=bucket,
-        event_bus=environ["KAFKALAKE_EVENT_BUS"],
-        tables=tables_from_document(document, bucket),
-        max_messages=int(environ.get("KAFKALAKE_MAX_MESSAGES", "10000")),
-        safety_margin_ms=int(environ.get("KAFKALAKE_SAFETY_MARGIN_MS", "30000")),
-        cache_ttl_seconds=float(environ.get("KAFKALAKE_CACHE_TTL_SECONDS", "600")),
-        completeness_delay_seconds=float(environ.get("KAFKALAKE_COMPLETENESS_DELAY_SECONDS", "900")),
+        queue_url=environment.queue_url,
+        bucket=environment.bucket,
+        event_bus=environment.event_bus,
+        tables=tables_from_document(json.loads(tables_file.read_text()), environment.bucket),
+        max_messages=environment.max_messages,
+        safety_margin_ms=environment.safety_margin_ms,
+        cache_ttl_seconds=environment.cache_ttl_seconds,
+        completeness_delay_seconds=environment.completeness_delay_seconds,
     )
 
 
@@ -53,7 +56,7 @@ def cold_start_if_reconfigured(environ: Mapping[str, str]) -> None:
     """AWS gives a changed configuration new execution environments; locally one process plays several
     configurations in turn, so a warm runtime built for another one is dropped."""
     global _runtime  # noqa: PLW0603 - the warm-invocation cache is the point
-    if _runtime is not None and _runtime.settings != settings_from_env(environ):
+    if _runtime is not None and _runtime.environment != MaintainerEnvironment.from_environ(environ):
         _runtime = None
 
 
@@ -61,10 +64,10 @@ def runtime() -> Runtime:
     """Built on the first invocation and kept while the execution environment stays warm (caches included)."""
     global _runtime  # noqa: PLW0603 - the warm-invocation cache is the point
     if _runtime is None:
-        settings = settings_from_env(os.environ)
-        endpoints = Endpoints.from_env()
-        clients = Clients(*(make_client(endpoints, s) for s in ("sqs", "glue", "s3", "events")))
-        _runtime = Runtime(settings, clients, State(settings.cache_ttl_seconds))
+        environment = MaintainerEnvironment.from_environ(os.environ)
+        settings = settings_from(environment)
+        clients = Clients(*(make_client(environment, s) for s in ("sqs", "glue", "s3", "events")))
+        _runtime = Runtime(environment, settings, clients, State(settings.cache_ttl_seconds))
     return _runtime
 
 
@@ -72,7 +75,7 @@ def publish_metrics(report: Report) -> None:
     for name, value in sorted(report.counts.items()):
         if value:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    metrics.add_metric(name="errors", unit=MetricUnit.Count, value=len(report.errors))
+    metrics.add_metric(name=Count.ERRORS, unit=MetricUnit.Count, value=len(report.errors))
 
 
 @metrics.log_metrics

@@ -1,48 +1,35 @@
-"""The maintainer's logic: drain the queue, make Glue match S3, delete only what is done.
+"""The maintainer's rules: drain the queue, make Glue match S3, delete only what is done.
 
-Plain values and injected boto3 clients in, a ``Report`` out; no environment, no client construction.
+Plain values in, a ``Report`` out; every AWS call goes through ``lambdas.maintainer.dal``. No environment, no
+client construction.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from kafkalake.glue import (
-    COMPLETE_PARAMETER,
-    SCHEMA_VERSIONS_PARAMETER,
-    batch_create_partitions,
-    batch_get_partitions,
-    batch_update_partitions,
-    chunks,
-    partition_input,
-    s3_uri,
-    table_input,
-    table_input_from,
-)
-from kafkalake.layout import (
-    PARTITION_KEYS,
-    DataKey,
-    LayoutError,
-    Partition,
-    TablePrefix,
-    decode_event_key,
-    parse_data_key,
-)
+from kafkalake.glue import COMPLETE_PARAMETER, SCHEMA_VERSIONS_PARAMETER, partition_input, table_input, table_input_from
+from kafkalake.layout import PARTITION_KEYS, DataKey, LayoutError, Partition, TablePrefix, decode_event_key, s3_uri
+from kafkalake.layout import parse_data_key as parse_key
+from kafkalake.metrics import Count
 from kafkalake.naming import TableInference, crawler_name_for, default_names
-from lambdas.maintainer.inference import IncompatibleSchema, merge_columns, read_footer_columns
+from lambdas.maintainer.dal import Clients, GlueCatalog, Queue, State, error_code, publish
+from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
 from lambdas.maintainer.models import MalformedBody, S3Record, parse_body
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-EVENT_SOURCE = "kafkalake.maintainer"
+IGNORED = {
+    "removed_object": Count.IGNORED_REMOVED_OBJECT,
+    "other_event": Count.IGNORED_OTHER_EVENT,
+    "no_object": Count.IGNORED_NO_OBJECT,
+    "foreign_key": Count.IGNORED_FOREIGN_KEY,
+}
+"""Why a record is ignored → what it is counted as."""
 
 
 @dataclass(frozen=True)
@@ -83,55 +70,6 @@ class Settings:
     completeness_delay_seconds: float = 900.0
 
 
-@dataclass(frozen=True)
-class Clients:
-    sqs: Any
-    glue: Any
-    s3: Any
-    events: Any
-
-
-class TtlCache(Generic[K, V]):
-    """In-memory cache that survives warm invocations; each entry expires after ``ttl`` seconds."""
-
-    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.clock = ttl, clock
-        self._items: dict[K, tuple[float, V]] = {}
-
-    def get(self, key: K) -> V | None:
-        item = self._items.get(key)
-        if item is None or item[0] < self.clock():
-            self._items.pop(key, None)
-            return None
-        return item[1]
-
-    def put(self, key: K, value: V) -> None:
-        self._items[key] = (self.clock() + self.ttl, value)
-
-    def drop(self, key: K) -> None:
-        self._items.pop(key, None)
-
-
-@dataclass
-class State:
-    """What the maintainer remembers between warm invocations."""
-
-    ttl: float
-    clock: Callable[[], float] = time.monotonic
-    crawlers: TtlCache[str, bool] = field(init=False)
-    tables: TtlCache[tuple[str, str], dict[str, Any]] = field(init=False)
-    partitions: TtlCache[tuple[str, str, tuple[str, ...]], bool] = field(init=False)
-    versions: TtlCache[tuple[str, str, int], bool] = field(init=False)
-    completed: TtlCache[tuple[str, str, tuple[str, ...]], bool] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.crawlers = TtlCache(self.ttl, self.clock)
-        self.tables = TtlCache(self.ttl, self.clock)
-        self.partitions = TtlCache(self.ttl, self.clock)
-        self.versions = TtlCache(self.ttl, self.clock)
-        self.completed = TtlCache(self.ttl, self.clock)
-
-
 @dataclass
 class Report:
     counts: Counter[str] = field(default_factory=Counter)
@@ -157,9 +95,22 @@ def handle_record(record: S3Record) -> DataKey | str:
     if record.s3.object is None:
         return "no_object"
     try:
-        return parse_data_key(decode_event_key(record.s3.object.key))
+        return parse_key(decode_event_key(record.s3.object.key))
     except LayoutError:
         return "foreign_key"
+
+
+def completion_candidates(partitions: Iterable[Partition], now: datetime, delay: timedelta) -> set[Partition]:
+    """Hour H is complete once hour H+1 has data and the delay after H's end has passed: for each partition with
+    data, the previous hour of every schema version up to its own."""
+    candidates = set()
+    for later in partitions:
+        earlier = later.previous()
+        if earlier.end + delay > now:
+            continue
+        for version in range(1, later.schema_version + 1):
+            candidates.add(Partition(version, earlier.dt, earlier.hour))
+    return candidates
 
 
 def drain(
@@ -171,91 +122,67 @@ def drain(
 ) -> Report:
     """One scheduled run: receive until empty/capped/out of time, sync Glue, delete what is done."""
     report = Report()
-    messages = _receive(settings, clients.sqs, remaining_ms, report)
-    work: list[_Message] = []
+    queue = Queue(clients.sqs, settings.queue_url, report.counts)
+    messages = _receive(settings, queue, remaining_ms, report)
+    work = _parse(messages, report)
+    by_table: dict[TablePrefix, set[DataKey]] = defaultdict(set)
+    for item in work:
+        for key in item.keys:
+            by_table[key.table].add(key)
+    report.counts[Count.UNIQUE_OBJECTS] = sum(len(keys) for keys in by_table.values())
+    done: set[DataKey] = set()
+    syncer = _TableSync(settings, GlueCatalog(clients, settings.bucket, state, report.counts), state, report, now())
+    for prefix, keys in sorted(by_table.items()):
+        done |= syncer.sync(prefix, keys)
+    publish(clients.events, settings.event_bus, report.events, report.counts)
+    report.errors += queue.delete([m.receipt_handle for m in work if m.keys <= done])
+    report.counts[Count.LEFT_FOR_RETRY] = len(messages) - report.counts[Count.DELETED]
+    return report
+
+
+def _parse(messages: list[dict[str, Any]], report: Report) -> list[_Message]:
+    """Each well-formed message with the data keys its records name; malformed ones stay for the DLQ."""
+    work = []
     for message in messages:
         try:
             body = parse_body(message["Body"])
         except MalformedBody as exc:
-            report.counts["malformed"] += 1
+            report.counts[Count.MALFORMED] += 1
             report.errors.append(f"message {message['MessageId']}: {exc}; left for redrive to the DLQ")
             continue
         item = _Message(message["ReceiptHandle"])
         work.append(item)
         if body.test_event:
-            report.counts["ignored_test_event"] += 1
+            report.counts[Count.IGNORED_TEST_EVENT] += 1
         for record in body.records:
             outcome = handle_record(record)
             if isinstance(outcome, DataKey):
-                report.counts["data_events"] += 1
+                report.counts[Count.DATA_EVENTS] += 1
                 item.keys.add(outcome)
             else:
-                report.counts[f"ignored_{outcome}"] += 1
-    by_table: dict[TablePrefix, set[DataKey]] = defaultdict(set)
-    for item in work:
-        for key in item.keys:
-            by_table[key.table].add(key)
-    report.counts["unique_objects"] = sum(len(keys) for keys in by_table.values())
-    done: set[DataKey] = set()
-    syncer = _TableSync(settings, clients, state, report, now())
-    for prefix, keys in sorted(by_table.items()):
-        done |= syncer.sync(prefix, keys)
-    _publish(settings, clients.events, report)
-    _delete([m for m in work if m.keys <= done], settings, clients.sqs, report)
-    report.counts["left_for_retry"] = len(messages) - report.counts["deleted"]
-    return report
+                report.counts[IGNORED[outcome]] += 1
+    return work
 
 
-def _receive(settings: Settings, sqs: Any, remaining_ms: Callable[[], int], report: Report) -> list[dict[str, Any]]:
+def _receive(settings: Settings, queue: Queue, remaining_ms: Callable[[], int], report: Report) -> list[dict[str, Any]]:
     """Long-poll 10 at a time until the queue is empty, the cap is reached, time runs short, or only
     messages already held come back (a visibility timeout shorter than the run)."""
     messages: dict[str, dict[str, Any]] = {}
     while len(messages) < settings.max_messages and remaining_ms() > settings.safety_margin_ms:
-        answer = sqs.receive_message(
-            QueueUrl=settings.queue_url,
-            MaxNumberOfMessages=min(10, settings.max_messages - len(messages)),
-            WaitTimeSeconds=settings.wait_seconds,
-        )
-        report.counts["receive_calls"] += 1
-        fresh = [m for m in answer.get("Messages", []) if m["MessageId"] not in messages]
+        answer = queue.receive(min(10, settings.max_messages - len(messages)), settings.wait_seconds)
+        fresh = [m for m in answer if m["MessageId"] not in messages]
         if not fresh:
             break
         messages.update((m["MessageId"], m) for m in fresh)
-    report.counts["messages"] = len(messages)
+    report.counts[Count.MESSAGES] = len(messages)
     return list(messages.values())
-
-
-def _delete(done: list[_Message], settings: Settings, sqs: Any, report: Report) -> None:
-    for chunk in chunks(done, 10):
-        answer = sqs.delete_message_batch(
-            QueueUrl=settings.queue_url,
-            Entries=[{"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(chunk)],
-        )
-        report.counts["deleted"] += len(answer.get("Successful", []))
-        for failure in answer.get("Failed", []):
-            report.counts["delete_failed"] += 1
-            report.errors.append(f"delete failed: {failure.get('Code')} {failure.get('Message', '')}")
-
-
-def _publish(settings: Settings, events: Any, report: Report) -> None:
-    entries = [
-        {"Source": EVENT_SOURCE, "DetailType": e["type"], "Detail": json.dumps(e), "EventBusName": settings.event_bus}
-        for e in report.events
-    ]
-    for chunk in chunks(entries, 10):
-        answer = events.put_events(Entries=list(chunk))
-        report.counts["events_failed"] += int(answer.get("FailedEntryCount", 0))
-
-
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 class _TableSync:
     """Brings one table's Glue entries in line with a set of new data keys."""
 
-    def __init__(self, settings: Settings, clients: Clients, state: State, report: Report, now: datetime) -> None:
-        self.settings, self.clients, self.state, self.report, self.now = settings, clients, state, report, now
+    def __init__(self, settings: Settings, glue: GlueCatalog, state: State, report: Report, now: datetime) -> None:
+        self.settings, self.glue, self.state, self.report, self.now = settings, glue, state, report, now
 
     def _event(self, kind: str, cfg: TableSettings, **detail: Any) -> None:
         self.report.events.append({"type": kind, "database": cfg.database, "table": cfg.table, **detail})
@@ -263,9 +190,9 @@ class _TableSync:
     def sync(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
         table_cfg = self._resolve(prefix)
         if table_cfg is None:
-            self.report.counts["ignored_unknown_table"] += len(keys)
+            self.report.counts[Count.IGNORED_UNKNOWN_TABLE] += len(keys)
             return set(keys)
-        table = self._get_table(table_cfg)
+        table = self.glue.table(table_cfg.database, table_cfg.table)
         if table is None:
             table = self._create_table(table_cfg, keys)
             if table is None:
@@ -281,68 +208,27 @@ class _TableSync:
             return known
         database, table = default_names(prefix)
         crawler = crawler_name_for(database, table)
-        if not self._crawler_exists(crawler):
+        if not self.glue.crawler_exists(crawler):
             return None
         location = s3_uri(self.settings.bucket, prefix.data_prefix())
         return TableSettings(database, table, TableInference.CRAWLER, crawler, location)
 
-    def _crawler_exists(self, name: str) -> bool:
-        cached = self.state.crawlers.get(name)
-        if cached is None:
-            try:
-                self.clients.glue.get_crawler(Name=name)
-                cached = True
-            except ClientError as exc:
-                if _error_code(exc) != "EntityNotFoundException":
-                    raise
-                cached = False
-            self.report.counts["glue_reads"] += 1
-            self.state.crawlers.put(name, cached)
-        return cached
-
-    def _get_table(self, cfg: TableSettings, fresh: bool = False) -> dict[str, Any] | None:
-        key = (cfg.database, cfg.table)
-        cached = None if fresh else self.state.tables.get(key)
-        if cached is not None:
-            return cached
-        self.report.counts["glue_reads"] += 1
-        try:
-            table: dict[str, Any] = self.clients.glue.get_table(DatabaseName=cfg.database, Name=cfg.table)["Table"]
-        except ClientError as exc:
-            if _error_code(exc) != "EntityNotFoundException":
-                raise
-            self.state.tables.drop(key)
-            return None
-        self.state.tables.put(key, table)
-        return table
-
-    def _start_crawler(self, cfg: TableSettings, why: str) -> None:
-        try:
-            self.clients.glue.start_crawler(Name=cfg.crawler_name)
-            self.report.counts["crawlers_started"] += 1
-        except ClientError as exc:
-            if _error_code(exc) != "CrawlerRunningException":
-                raise
-            self.report.counts["crawlers_already_running"] += 1
-        self.report.counts[f"crawler_reason_{why}"] += 1
+    def _start_crawler(self, cfg: TableSettings, why: Count) -> None:
+        self.glue.start_crawler(cfg.crawler_name)
+        self.report.counts[why] += 1
 
     def _create_table(self, cfg: TableSettings, keys: set[DataKey]) -> dict[str, Any] | None:
         if cfg.inference == TableInference.CRAWLER:
-            self._start_crawler(cfg, "new_table")
-            self.report.counts["deferred_until_table_exists"] += len(keys)
+            self._start_crawler(cfg, Count.CRAWLER_REASON_NEW_TABLE)
+            self.report.counts[Count.DEFERRED_UNTIL_TABLE_EXISTS] += len(keys)
             return None
         first = min(keys, key=lambda k: (k.partition.schema_version, k.key()))
-        columns = read_footer_columns(self.clients.s3, self.settings.bucket, first.key())
+        columns = self.glue.footer_columns(first.key())
         version = first.partition.schema_version
         request = table_input(cfg.table, cfg.location, columns, {SCHEMA_VERSIONS_PARAMETER: str(version)})
-        try:
-            self.clients.glue.create_table(DatabaseName=cfg.database, TableInput=request)
-            self.report.counts["tables_created"] += 1
+        if self.glue.create_table(cfg.database, request):
             self._event("TableCreated", cfg, schema_version=version, columns=[c["Name"] for c in columns])
-        except ClientError as exc:
-            if _error_code(exc) != "AlreadyExistsException":
-                raise
-        return self._get_table(cfg, fresh=True)
+        return self.glue.table(cfg.database, cfg.table, fresh=True)
 
     def _version_known(self, cfg: TableSettings, table: dict[str, Any], version: int) -> bool:
         cache_key = (cfg.database, cfg.table, version)
@@ -351,11 +237,7 @@ class _TableSync:
         listed = table.get("Parameters", {}).get(SCHEMA_VERSIONS_PARAMETER, "")
         known = str(version) in listed.split(",")
         if not known and cfg.inference == TableInference.CRAWLER:
-            self.report.counts["glue_reads"] += 1
-            answer = self.clients.glue.get_partitions(
-                DatabaseName=cfg.database, TableName=cfg.table, Expression=f"schema_version={version}", MaxResults=1
-            )
-            known = bool(answer.get("Partitions"))
+            known = self.glue.has_version_partition(cfg.database, cfg.table, version)
         if known:
             self.state.versions.put(cache_key, True)
         return known
@@ -367,13 +249,13 @@ class _TableSync:
             of_version = {k for k in keys if k.partition.schema_version == version}
             if not self._version_known(cfg, table, version):
                 if cfg.inference == TableInference.CRAWLER:
-                    self._start_crawler(cfg, "new_schema_version")
+                    self._start_crawler(cfg, Count.CRAWLER_REASON_NEW_SCHEMA_VERSION)
                     self._event("SchemaVersionAdded", cfg, schema_version=version, columns_added=[])
                 else:
                     try:
                         table = self._merge_version(cfg, table, version, of_version)
                     except IncompatibleSchema as exc:
-                        self.report.counts["schema_incompatible"] += 1
+                        self.report.counts[Count.SCHEMA_INCOMPATIBLE] += 1
                         self.report.errors.append(f"{cfg.database}.{cfg.table} schema_version={version}: {exc}")
                         continue
                 self.state.versions.put((cfg.database, cfg.table, version), True)
@@ -384,16 +266,14 @@ class _TableSync:
         self, cfg: TableSettings, table: dict[str, Any], version: int, keys: set[DataKey]
     ) -> dict[str, Any]:
         sample = min(keys, key=lambda k: k.key())
-        new_columns = read_footer_columns(self.clients.s3, self.settings.bucket, sample.key())
-        merged, added = merge_columns(table["StorageDescriptor"]["Columns"], new_columns)
+        merged, added = merge_columns(table["StorageDescriptor"]["Columns"], self.glue.footer_columns(sample.key()))
         update = table_input_from(table)
         update["StorageDescriptor"]["Columns"] = merged
         versions = [v for v in update.get("Parameters", {}).get(SCHEMA_VERSIONS_PARAMETER, "").split(",") if v]
         update.setdefault("Parameters", {})[SCHEMA_VERSIONS_PARAMETER] = ",".join([*versions, str(version)])
-        self.clients.glue.update_table(DatabaseName=cfg.database, TableInput=update)
-        self.report.counts["tables_updated"] += 1
+        self.glue.update_table(cfg.database, update)
         self._event("SchemaVersionAdded", cfg, schema_version=version, columns_added=[c["Name"] for c in added])
-        refreshed = self._get_table(cfg, fresh=True)
+        refreshed = self.glue.table(cfg.database, cfg.table, fresh=True)
         if refreshed is None:
             raise IncompatibleSchema(f"table {cfg.database}.{cfg.table} disappeared while it was being updated")
         return refreshed
@@ -404,26 +284,21 @@ class _TableSync:
         unknown = partitions - known
         if not unknown:
             return known
-        existing, calls = batch_get_partitions(
-            self.clients.glue, cfg.database, cfg.table, (tuple(p.values()) for p in unknown)
-        )
-        self.report.counts["glue_reads"] += calls
+        existing = self.glue.partitions(cfg.database, cfg.table, (tuple(p.values()) for p in unknown))
         missing = sorted(p for p in unknown if tuple(p.values()) not in existing)
-        table = self._get_table(cfg)
+        table = self.glue.table(cfg.database, cfg.table)
         if table is None:
             return known | (unknown - set(missing))
         inputs = [partition_input(table, f"{cfg.location}{p.path()}", p) for p in missing]
         try:
-            outcome = batch_create_partitions(self.clients.glue, cfg.database, cfg.table, inputs)
+            outcome = self.glue.create_partitions(cfg.database, cfg.table, inputs)
         except ClientError as exc:
-            if _error_code(exc) != "EntityNotFoundException" or retried:
+            if error_code(exc) != "EntityNotFoundException" or retried:
                 raise
-            self.state.tables.drop((cfg.database, cfg.table))
+            self.glue.forget_table(cfg.database, cfg.table)
             return known | self._add_partitions(cfg, unknown, retried=True)
-        self.report.counts["create_partition_calls"] += outcome.calls
-        self.report.counts["partitions_added"] += len(outcome.done)
         for values, code in sorted(outcome.failed.items()):
-            self.report.counts["partition_errors"] += 1
+            self.report.counts[Count.PARTITION_ERRORS] += 1
             self.report.errors.append(f"{cfg.database}.{cfg.table} {list(values)}: {code}")
         confirmed = {p for p in unknown if tuple(p.values()) in existing or tuple(p.values()) in outcome.done}
         for partition in confirmed:
@@ -431,20 +306,13 @@ class _TableSync:
         return known | confirmed
 
     def _mark_complete(self, cfg: TableSettings, partitions: Iterable[Partition]) -> None:
-        """Hour H is complete once hour H+1 has data and the safety delay after H's end has passed."""
+        """Mark the hours before those with new data complete (see ``completion_candidates``)."""
         delay = timedelta(seconds=self.settings.completeness_delay_seconds)
-        candidates: set[tuple[str, ...]] = set()
-        for later in partitions:
-            start = datetime(later.dt.year, later.dt.month, later.dt.day, later.hour, tzinfo=UTC) - timedelta(hours=1)
-            if start + timedelta(hours=1) + delay > self.now:
-                continue
-            for version in range(1, later.schema_version + 1):
-                candidates.add(tuple(Partition(version, start.date(), start.hour).values()))
+        candidates = {tuple(p.values()) for p in completion_candidates(partitions, self.now, delay)}
         candidates = {c for c in candidates if not self.state.completed.get((cfg.database, cfg.table, c))}
         if not candidates:
             return
-        found, calls = batch_get_partitions(self.clients.glue, cfg.database, cfg.table, candidates)
-        self.report.counts["glue_reads"] += calls
+        found = self.glue.partitions(cfg.database, cfg.table, candidates)
         for values in candidates:  # checked: not again within the TTL (quiet hours fall to the compactor's delay)
             self.state.completed.put((cfg.database, cfg.table, values), True)
         updates = [
@@ -456,10 +324,9 @@ class _TableSync:
             for values, partition in sorted(found.items())
             if partition.get("Parameters", {}).get(COMPLETE_PARAMETER) != "true"
         ]
-        outcome = batch_update_partitions(self.clients.glue, cfg.database, cfg.table, updates)
-        self.report.counts["partitions_completed"] += len(outcome.done)
+        outcome = self.glue.update_partitions(cfg.database, cfg.table, updates)
+        self.report.counts[Count.PARTITIONS_COMPLETED] += len(outcome.done)
         for values, code in sorted(outcome.failed.items()):
             self.report.errors.append(f"{cfg.database}.{cfg.table} {list(values)}: marking complete failed: {code}")
         for values in sorted(outcome.done):
-            partition_values = dict(zip(PARTITION_KEYS, values, strict=True))
-            self._event("PartitionComplete", cfg, partition=partition_values)
+            self._event("PartitionComplete", cfg, partition=dict(zip(PARTITION_KEYS, values, strict=True)))

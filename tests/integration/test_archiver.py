@@ -16,19 +16,23 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.config import Endpoints, repo_root
 from kafkalake.kafka import ensure_topic, watermarks
-from kafkalake.registry import RegistryClient, encode, value_subject
-from kafkalake.sandbox import with_bucket
-from kafkalake.workload import produce_topic
-from spark_jobs.archiver import archive_topic, consumer_group
-from spark_jobs.writer import InjectedCrash
+from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.settings import Endpoints
+from kafkalake.wire import encode
+from kafkalake_dev.sandbox import with_bucket
+from kafkalake_dev.workload import produce_topic
+from spark_jobs import archiver
+from spark_jobs.archiver import archive_topic
+from spark_jobs.offsets import consumer_group
+from tests.crashes import CRASH_POINTS, InjectedCrash
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-archiver-tests"
-CATALOG = load_catalog(repo_root() / "catalog")
+CATALOG = load_catalog(catalog_dir())
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 
 
@@ -126,12 +130,18 @@ def clean_run(spark: SparkSession, endpoints: Endpoints) -> set[str]:
 
 @pytest.mark.parametrize("crash_at", ["after_plan", "mid_write", "after_write", "after_commit"])
 def test_crash_then_rerun_gives_the_clean_objects(
-    spark: SparkSession, endpoints: Endpoints, clean_run: set[str], crash_at: str
+    spark: SparkSession,
+    endpoints: Endpoints,
+    clean_run: set[str],
+    crash_at: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic = fresh("card-authorized", max_records_per_file=40)
     produce(endpoints, topic, 600)
-    with pytest.raises(Exception, match="injected crash") as crashed:
-        archive_topic(spark, endpoints, topic, crash_at=crash_at)
+    with monkeypatch.context() as patch:
+        CRASH_POINTS[crash_at](patch, archiver)
+        with pytest.raises(Exception, match="injected crash") as crashed:
+            archive_topic(spark, endpoints, topic)
     assert crashed.type is InjectedCrash or "InjectedCrash" in str(crashed.value)
     rerun = archive_topic(spark, endpoints, topic)
     assert rerun.redone_plan
@@ -161,7 +171,7 @@ def test_two_runs_at_once_share_one_plan(spark: SparkSession, endpoints: Endpoin
 
 
 def test_retention_loss_fails_loudly_unless_accepted() -> None:
-    from spark_jobs.archiver import RetentionLoss, plan_ranges
+    from spark_jobs.plan import RetentionLoss, plan_ranges
 
     with pytest.raises(RetentionLoss, match=r"t\[0\]: committed offset 5 is below the earliest retained offset 9"):
         plan_ranges({0: 5}, {0: 9}, {0: 20}, max_records=100, accept_data_loss=False, topic="t")
@@ -284,7 +294,7 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
 
 def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, endpoints: Endpoints) -> None:
     """The broker's SASL listener admits only the user in the secret; the archiver reads the secret itself."""
-    from kafkalake.config import LOCAL_KAFKA_SASL_PORT, LOCAL_KAFKA_USER
+    from kafkalake_dev.local import KAFKA_SASL_PORT, KAFKA_USER
 
     topic = fresh("refund-issued")
     counts = produce(endpoints, topic, 200)
@@ -292,7 +302,7 @@ def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, 
 
     def secret(password: str) -> str:
         value = {
-            "username": LOCAL_KAFKA_USER[0],
+            "username": KAFKA_USER[0],
             "password": password,
             "mechanism": "PLAIN",
             "security_protocol": "SASL_PLAINTEXT",
@@ -300,11 +310,11 @@ def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, 
         name = f"kafkalake/test/{uuid.uuid4().hex[:8]}"
         return str(secrets.create_secret(Name=name, SecretString=json.dumps(value))["ARN"])
 
-    sasl = dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{LOCAL_KAFKA_SASL_PORT}")
+    sasl = dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{KAFKA_SASL_PORT}")
     wrong = dataclasses.replace(sasl, kafka_secret_arn=secret("not-the-password"))
     with pytest.raises(RuntimeError, match=r"SASL authentication error: Authentication failed"):
         archive_topic(spark, wrong, topic)
     assert not keys(endpoints, topic.prefix.data_prefix()), "wrote data without being admitted"
-    summary = archive_topic(spark, dataclasses.replace(sasl, kafka_secret_arn=secret(LOCAL_KAFKA_USER[1])), topic)
+    summary = archive_topic(spark, dataclasses.replace(sasl, kafka_secret_arn=secret(KAFKA_USER[1])), topic)
     assert summary.written == counts["schema_version_1"] > 0
     assert read_back(spark, endpoints, topic).count() == summary.written

@@ -16,17 +16,19 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.config import Endpoints, repo_root
 from kafkalake.layout import DataKey, Partition
-from kafkalake.sandbox import register_complete_partition, with_bucket
+from kafkalake.settings import Endpoints
+from kafkalake_dev.sandbox import register_complete_partition, with_bucket
 from spark_jobs.compactor import Compactor, Knobs, VerificationFailed
-from spark_jobs.writer import InjectedCrash
+from spark_jobs.manifest import ManifestState
+from tests.crashes import DeletesThenCrash, InjectedCrash, crash_after_saving
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-compactor-tests"
-CATALOG = load_catalog(repo_root() / "catalog")
+CATALOG = load_catalog(catalog_dir())
 PARTITION = Partition(1, date(2026, 11, 20), 7)
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 ROWS_PER_FILE = 40
@@ -138,23 +140,32 @@ def test_500_small_files_become_target_sized_files(spark: SparkSession, endpoint
     assert_exact(spark, lake, rows)
 
 
+AFTER = {
+    "after_write": ManifestState.WRITTEN,
+    "after_verify": ManifestState.VERIFIED,
+    "after_swap": ManifestState.SWAPPED,
+}
+
+
 @pytest.mark.parametrize("crash_at", ["after_write", "after_verify", "after_swap", "mid_delete"])
-def test_killed_compactor_rolls_forward(spark: SparkSession, endpoints: Endpoints, crash_at: str) -> None:
+def test_killed_compactor_rolls_forward(
+    spark: SparkSession, endpoints: Endpoints, crash_at: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lake = Lake(endpoints)
     rows = lake.put_files(60)
     lake.register()
     later = NOW + timedelta(hours=2)
     if crash_at == "mid_delete":
         compactor(spark, lake).run()
+        cleaner = Compactor(spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: later)
+        cleaner.s3 = DeletesThenCrash(cleaner.s3, deletes=30)  # half of the 60 inputs
         with pytest.raises(InjectedCrash):
-            Compactor(
-                spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: later, crash_at=crash_at
-            ).run()
+            cleaner.run()
     else:
-        with pytest.raises(InjectedCrash):
-            Compactor(
-                spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: NOW, crash_at=crash_at
-            ).run()
+        with monkeypatch.context() as patch:
+            crash_after_saving(patch, AFTER[crash_at])
+            with pytest.raises(InjectedCrash):
+                Compactor(spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: NOW).run()
     assert_exact(spark, lake, rows)  # readers are fine at every step
     compactor(spark, lake).run()
     compactor(spark, lake, now=later).run()
@@ -182,7 +193,7 @@ def test_late_files_become_visible_after_one_more_cycle(spark: SparkSession, end
 def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> None:
     from typer.testing import CliRunner
 
-    from kafkalake.cli import app
+    from kafkalake_dev.cli import app
 
     emr = make_client(local_stack, "emr-serverless")
     application = emr.create_application(
@@ -276,15 +287,17 @@ def test_reader_during_compaction_with_50_late_files(spark: SparkSession, endpoi
     assert_exact(spark, lake, rows + late_rows[0])
 
 
-def test_output_that_does_not_match_the_inputs_is_never_swapped_in(spark: SparkSession, endpoints: Endpoints) -> None:
+def test_output_that_does_not_match_the_inputs_is_never_swapped_in(
+    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lake = Lake(endpoints)
     rows = lake.put_files(30)
     lake.register()
     raw_location = lake.location()
-    broken = compactor(spark, lake)
-    broken.crash_at = "after_write"
-    with pytest.raises(InjectedCrash):
-        broken.run()
+    with monkeypatch.context() as patch:
+        crash_after_saving(patch, ManifestState.WRITTEN)
+        with pytest.raises(InjectedCrash):
+            compactor(spark, lake).run()
     [output, *_] = lake.manifest()["outputs"]
     lake.s3.copy_object(Bucket=BUCKET, Key=output.replace(".parquet", "-copy.parquet"), CopySource=f"{BUCKET}/{output}")
     with pytest.raises(VerificationFailed, match="duplicates"):

@@ -8,10 +8,11 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from kafkalake.config import Endpoints
+from kafkalake.aws import make_client
 from kafkalake.kafka import ensure_topic
-from kafkalake.registry import RegistryClient, encode, split_header
-from tests.conftest import client
+from kafkalake.registry import RegistryClient
+from kafkalake.settings import Endpoints
+from kafkalake.wire import encode, split_header
 
 pytestmark = pytest.mark.stack
 
@@ -63,7 +64,7 @@ def test_schema_registered_and_fetched_by_id(local_stack: Endpoints) -> None:
 
 
 def test_s3_put_notifies_sqs(local_stack: Endpoints) -> None:
-    s3, sqs = client(local_stack, "s3"), client(local_stack, "sqs")
+    s3, sqs = make_client(local_stack, "s3"), make_client(local_stack, "sqs")
     bucket = f"notify-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": local_stack.region})
     queue_url = sqs.create_queue(QueueName=bucket)["QueueUrl"]
@@ -89,7 +90,7 @@ def test_spark_reads_kafka_and_writes_parquet_to_s3(local_stack: Endpoints, spar
     for i in range(30):
         producer.produce(topic, value=str(i).encode(), partition=i % 3)
     assert producer.flush(30) == 0
-    s3 = client(local_stack, "s3")
+    s3 = make_client(local_stack, "s3")
     bucket = f"spark-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": local_stack.region})
 

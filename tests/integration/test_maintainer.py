@@ -19,13 +19,14 @@ from botocore.awsrequest import AWSResponse
 
 from kafkalake.aws import count_calls, make_client
 from kafkalake.catalog import Catalog, load_catalog, tables_document
-from kafkalake.config import Endpoints
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
-from kafkalake.provision import provision
-from kafkalake.sandbox import isolated_env
-from lambdas.maintainer.logic import Clients, Report, Settings, State, drain, tables_from_document
+from kafkalake.settings import Endpoints
+from kafkalake_dev.provision import provision
+from kafkalake_dev.sandbox import isolated_env
+from lambdas.maintainer.dal import Clients, State
+from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
 
 pytestmark = pytest.mark.stack
 BUCKET_IN_EVENTS = "lake"
@@ -393,7 +394,7 @@ class _Raw:
 def test_cli_maintain_once_runs_the_handler(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from kafkalake.cli import app
+    from kafkalake_dev.cli import app
 
     lake.put(key(lake.card, 1, 12))
     catalog, environments = lake.files
@@ -412,7 +413,7 @@ def test_local_invocations_for_two_environments_each_drain_their_own_queue(
     not reuse the warm runtime, queue included, of the first, and neither may leave its configuration behind."""
     import os
 
-    from lambdas.maintainer.local import invoke_locally
+    from kafkalake_dev.maintainer import invoke_locally
 
     lakes = []
     for name in ("a", "b"):

@@ -9,13 +9,17 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.access import Credentials, CredentialsInvalid, kafka_access
-from kafkalake.config import Endpoints
+from kafkalake.settings import Endpoints
 
 ARN_SOURCE = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:kafkalake/staging/kafka"
 
 
+def endpoints(bootstrap: str, secret_arn: str | None = None) -> Endpoints:
+    return Endpoints(bootstrap, "http://registry:8081", "eu-west-1", "lake", kafka_secret_arn=secret_arn)
+
+
 def test_no_secret_means_plain_access() -> None:
-    access = kafka_access(Endpoints(kafka_bootstrap="b:9092"))
+    access = kafka_access(endpoints("b:9092"))
     assert access.client_config() == {"bootstrap.servers": "b:9092"}
     assert access.spark_options() == {"kafka.bootstrap.servers": "b:9092"}
 
@@ -25,7 +29,7 @@ def test_secret_gives_sasl_settings_to_both_kafka_clients_and_the_registry() -> 
     secrets = boto3.client("secretsmanager", region_name="eu-west-1")
     value = {"username": "svc", "password": 'p"w\\x', "registry_username": "reg", "registry_password": "rpw"}
     arn = secrets.create_secret(Name="kafkalake/staging/kafka", SecretString=json.dumps(value))["ARN"]
-    access = kafka_access(Endpoints(kafka_bootstrap="b:9096", kafka_secret_arn=arn, aws_endpoint_url=None), secrets)
+    access = kafka_access(endpoints("b:9096", arn), secrets)
     assert access.client_config() == {
         "bootstrap.servers": "b:9096",
         "security.protocol": "SASL_SSL",

@@ -4,11 +4,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from infra.repo import catalog_dir
 from kafkalake.catalog import CatalogInvalid, load_catalog
-from kafkalake.cli import app
-from kafkalake.config import repo_root
+from kafkalake_dev.cli import app
 
-EXAMPLE = repo_root() / "catalog"
+EXAMPLE = catalog_dir()
 SCHEMA = json.dumps({"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"}]})
 
 

@@ -18,14 +18,15 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.app import build
 from infra.assets import maintainer_bundle
-from infra.stack import MAINTAINER_GLUE_ACTIONS, KafkalakeStack
+from infra.constructs.maintainer import MAINTAINER_GLUE_ACTIONS
+from infra.repo import REPO_ROOT, catalog_dir, environments_file
+from infra.stack import KafkalakeStack
 from kafkalake.catalog import Catalog, load_catalog
-from kafkalake.config import repo_root
 from kafkalake.environments import load_environments
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-ENVIRONMENTS = load_environments()
-CATALOG = load_catalog(repo_root() / "catalog")
+ENVIRONMENTS = load_environments(environments_file())
+CATALOG = load_catalog(catalog_dir())
 
 
 @pytest.fixture(scope="module")
@@ -348,7 +349,7 @@ def test_maintainer_asset_imports_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pins = {
         line.split("==")[0].split("[")[0].lower(): line.strip()
-        for line in (repo_root() / "requirements.txt").read_text().splitlines()
+        for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
         if "==" in line
     }
     wanted = [pins[n] for n in ("aws-lambda-powertools", "aws-xray-sdk", "pydantic", "pyarrow", "boto3", "botocore")]
@@ -374,9 +375,9 @@ def test_sam_env_file_names_the_maintainer_logical_id(stacks: Any) -> None:
     functions = template(stacks, "staging").find_resources(
         "AWS::Lambda::Function", {"Properties": {"FunctionName": "kafkalake-staging-maintainer"}}
     )
-    overrides = json.loads((repo_root() / "events" / "sam-env.json").read_text())
+    overrides = json.loads((REPO_ROOT / "events" / "sam-env.json").read_text())
     assert list(overrides) == list(functions)
-    assert json.loads((repo_root() / "events" / "scheduled.json").read_text())["detail-type"] == "Scheduled Event"
+    assert json.loads((REPO_ROOT / "events" / "scheduled.json").read_text())["detail-type"] == "Scheduled Event"
 
 
 def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ from typing import Any
 import pytest
 
 from kafkalake.glue import NULLABLE_PARAMETER
+from lambdas.maintainer.dal import TtlCache
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
-from lambdas.maintainer.logic import TtlCache, handle_record
+from lambdas.maintainer.logic import handle_record
 from lambdas.maintainer.models import MalformedBody, parse_body
 
 KEY = (

@@ -19,11 +19,11 @@ from urllib.parse import unquote
 
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Catalog, Topic
-from kafkalake.config import Endpoints
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.inventory import TableInventory, take_inventory
-from kafkalake.layout import parse_data_key
-from kafkalake.workload import Produced
+from kafkalake.layout import parse_data_key, parse_s3_uri
+from kafkalake.settings import Endpoints
+from kafkalake_dev.inventory import TableInventory, take_inventory
+from kafkalake_dev.workload import Produced
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,7 +83,7 @@ class DemoReport:
 def workload_start(env: str, records: int, now: datetime) -> datetime:
     """The business-time start of the env's workload: recorded next to Kafka's data the first time, so a re-run
     plans exactly the records the topics already hold."""
-    from kafkalake.stack import state_dir
+    from kafkalake_dev.stack import state_dir
 
     record = state_dir() / "workloads" / f"{env}.json"
     if record.exists():
@@ -110,7 +110,7 @@ def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
     """Read every partition at the location Glue holds, as a query engine would."""
     from pyspark.sql import functions as F
 
-    from kafkalake.query import partition_locations, read_locations
+    from kafkalake_dev.query import partition_locations, read_locations
 
     locations = partition_locations(glue, topic.database, topic.table)
     frame = read_locations(spark, locations)
@@ -122,11 +122,11 @@ def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
         .agg(F.sum((~kept).cast("int")).alias("rows"), F.sum(kept.cast("int")).alias("tombstones"))
         .collect()
     )
-    by_prefix = {location.split("://", 1)[1].rstrip("/") + "/": values for values, location in locations.items()}
+    by_prefix = {parse_s3_uri(location).as_prefix(): values for values, location in locations.items()}
     result = Queried()
     rows: Counter[tuple[str, ...]] = Counter()
     for row in per_file:
-        path = unquote(row["file"]).split("://", 1)[1]
+        path = parse_s3_uri(unquote(row["file"])).key
         [values] = [v for prefix, v in by_prefix.items() if path.startswith(prefix)]
         rows[values] += row["rows"]
         result.tombstones += row["tombstones"]
@@ -171,11 +171,11 @@ def run_demo(
     """Every step of the pipeline once; each step skips what an earlier run already did."""
     import dataclasses
 
-    from kafkalake.provision import provision
     from kafkalake.registry import RegistryClient
-    from kafkalake.spark import local_session
-    from kafkalake.workload import produce_topic
-    from lambdas.maintainer.local import invoke_locally
+    from kafkalake_dev.maintainer import invoke_locally
+    from kafkalake_dev.provision import provision
+    from kafkalake_dev.spark import local_session
+    from kafkalake_dev.workload import produce_topic
 
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
     clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.glue import table_partitions
+from kafkalake.layout import parse_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -20,5 +21,5 @@ def read_locations(spark: SparkSession, locations: dict[tuple[str, ...], str]) -
     """Every partition's files, as the catalog points at them (``s3://`` read through S3A locally)."""
     if not locations:
         return None
-    paths = [location.replace("s3://", "s3a://", 1) for location in locations.values()]
+    paths = [parse_s3_uri(location).hadoop() for location in locations.values()]
     return spark.read.option("mergeSchema", "true").parquet(*paths)

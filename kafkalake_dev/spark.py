@@ -1,4 +1,4 @@
-"""Spark sessions: local Spark with the cached connector jars and S3A on the configured endpoint."""
+"""Local Spark sessions: the connector jars from the cache (no resolution at run time), S3A on the local endpoint."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from kafkalake.config import LOCAL_ACCESS_KEY, Endpoints
+from infra.assets import spark_jars
+from kafkalake.settings import Endpoints
+from kafkalake_dev.local import ACCESS_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,8 +24,8 @@ def s3a_conf(endpoints: Endpoints) -> dict[str, str]:
         "spark.hadoop.fs.s3a.path.style.access": "true",
         "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
         "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        "spark.hadoop.fs.s3a.access.key": LOCAL_ACCESS_KEY,
-        "spark.hadoop.fs.s3a.secret.key": LOCAL_ACCESS_KEY,
+        "spark.hadoop.fs.s3a.access.key": ACCESS_KEY,
+        "spark.hadoop.fs.s3a.secret.key": ACCESS_KEY,
         "spark.hadoop.fs.s3a.change.detection.mode": "none",
         "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
     }
@@ -32,8 +34,6 @@ def s3a_conf(endpoints: Endpoints) -> dict[str, str]:
 def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSession:
     """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time)."""
     from pyspark.sql import SparkSession
-
-    from kafkalake.stack import spark_jars
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
     builder = (

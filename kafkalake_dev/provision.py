@@ -10,8 +10,7 @@ from botocore.exceptions import ClientError
 
 from kafkalake.catalog import Catalog
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.glue import s3_uri
-from kafkalake.layout import DATA_ROOT
+from kafkalake.layout import notification_filter
 from kafkalake.naming import TableInference
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
@@ -25,33 +24,6 @@ class Provisioned:
     event_bus: str
     databases: tuple[str, ...]
     crawlers: tuple[str, ...]
-
-
-def notification_filter() -> dict[str, Any]:
-    """Only data-layout Parquet objects notify; the CDK stack uses the same filter."""
-    return {
-        "Key": {"FilterRules": [{"Name": "prefix", "Value": f"{DATA_ROOT}/"}, {"Name": "suffix", "Value": ".parquet"}]}
-    }
-
-
-def crawler_request(name: str, database: str, table_location: str) -> dict[str, Any]:
-    """A crawler that creates new tables and schema versions when triggered (CRAWL_EVERYTHING), combining
-    compatible schemas into one table whose partitions inherit from it."""
-    return {
-        "Name": name,
-        "Role": GLUE_ROLE,
-        "DatabaseName": database,
-        "Targets": {"S3Targets": [{"Path": table_location}]},
-        "RecrawlPolicy": {"RecrawlBehavior": "CRAWL_EVERYTHING"},
-        "SchemaChangePolicy": {"UpdateBehavior": "UPDATE_IN_DATABASE", "DeleteBehavior": "LOG"},
-        "Configuration": json.dumps(
-            {
-                "Version": 1.0,
-                "Grouping": {"TableGroupingPolicy": "CombineCompatibleSchemas", "TableLevelConfiguration": 5},
-                "CrawlerOutput": {"Partitions": {"AddOrUpdateBehavior": "InheritFromTable"}},
-            }
-        ),
-    }
 
 
 def _ignore_exists(call: Any, **kwargs: Any) -> None:
@@ -95,8 +67,7 @@ def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, ca
     crawlers = []
     for topic in topics:
         if topic.spec.table_inference == TableInference.CRAWLER:
-            location = s3_uri(env.bucket, topic.prefix.data_prefix())
-            _ignore_exists(glue.create_crawler, **crawler_request(topic.crawler_name, topic.database, location))
+            _ignore_exists(glue.create_crawler, **topic.crawler(env.bucket).request(GLUE_ROLE))
             crawlers.append(topic.crawler_name)
     _ignore_exists(events.create_event_bus, Name=env.event_bus_name)
     return Provisioned(env.bucket, queue_url, dlq_url, env.event_bus_name, tuple(databases), tuple(crawlers))

@@ -9,11 +9,12 @@ import pytest
 
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import load_catalog
-from kafkalake.config import Endpoints
-from kafkalake.demo import MIN_INPUT_FILES, DemoReport, run_demo
 from kafkalake.glue import table_partitions
-from kafkalake.inventory import render_html
-from kafkalake.sandbox import isolated_env
+from kafkalake.settings import Endpoints
+from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
+from kafkalake_dev.inventory import render_html
+from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.sandbox import isolated_env
 from spark_jobs.compactor import Knobs
 from tests.browser import rendered
 
@@ -91,7 +92,7 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
         assert len(chart["bars"]) == 2 * len(table.inventory.partitions)
         assert all(bar["height"] > 0 and bar["width"] > 0 for bar in chart["bars"])
 
-    endpoints = Endpoints(bucket=settings.bucket)
+    endpoints = local_endpoints(settings.bucket)
     before = snapshot(endpoints, first)
     second = run()
     assert all(t.produced.skipped for t in second.tables)

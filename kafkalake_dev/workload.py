@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient
 from kafkalake.catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
 from kafkalake.kafka import ensure_topic, watermarks
 from kafkalake.layout import Partition
-from kafkalake.registry import RegistryClient, encode, value_subject
+from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.wire import encode
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000}
 

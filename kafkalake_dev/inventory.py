@@ -15,7 +15,7 @@ from kafkalake.aws import list_objects, read_json
 from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import Partition
+from kafkalake.layout import Partition, parse_s3_uri
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,6 @@ class TableInventory:
         return sum(p.compacted for p in self.partitions)
 
 
-def _key_prefix(location: str, bucket: str) -> str:
-    return location.split(f"{bucket}/", 1)[1] if f"{bucket}/" in location else ""
-
-
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw = list_objects(s3, bucket, topic.prefix.data_prefix(), ".parquet")
     compacted = list_objects(s3, bucket, topic.prefix.compacted_prefix(), ".parquet")
@@ -85,7 +81,7 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
         values = tuple(glue_partition["Values"])
         partition = Partition.from_values(list(values))
-        location = _key_prefix(glue_partition["StorageDescriptor"]["Location"], bucket).rstrip("/") + "/"
+        location = parse_s3_uri(glue_partition["StorageDescriptor"]["Location"]).as_prefix()
         current = {k: s for k, s in files.items() if k.startswith(location)}
         is_compacted = location.startswith(topic.prefix.compacted_prefix())
         manifest = read_json(s3, bucket, topic.prefix.compaction_manifest_key(partition)) if is_compacted else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkalake.inventory import COLUMNS, PartitionFiles, TableInventory, render_html, rows
+from kafkalake_dev.inventory import COLUMNS, PartitionFiles, TableInventory, render_html, rows
 from tests.browser import rendered
 
 

@@ -23,33 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalake.config import (
-    LOCAL_AWS_PORT,
-    LOCAL_CONTROLLER_PORT,
-    LOCAL_KAFKA_PORT,
-    LOCAL_KAFKA_SASL_PORT,
-    LOCAL_KAFKA_USER,
-    LOCAL_REGISTRY_PORT,
-    cache_dir,
-    repo_root,
-)
+from infra.assets import cached_folder, maven, spark_jars
+from infra.repo import REPO_ROOT, cache_dir
+from kafkalake_dev.local import AWS_PORT, CONTROLLER_PORT, KAFKA_PORT, KAFKA_SASL_PORT, KAFKA_USER, REGISTRY_PORT
 
 KAFKA_VERSION = "3.9.1"
 APICURIO_VERSION = "3.0.9"
-SPARK_VERSION = "3.5.3"
-"""EMR Serverless emr-7.7.0 runs Spark 3.5.3 (the newest emr-7.x Spark whose Kafka connector is on Maven
-Central: spark-sql-kafka 3.5.4-3.5.6 are not published there). PySpark is pinned to it in requirements.txt."""
-EMR_RELEASE = "emr-7.7.0"
-HADOOP_VERSION = "3.3.4"
-SPARK_JARS = (
-    f"org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION}",
-    f"org.apache.spark:spark-token-provider-kafka-0-10_2.12:{SPARK_VERSION}",
-    "org.apache.kafka:kafka-clients:3.4.1",
-    "org.apache.commons:commons-pool2:2.11.1",
-    f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
-    f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}",
-    "com.amazonaws:aws-java-sdk-bundle:1.12.262",
-)
 KAFKA_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
 <groupId>kafkalake.stack</groupId><artifactId>kafka</artifactId><version>1</version><packaging>pom</packaging>
 <dependencies>
@@ -72,62 +51,30 @@ def say(message: str) -> None:
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get("KAFKALAKE_STACK_DIR", repo_root() / ".stack"))
-
-
-def _mvn(*args: str) -> None:
-    cmd = ["mvn", "-B", "-q", f"-Dmaven.repo.local={cache_dir() / 'm2'}", *args]
-    subprocess.run(cmd, check=True)
-
-
-def _complete(folder: Path) -> bool:
-    return (folder / ".complete").exists()
-
-
-def _mark_complete(folder: Path) -> None:
-    (folder / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return Path(os.environ.get("KAFKALAKE_STACK_DIR", REPO_ROOT / ".stack"))
 
 
 def kafka_libs() -> Path:
-    folder = cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
-    if not _complete(folder):
+    def fill(folder: Path) -> None:
         say(f"downloading Apache Kafka {KAFKA_VERSION} jars from Maven Central into {folder}")
-        folder.mkdir(parents=True, exist_ok=True)
         pom = folder.parent / "pom.xml"
         pom.write_text(KAFKA_POM)
-        _mvn("-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={folder}", "-DincludeScope=runtime")
-        _mark_complete(folder)
-    return folder
+        maven("-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={folder}", "-DincludeScope=runtime")
 
-
-def spark_jars() -> list[Path]:
-    """The Kafka, Avro and S3A connector jars for the pinned Spark, resolved once into the cache."""
-    folder = cache_dir() / f"spark-jars-{SPARK_VERSION}"
-    if not _complete(folder):
-        folder.mkdir(parents=True, exist_ok=True)
-        for coordinate in SPARK_JARS:
-            say(f"downloading {coordinate} into {folder}")
-            _mvn("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
-        _mark_complete(folder)
-    return sorted(folder.glob("*.jar"))
+    return cached_folder(cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs", fill)
 
 
 def apicurio_jar() -> Path:
-    folder = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}"
-    if not _complete(folder):
+    def fill(folder: Path) -> None:
         say(f"downloading Apicurio Registry {APICURIO_VERSION} from Maven Central into {folder}")
-        folder.mkdir(parents=True, exist_ok=True)
-        _mvn(
-            "dependency:copy",
-            f"-Dartifact=io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all",
-            f"-DoutputDirectory={folder}",
-        )
+        coordinate = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
+        maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
         archive = next(folder.glob("*.tar.gz"))
         with tarfile.open(archive) as tar:
             tar.extractall(folder, filter="data")
         archive.unlink()
-        _mark_complete(folder)
-    return _runner_jar(folder)
+
+    return _runner_jar(cached_folder(cache_dir() / f"apicurio-registry-{APICURIO_VERSION}", fill))
 
 
 def _runner_jar(folder: Path) -> Path:
@@ -151,8 +98,8 @@ def _kafka_ok() -> bool:
     from confluent_kafka.admin import AdminClient
 
     try:
-        socket.create_connection(("127.0.0.1", LOCAL_KAFKA_PORT), timeout=1).close()
-        AdminClient({"bootstrap.servers": f"127.0.0.1:{LOCAL_KAFKA_PORT}", "log_level": 0}).list_topics(timeout=2)
+        socket.create_connection(("127.0.0.1", KAFKA_PORT), timeout=1).close()
+        AdminClient({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}", "log_level": 0}).list_topics(timeout=2)
     except Exception:  # noqa: BLE001 - any failure means "not healthy yet"
         return False
     return True
@@ -240,18 +187,18 @@ def _prepare_kafka(work: Path) -> list[str]:
             [
                 "process.roles=broker,controller",
                 "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{LOCAL_CONTROLLER_PORT}",
-                f"listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT},CONTROLLER://127.0.0.1:{LOCAL_CONTROLLER_PORT},"
-                f"SASL_PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_SASL_PORT}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_PORT},"
-                f"SASL_PLAINTEXT://127.0.0.1:{LOCAL_KAFKA_SASL_PORT}",
+                f"controller.quorum.voters=1@127.0.0.1:{CONTROLLER_PORT}",
+                f"listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT},"
+                f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},"
+                f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
                 "controller.listener.names=CONTROLLER",
                 "inter.broker.listener.name=PLAINTEXT",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
                 "sasl.enabled.mechanisms=PLAIN",
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config="
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'user_{LOCAL_KAFKA_USER[0]}="{LOCAL_KAFKA_USER[1]}";',
+                f'user_{KAFKA_USER[0]}="{KAFKA_USER[1]}";',
                 f"log.dirs={data}",
                 "num.partitions=3",
                 "offsets.topic.replication.factor=1",
@@ -282,7 +229,7 @@ def _prepare_registry(work: Path) -> list[str]:
     return [
         _java(),
         "-Xmx512m",
-        f"-Dquarkus.http.port={LOCAL_REGISTRY_PORT}",
+        f"-Dquarkus.http.port={REGISTRY_PORT}",
         "-Dquarkus.http.host=127.0.0.1",
         "-Dquarkus.log.level=WARN",
         "-jar",
@@ -292,7 +239,7 @@ def _prepare_registry(work: Path) -> list[str]:
 
 def _prepare_moto(work: Path) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
-    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(LOCAL_AWS_PORT)]
+    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(AWS_PORT)]
 
 
 SERVICES = (
@@ -300,10 +247,10 @@ SERVICES = (
     Service(
         "registry",
         _prepare_registry,
-        lambda: _http_ok(f"http://127.0.0.1:{LOCAL_REGISTRY_PORT}/apis/ccompat/v7/subjects"),
+        lambda: _http_ok(f"http://127.0.0.1:{REGISTRY_PORT}/apis/ccompat/v7/subjects"),
         120,
     ),
-    Service("moto", _prepare_moto, lambda: _http_ok(f"http://127.0.0.1:{LOCAL_AWS_PORT}/moto-api/"), 60),
+    Service("moto", _prepare_moto, lambda: _http_ok(f"http://127.0.0.1:{AWS_PORT}/moto-api/"), 60),
 )
 
 

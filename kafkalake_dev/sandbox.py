@@ -12,23 +12,24 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from infra.repo import catalog_dir, environments_file
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic
-from kafkalake.config import Endpoints, repo_root
 from kafkalake.environments import EnvironmentSettings, load_environments
-from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, s3_uri, table_input
-from kafkalake.layout import Partition
+from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, table_input
+from kafkalake.layout import Partition, s3_uri
+from kafkalake.settings import Endpoints
 
 
 def isolated_env(folder: Path, template: str = "staging") -> tuple[EnvironmentSettings, Path, Path]:
     """Copy the ``template`` environment's catalog and settings under a fresh name into ``folder``;
     return the settings, the catalog folder and the environments file."""
     name = f"t{uuid.uuid4().hex[:10]}"
-    source_root = repo_root() / "catalog"
+    source_root = catalog_dir()
     catalog = folder / "catalog"
     for source in source_root.glob(f"*/*/{template}"):
         shutil.copytree(source, catalog / source.relative_to(source_root).parent / name)
-    env = load_environments()[template].model_copy(
+    env = load_environments(environments_file())[template].model_copy(
         update={
             "name": name,
             "bucket": f"kafkalake-{name}",

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kafkalake import stack
+from infra.repo import catalog_dir, environments_file
 from kafkalake.catalog import CatalogInvalid, Topic, load_catalog
-from kafkalake.config import repo_root
+from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake_dev import stack
+from kafkalake_dev.local import local_endpoints
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -18,8 +20,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from kafkalake.demo import DemoReport
-    from kafkalake.inventory import TableInventory
+    from kafkalake_dev.demo import DemoReport
+    from kafkalake_dev.inventory import TableInventory
     from spark_jobs.archiver import Summary
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
@@ -29,7 +31,15 @@ app.add_typer(catalog_app, name="catalog")
 app.add_typer(stack_app, name="stack")
 
 CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
-DEFAULT_CATALOG = repo_root() / "catalog"
+DEFAULT_CATALOG = catalog_dir()
+
+
+def environment(name: str) -> EnvironmentSettings:
+    """One entry of environments.yaml (or of the file KAFKALAKE_ENVIRONMENTS names)."""
+    found = load_environments(environments_file())
+    if name not in found:
+        raise typer.BadParameter(f"unknown environment {name!r}; {environments_file()} has: {', '.join(sorted(found))}")
+    return found[name]
 
 
 def wide_console() -> Console:
@@ -102,13 +112,11 @@ EnvOption = Annotated[str, typer.Option("--env", help="Environment from environm
 def provision_cmd(env: EnvOption = "staging", catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Create on the local AWS endpoint what `cdk deploy` would: bucket, queue + DLQ, notifications, Glue."""
     from kafkalake.aws import make_client
-    from kafkalake.config import Endpoints
-    from kafkalake.environments import load_environments
-    from kafkalake.provision import provision
+    from kafkalake_dev.provision import provision
 
-    endpoints = Endpoints.from_env()
+    endpoints = local_endpoints()
     clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
-    done = provision(clients, endpoints.region, load_environments()[env], load_catalog(catalog))
+    done = provision(clients, endpoints.region, environment(env), load_catalog(catalog))
     typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
     typer.echo(f"  bucket     s3://{done.bucket}\n  queue      {done.queue_url}\n  dlq        {done.dlq_url}")
     typer.echo(f"  databases  {', '.join(done.databases)}\n  crawlers   {', '.join(done.crawlers) or '-'}")
@@ -124,14 +132,12 @@ def maintain(
     """Run the metastore maintainer's Lambda handler once against the configured endpoints."""
     import os
 
-    from kafkalake.config import Endpoints
-    from kafkalake.environments import load_environments
-    from lambdas.maintainer.local import invoke_locally
+    from kafkalake_dev.maintainer import invoke_locally
 
     if not once:
         raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
-    settings = load_environments()[env]
-    report = invoke_locally(Endpoints.from_env(), settings, load_catalog(catalog), os.environ, native=native)
+    settings = environment(env)
+    report = invoke_locally(local_endpoints(), settings, load_catalog(catalog), os.environ, native=native)
     for name, value in sorted(report["counts"].items()):
         typer.echo(f"  {name:<32} {value}")
     for error in report["errors"]:
@@ -151,9 +157,7 @@ def demo(
 
     from rich.progress import Progress
 
-    from kafkalake.config import Endpoints
-    from kafkalake.demo import MIN_INPUT_FILES, default_html_path, run_demo
-    from kafkalake.environments import load_environments
+    from kafkalake_dev.demo import MIN_INPUT_FILES, default_html_path, run_demo
     from spark_jobs.compactor import Knobs
 
     console = wide_console()
@@ -170,8 +174,8 @@ def demo(
             console.print(message)
 
         report = run_demo(
-            Endpoints.from_env(),
-            load_environments()[env],
+            local_endpoints(),
+            environment(env),
             load_catalog(catalog),
             records=records,
             knobs=Knobs(min_input_files=MIN_INPUT_FILES),
@@ -191,7 +195,7 @@ def demo(
     console.print(
         f"Next: `kafkalake inventory --env {env}`, `kafkalake catalog show <topic>`, "
         f"`kafkalake compact run --table <topic>`, `kafkalake maintain --once`.\n"
-        f"S3 (moto at {Endpoints.from_env().aws_endpoint_url}): s3://{report.bucket}/data/ (raw), /compacted/, "
+        f"S3 (moto at {local_endpoints().aws_endpoint_url}): s3://{report.bucket}/data/ (raw), /compacted/, "
         f"/quarantine/, /state/ (plans, offsets, compaction manifests)."
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
@@ -240,7 +244,7 @@ def print_demo_results(report: DemoReport) -> None:
 def inventory_table(inventories: list[TableInventory], title: str) -> Table:
     from rich.table import Table
 
-    from kafkalake.inventory import COLUMNS, rows
+    from kafkalake_dev.inventory import COLUMNS, rows
 
     table = Table(title=title)
     for column in COLUMNS:
@@ -251,7 +255,7 @@ def inventory_table(inventories: list[TableInventory], title: str) -> Table:
 
 
 def write_inventory_page(inventories: list[TableInventory], title: str, path: Path) -> None:
-    from kafkalake.inventory import render_html
+    from kafkalake_dev.inventory import render_html
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(inventories, title))
@@ -265,12 +269,10 @@ def inventory(
 ) -> None:
     """Every table: schema versions, columns per version, partitions, freshness, files, bytes, quarantine."""
     from kafkalake.aws import make_client
-    from kafkalake.config import Endpoints
-    from kafkalake.environments import load_environments
-    from kafkalake.inventory import take_inventory
+    from kafkalake_dev.inventory import take_inventory
 
-    endpoints = Endpoints.from_env()
-    bucket = load_environments()[env].bucket
+    endpoints = local_endpoints()
+    bucket = environment(env).bucket
     topics = load_catalog(catalog).for_env(env)
     found = take_inventory(make_client(endpoints, "s3"), make_client(endpoints, "glue"), bucket, topics)
     wide_console().print(inventory_table(found, f"Inventory of {env} (s3://{bucket})"))
@@ -287,18 +289,14 @@ def archive(
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Archive topics from Kafka to S3 Parquet (one after another, each exactly once) and summarize."""
-    import dataclasses
-
-    from kafkalake.config import Endpoints
-    from kafkalake.demo import archive_topics
-    from kafkalake.environments import load_environments
-    from kafkalake.spark import local_session
+    from kafkalake_dev.demo import archive_topics
+    from kafkalake_dev.spark import local_session
 
     if not local:
         raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver.py)")
     loaded = load_catalog(catalog)
-    bucket = load_environments()[env].bucket
-    endpoints = dataclasses.replace(Endpoints.from_env(), bucket=bucket)
+    bucket = environment(env).bucket
+    endpoints = local_endpoints(bucket)
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     console = wide_console()
@@ -354,21 +352,18 @@ def compact_run(
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Compact a table's closed partitions on local Spark and print files, bytes and rows before/after."""
-    import dataclasses
     from datetime import timedelta
 
     from rich.table import Table
 
-    from kafkalake.config import Endpoints
-    from kafkalake.demo import compact_topics
-    from kafkalake.environments import load_environments
-    from kafkalake.spark import local_session
+    from kafkalake_dev.demo import compact_topics
+    from kafkalake_dev.spark import local_session
     from spark_jobs.compactor import Knobs
 
     if not local:
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")
     topic = load_catalog(catalog).get(table, env)
-    endpoints = dataclasses.replace(Endpoints.from_env(), bucket=load_environments()[env].bucket)
+    endpoints = local_endpoints(environment(env).bucket)
     console = wide_console()
     spark = local_session(endpoints, "kafkalake-compactor")
     spark.sparkContext.setLogLevel("ERROR")
@@ -408,23 +403,15 @@ def compact_submit(
 ) -> None:
     """Start a compaction job run on EMR Serverless and print its id (and, with --wait, its states)."""
     import time
+    import uuid
 
     from kafkalake.aws import make_client
-    from kafkalake.config import Endpoints
-    from kafkalake.environments import load_environments
-    from spark_jobs.submit import JobArtifacts, compaction_job_request, terminal
+    from kafkalake.jobspec import JobArtifacts, compactor_run, terminal
 
-    settings = load_environments()[env]
-    client = make_client(Endpoints.from_env(), "emr-serverless")
-    request = compaction_job_request(
-        settings,
-        application_id=application_id,
-        role_arn=role_arn,
-        artifacts=JobArtifacts(entry_point, py_files, catalog_archive, environment_archive),
-        table=table,
-        target_file_mb=target_file_mb,
-    )
-    run = client.start_job_run(**request)
+    artifacts = JobArtifacts(entry_point, py_files, catalog_archive, environment_archive)
+    job = compactor_run(environment(env), artifacts, [table], target_file_mb)
+    client = make_client(local_endpoints(), "emr-serverless")
+    run = client.start_job_run(**job.start_job_run(application_id, role_arn, str(uuid.uuid4())))
     typer.echo(f"started job run {run['jobRunId']} on application {application_id} ({run['arn']})")
     while wait:
         state = client.get_job_run(applicationId=application_id, jobRunId=run["jobRunId"])["jobRun"]["state"]

@@ -1,0 +1,161 @@
+"""The metastore maintainer: the Lambda (its code asset, least-privilege role, log group) and its schedule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.assets import maintainer_bundle
+from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resources, object_finding
+from infra.nag import acknowledge
+from kafkalake.catalog import Topic
+from kafkalake.environments import EnvironmentSettings
+from kafkalake.layout import DATA_ROOT
+from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE
+from kafkalake.naming import TableInference, crawler_name_for
+from kafkalake.settings import MaintainerEnvironment
+
+MAINTAINER_GLUE_ACTIONS = (
+    "glue:GetTable",
+    "glue:CreateTable",
+    "glue:UpdateTable",
+    "glue:GetPartitions",
+    "glue:BatchGetPartition",
+    "glue:BatchCreatePartition",
+    "glue:BatchUpdatePartition",
+)
+
+
+def crawler_patterns(topics: list[Topic], databases: list[str]) -> list[str]:
+    """The crawlers the maintainer may look up and start: by convention in each database (tables outside the
+    catalog), plus every catalog crawler whose name is overridden."""
+    convention = [crawler_name_for(db, "*") for db in databases]
+    crawled = [t for t in topics if t.spec.table_inference == TableInference.CRAWLER]
+    overridden = sorted({t.crawler_name for t in crawled if t.crawler_name != crawler_name_for(t.database, t.table)})
+    return [*convention, *overridden]
+
+
+class Maintainer(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: EnvironmentSettings,
+        topics: list[Topic],
+        databases: list[str],
+        bucket: s3.IBucket,
+        keys: list[kms.IKey],
+        queue: sqs.IQueue,
+        bus: events.IEventBus,
+        build_dir: Path,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        name = f"kafkalake-{settings.name}-maintainer"
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=f"/aws/lambda/{name}",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        role = self._role(log_group, topics, databases, bucket, keys, queue, bus)
+        environment = MaintainerEnvironment.model_validate(
+            {
+                "KAFKALAKE_BUCKET": settings.bucket,
+                "KAFKALAKE_QUEUE_URL": queue.queue_url,
+                "KAFKALAKE_EVENT_BUS": bus.event_bus_name,
+                "AWS_REGION": Stack.of(self).region,
+                "KAFKALAKE_CACHE_TTL_SECONDS": settings.cache_ttl_seconds,
+                "KAFKALAKE_COMPLETENESS_DELAY_SECONDS": settings.completeness_delay_seconds,
+            }
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            function_name=name,
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="lambdas.maintainer.handler.handler",
+            code=lambda_.Code.from_asset(str(maintainer_bundle(build_dir, topics))),
+            layers=[
+                lambda_.LayerVersion.from_layer_version_arn(self, f"Layer{i}", arn)
+                for i, arn in enumerate(settings.maintainer_layers)
+            ],
+            memory_size=1024,
+            timeout=Duration.seconds(settings.maintainer_timeout_seconds),
+            reserved_concurrent_executions=1,
+            role=role,
+            log_group=log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={
+                **environment.to_env(),
+                "POWERTOOLS_SERVICE_NAME": MAINTAINER_SERVICE,
+                "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+            },
+        )
+        events.Rule(
+            self,
+            "Schedule",
+            schedule=events.Schedule.rate(Duration.minutes(settings.maintainer_schedule_minutes)),
+            targets=[targets.LambdaFunction(self.function)],
+        )
+        acknowledge(
+            self.function,
+            "Pinned to python3.13, the runtime of the Powertools and SDK-for-pandas layers "
+            "configured in environments.yaml; upgrade together with the layers.",
+            "AwsSolutions-L1",
+        )
+
+    def _role(  # noqa: PLR0917 - the resources the role grants access to
+        self,
+        log_group: logs.ILogGroup,
+        topics: list[Topic],
+        databases: list[str],
+        bucket: s3.IBucket,
+        keys: list[kms.IKey],
+        queue: sqs.IQueue,
+        bus: events.IEventBus,
+    ) -> iam.Role:
+        stack = Stack.of(self)
+        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        crawlers = crawler_patterns(topics, databases)
+        statements = [
+            (["logs:CreateLogStream", "logs:PutLogEvents"], [log_group.log_group_arn]),
+            (
+                ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                [queue.queue_arn],
+            ),
+            (["kms:Decrypt"], [k.key_arn for k in keys]),
+            (list(MAINTAINER_GLUE_ACTIONS), glue_table_resources(stack, databases)),
+            (["glue:GetCrawler", "glue:StartCrawler"], [f"{glue_arn(stack)}:crawler/{c}" for c in crawlers]),
+            (["s3:GetObject"], [bucket.arn_for_objects(f"{DATA_ROOT}/*")]),
+            (["events:PutEvents"], [bus.event_bus_arn]),
+        ]
+        for actions, resources in statements:
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+        acknowledge(
+            role,
+            "X-Ray trace upload has no resource-level permissions (AWS requires *). Tables and crawlers are "
+            "created at run time, so their ARNs end in a wildcard scoped to our databases and crawler naming "
+            "convention; data objects are read by key under the data prefix.",
+            "AwsSolutions-IAM5[Resource::*]",
+            object_finding(bucket, DATA_ROOT),
+            *glue_table_findings(stack, databases),
+            *[
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:{stack.region}:<AWS::AccountId>:crawler/{c}]"
+                for c in crawlers
+                if "*" in c
+            ],
+        )
+        return role

@@ -1,0 +1,81 @@
+"""Alarms (to an encrypted SNS topic) and a dashboard over the queue, the maintainer and the jobs."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_emrserverless as emr
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from kafkalake.environments import EnvironmentSettings
+from kafkalake.metrics import DASHBOARD_COUNTS, MAINTAINER_SERVICE, NAMESPACE
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: EnvironmentSettings,
+        key: kms.IKey,
+        queue: sqs.Queue,
+        dlq: sqs.Queue,
+        maintainer: lambda_.Function,
+        application: emr.CfnApplication,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.alarm_topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True)
+        action = cw_actions.SnsAction(self.alarm_topic)
+        period = Duration.minutes(5)
+        metrics = {
+            "DlqNotEmpty": dlq.metric_approximate_number_of_messages_visible(period=period),
+            "OldestNotification": queue.metric_approximate_age_of_oldest_message(period=period),
+            "MaintainerErrors": maintainer.metric_errors(period=period),
+            "MaintainerThrottles": maintainer.metric_throttles(period=period),
+            "ArchiverJobFailures": cloudwatch.Metric(
+                namespace="AWS/EMRServerless",
+                metric_name="FailedJobs",
+                period=period,
+                statistic="Sum",
+                dimensions_map={"ApplicationId": application.attr_application_id},
+            ),
+        }
+        thresholds = {"OldestNotification": 3 * settings.maintainer_schedule_minutes * 60}
+        self.alarms = {}
+        for name, metric in metrics.items():
+            alarm = cloudwatch.Alarm(
+                self,
+                name,
+                metric=metric,
+                threshold=thresholds.get(name, 0),
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            alarm.add_alarm_action(action)
+            self.alarms[name] = alarm
+        maintainer_counts = [
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=count,
+                statistic="Sum",
+                period=period,
+                dimensions_map={"service": MAINTAINER_SERVICE},
+            )
+            for count in DASHBOARD_COUNTS
+        ]
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Maintainer", left=maintainer_counts, width=12),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=12),
+            cloudwatch.GraphWidget(
+                title="Queue", left=[metrics["OldestNotification"], metrics["DlqNotEmpty"]], width=12
+            ),
+            cloudwatch.GraphWidget(title="Archiver jobs", left=[metrics["ArchiverJobFailures"]], width=12),
+        )

@@ -1,0 +1,94 @@
+"""The lake bucket (private, TLS only, SSE-KMS with the lake key, versioned, lifecycle per topic) and its
+access-log bucket."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge
+from kafkalake.catalog import Topic
+from kafkalake.environments import EnvironmentSettings
+from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STAGING_ROOT
+
+
+def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[s3.LifecycleRule]:
+    """Abort stale uploads; tier data by age; expire each topic's data after its retention (GDPR), and the
+    quarantine/staging/state prefixes after their own."""
+    rules = [
+        s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
+        s3.LifecycleRule(
+            id="tier-data",
+            prefix=f"{DATA_ROOT}/",
+            transitions=[
+                s3.Transition(
+                    storage_class=s3.StorageClass.INTELLIGENT_TIERING,
+                    transition_after=Duration.days(settings.data_transition_days),
+                )
+            ],
+        ),
+        s3.LifecycleRule(
+            id="expire-quarantine",
+            prefix=f"{QUARANTINE_ROOT}/",
+            expiration=Duration.days(settings.quarantine_retention_days),
+        ),
+        s3.LifecycleRule(
+            id="expire-staging", prefix=f"{STAGING_ROOT}/", expiration=Duration.days(settings.staging_retention_days)
+        ),
+        s3.LifecycleRule(
+            id="expire-noncurrent-versions",
+            noncurrent_version_expiration=Duration.days(settings.staging_retention_days),
+        ),
+    ]
+    for topic in topics:
+        if topic.spec.retention_days is None:
+            continue
+        prefixes = ((DATA_ROOT, topic.prefix.data_prefix()), (COMPACTED_ROOT, topic.prefix.compacted_prefix()))
+        for root, prefix in prefixes:
+            rules.append(
+                s3.LifecycleRule(
+                    id=f"retain-{root}-{topic.database}-{topic.table}"[:255],
+                    prefix=prefix,
+                    expiration=Duration.days(topic.spec.retention_days),
+                )
+            )
+    return rules
+
+
+class Storage(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: EnvironmentSettings, topics: list[Topic], key: kms.IKey
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.access_logs, "This is the access-log bucket itself; logging it to itself loops.", "AwsSolutions-S1"
+        )
+        # Versioning: on. The archiver's overwrites are byte-identical redos and the compactor deletes inputs
+        # only after a grace period, so old versions are not needed long: they expire after a few days.
+        self.bucket = s3.Bucket(
+            self,
+            "Lake",
+            bucket_name=settings.bucket,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="lake/",
+            lifecycle_rules=lifecycle_rules(settings, topics),
+            removal_policy=RemovalPolicy.RETAIN,
+        )

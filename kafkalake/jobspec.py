@@ -1,0 +1,135 @@
+"""The EMR Serverless job runs, specified once: what runs (entry point, arguments), with what (the packaged
+assets, the Spark release and connectors) and where (the ``KAFKALAKE_*`` settings).
+
+A ``JobRun`` renders itself as a boto3 ``start_job_run`` request (``kafkalake compact submit``) and as the input of
+an EventBridge Scheduler target (the CDK stack), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from kafkalake.environments import EnvironmentSettings
+from kafkalake.settings import Endpoints
+
+SPARK_VERSION: Final = "3.5.3"
+"""EMR Serverless emr-7.7.0 runs Spark 3.5.3 (the newest emr-7.x Spark whose Kafka connector is on Maven
+Central: spark-sql-kafka 3.5.4-3.5.6 are not published there). PySpark is pinned to it in requirements.txt."""
+EMR_RELEASE: Final = "emr-7.7.0"
+HADOOP_VERSION: Final = "3.3.4"
+"""The Hadoop PySpark 3.5 bundles; hadoop-aws must match it."""
+SPARK_CONNECTORS: Final = (
+    f"org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION}",
+    f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
+)
+"""The connectors the jobs need beyond Spark itself."""
+CATALOG_DIR: Final = "catalog"
+"""Where ``catalog.zip`` is unpacked in the job's working directory."""
+ENVIRONMENT_DIR: Final = "environment"
+"""Where ``environment.tgz`` (the jobs' Python dependencies and launcher) is unpacked."""
+TERMINAL_STATES: Final = ("SUCCESS", "FAILED", "CANCELLED")
+
+
+class Job(StrEnum):
+    """The entry point's first argument."""
+
+    ARCHIVE = "archive"
+    COMPACT = "compact"
+
+
+def terminal(state: str) -> bool:
+    return state in TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class JobArtifacts:
+    """The s3:// URIs of what a job run needs (the CDK assets of the stack)."""
+
+    entry_point: str
+    """spark_jobs/entrypoint.py"""
+    py_files: str
+    """kafkalake_jobs.zip: the core package and the jobs"""
+    catalog_archive: str
+    """catalog.zip: the topic catalog"""
+    environment_archive: str
+    """environment.tgz: the jobs' Python dependencies and the launcher of EMR's Python 3.11"""
+
+
+@dataclass(frozen=True)
+class JobRun:
+    name: str
+    job: Job
+    arguments: tuple[str, ...]
+    endpoints: Endpoints
+    artifacts: JobArtifacts
+
+    def entry_point_arguments(self) -> list[str]:
+        return [self.job.value, *self.arguments]
+
+    def spark_submit_parameters(self) -> str:
+        """--py-files, the catalog and environment archives, the Python to run, the KAFKALAKE_* settings for
+        driver and executors, the connectors."""
+        python = f"./{ENVIRONMENT_DIR}/bin/python"
+        env = self.endpoints.to_env()
+        driver_env = {**env, "PYSPARK_DRIVER_PYTHON": python, "PYSPARK_PYTHON": python}
+        artifacts = self.artifacts
+        archives = f"{artifacts.catalog_archive}#{CATALOG_DIR},{artifacts.environment_archive}#{ENVIRONMENT_DIR}"
+        return " ".join(
+            [
+                f"--py-files {self.artifacts.py_files}",
+                f"--archives {archives}",
+                *(f"--conf spark.emr-serverless.driverEnv.{k}={v}" for k, v in driver_env.items()),
+                *(f"--conf spark.executorEnv.{k}={v}" for k, v in {**env, "PYSPARK_PYTHON": python}.items()),
+                f"--conf spark.jars.packages={','.join(SPARK_CONNECTORS)}",
+            ]
+        )
+
+    def start_job_run(self, application_id: str, role_arn: str, client_token: str) -> dict[str, Any]:
+        """The ``StartJobRun`` request, in boto3's shape."""
+        return {
+            "applicationId": application_id,
+            "executionRoleArn": role_arn,
+            "clientToken": client_token,
+            "name": self.name,
+            "jobDriver": {
+                "sparkSubmit": {
+                    "entryPoint": self.artifacts.entry_point,
+                    "entryPointArguments": self.entry_point_arguments(),
+                    "sparkSubmitParameters": self.spark_submit_parameters(),
+                }
+            },
+        }
+
+    def scheduler_input(self, application_id: str, role_arn: str) -> dict[str, Any]:
+        """The same request as the input of a Scheduler universal target (``aws-sdk:emrserverless:startJobRun``),
+        whose parameters are PascalCase."""
+        return pascal_case(self.start_job_run(application_id, role_arn, "<aws.scheduler.execution-id>"))
+
+
+def pascal_case(request: dict[str, Any]) -> dict[str, Any]:
+    """Upper-case the first letter of every key, recursively (values are left as they are)."""
+    return {
+        re.sub(r"^[a-z]", lambda m: m.group(0).upper(), key): pascal_case(value) if isinstance(value, dict) else value
+        for key, value in request.items()
+    }
+
+
+def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics: list[str]) -> JobRun:
+    """Archive ``topics`` (catalog names) of the environment."""
+    arguments = ["--env", settings.name, "--catalog", CATALOG_DIR, *(a for t in topics for a in ("--topic", t))]
+    name = f"kafkalake-{settings.name}-archiver"
+    return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts)
+
+
+def compactor_run(
+    settings: EnvironmentSettings, artifacts: JobArtifacts, tables: list[str], target_file_mb: int | None = None
+) -> JobRun:
+    """Compact the closed partitions of ``tables`` (catalog names)."""
+    arguments = ["--env", settings.name, "--catalog", CATALOG_DIR, *(a for t in tables for a in ("--table", t))]
+    if target_file_mb is not None:
+        arguments += ["--target-file-mb", str(target_file_mb)]
+    name = f"kafkalake-{settings.name}-compactor"
+    return JobRun(name, Job.COMPACT, tuple(arguments), settings.endpoints(), artifacts)

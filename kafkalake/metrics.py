@@ -1,0 +1,57 @@
+"""CloudWatch metric names, defined once for the code that publishes them and the alarms and dashboard that read
+them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+NAMESPACE: Final = "kafkalake"
+MAINTAINER_SERVICE: Final = "kafkalake-maintainer"
+"""The Powertools service name: the ``service`` dimension of every maintainer metric."""
+
+
+class Count(StrEnum):
+    """What one maintainer run counts; each non-zero count is published as a metric of the same name."""
+
+    RECEIVE_CALLS = "receive_calls"
+    MESSAGES = "messages"
+    MALFORMED = "malformed"
+    DATA_EVENTS = "data_events"
+    UNIQUE_OBJECTS = "unique_objects"
+    IGNORED_TEST_EVENT = "ignored_test_event"
+    IGNORED_REMOVED_OBJECT = "ignored_removed_object"
+    IGNORED_OTHER_EVENT = "ignored_other_event"
+    IGNORED_NO_OBJECT = "ignored_no_object"
+    IGNORED_FOREIGN_KEY = "ignored_foreign_key"
+    IGNORED_UNKNOWN_TABLE = "ignored_unknown_table"
+    GLUE_READS = "glue_reads"
+    CRAWLERS_STARTED = "crawlers_started"
+    CRAWLERS_ALREADY_RUNNING = "crawlers_already_running"
+    CRAWLER_REASON_NEW_TABLE = "crawler_reason_new_table"
+    CRAWLER_REASON_NEW_SCHEMA_VERSION = "crawler_reason_new_schema_version"
+    DEFERRED_UNTIL_TABLE_EXISTS = "deferred_until_table_exists"
+    TABLES_CREATED = "tables_created"
+    TABLES_UPDATED = "tables_updated"
+    SCHEMA_INCOMPATIBLE = "schema_incompatible"
+    CREATE_PARTITION_CALLS = "create_partition_calls"
+    PARTITIONS_ADDED = "partitions_added"
+    PARTITION_ERRORS = "partition_errors"
+    PARTITIONS_COMPLETED = "partitions_completed"
+    EVENTS_FAILED = "events_failed"
+    DELETED = "deleted"
+    DELETE_FAILED = "delete_failed"
+    LEFT_FOR_RETRY = "left_for_retry"
+    ERRORS = "errors"
+    """Published on every run (also when 0), so an alarm on it sees data."""
+
+
+DASHBOARD_COUNTS: Final = (
+    Count.MESSAGES,
+    Count.PARTITIONS_ADDED,
+    Count.TABLES_CREATED,
+    Count.CRAWLERS_STARTED,
+    Count.MALFORMED,
+    Count.ERRORS,
+)
+"""The maintainer counts the dashboard graphs."""

@@ -1,0 +1,214 @@
+"""The maintainer's data access: the only code that calls SQS, Glue, S3 and EventBridge, with the caches that
+keep the calls few between warm invocations."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from botocore.exceptions import ClientError
+
+from kafkalake.glue import (
+    BatchOutcome,
+    batch_create_partitions,
+    batch_get_partitions,
+    batch_update_partitions,
+    chunks,
+)
+from kafkalake.metrics import Count
+from lambdas.maintainer.inference import read_footer_columns
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+EVENT_SOURCE = "kafkalake.maintainer"
+PartitionKey = tuple[str, str, tuple[str, ...]]
+"""(database, table, partition values)."""
+
+
+@dataclass(frozen=True)
+class Clients:
+    sqs: Any
+    glue: Any
+    s3: Any
+    events: Any
+
+
+class TtlCache(Generic[K, V]):
+    """In-memory cache that survives warm invocations; each entry expires after ``ttl`` seconds."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl, self.clock = ttl, clock
+        self._items: dict[K, tuple[float, V]] = {}
+
+    def get(self, key: K) -> V | None:
+        item = self._items.get(key)
+        if item is None or item[0] < self.clock():
+            self._items.pop(key, None)
+            return None
+        return item[1]
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = (self.clock() + self.ttl, value)
+
+    def drop(self, key: K) -> None:
+        self._items.pop(key, None)
+
+
+@dataclass
+class State:
+    """What the maintainer remembers between warm invocations."""
+
+    ttl: float
+    clock: Callable[[], float] = time.monotonic
+    crawlers: TtlCache[str, bool] = field(init=False)
+    tables: TtlCache[tuple[str, str], dict[str, Any]] = field(init=False)
+    partitions: TtlCache[PartitionKey, bool] = field(init=False)
+    versions: TtlCache[tuple[str, str, int], bool] = field(init=False)
+    completed: TtlCache[PartitionKey, bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.crawlers = TtlCache(self.ttl, self.clock)
+        self.tables = TtlCache(self.ttl, self.clock)
+        self.partitions = TtlCache(self.ttl, self.clock)
+        self.versions = TtlCache(self.ttl, self.clock)
+        self.completed = TtlCache(self.ttl, self.clock)
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class Queue:
+    """The notification queue."""
+
+    def __init__(self, sqs: Any, url: str, counts: Counter[str]) -> None:
+        self.sqs, self.url, self.counts = sqs, url, counts
+
+    def receive(self, max_messages: int, wait_seconds: int) -> list[dict[str, Any]]:
+        answer = self.sqs.receive_message(
+            QueueUrl=self.url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_seconds
+        )
+        self.counts[Count.RECEIVE_CALLS] += 1
+        return list(answer.get("Messages", []))
+
+    def delete(self, receipt_handles: list[str]) -> list[str]:
+        """Delete in batches of 10; return the failures, described."""
+        failures = []
+        for chunk in chunks(receipt_handles, 10):
+            entries = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(chunk)]
+            answer = self.sqs.delete_message_batch(QueueUrl=self.url, Entries=entries)
+            self.counts[Count.DELETED] += len(answer.get("Successful", []))
+            for failure in answer.get("Failed", []):
+                self.counts[Count.DELETE_FAILED] += 1
+                failures.append(f"delete failed: {failure.get('Code')} {failure.get('Message', '')}")
+        return failures
+
+
+def publish(events: Any, bus: str, detail: list[dict[str, Any]], counts: Counter[str]) -> None:
+    """Each detail as an event of its ``type`` on ``bus``, 10 per ``PutEvents``."""
+    entries = [
+        {"Source": EVENT_SOURCE, "DetailType": d["type"], "Detail": json.dumps(d), "EventBusName": bus} for d in detail
+    ]
+    for chunk in chunks(entries, 10):
+        answer = events.put_events(Entries=list(chunk))
+        counts[Count.EVENTS_FAILED] += int(answer.get("FailedEntryCount", 0))
+
+
+class GlueCatalog:
+    """Glue tables, partitions and crawlers as the maintainer sees them, cached in ``State``."""
+
+    def __init__(self, clients: Clients, bucket: str, state: State, counts: Counter[str]) -> None:
+        self.glue, self.s3, self.bucket, self.state, self.counts = clients.glue, clients.s3, bucket, state, counts
+
+    def crawler_exists(self, name: str) -> bool:
+        cached = self.state.crawlers.get(name)
+        if cached is None:
+            try:
+                self.glue.get_crawler(Name=name)
+                cached = True
+            except ClientError as exc:
+                if error_code(exc) != "EntityNotFoundException":
+                    raise
+                cached = False
+            self.counts[Count.GLUE_READS] += 1
+            self.state.crawlers.put(name, cached)
+        return cached
+
+    def table(self, database: str, table: str, fresh: bool = False) -> dict[str, Any] | None:
+        key = (database, table)
+        cached = None if fresh else self.state.tables.get(key)
+        if cached is not None:
+            return cached
+        self.counts[Count.GLUE_READS] += 1
+        try:
+            found: dict[str, Any] = self.glue.get_table(DatabaseName=database, Name=table)["Table"]
+        except ClientError as exc:
+            if error_code(exc) != "EntityNotFoundException":
+                raise
+            self.state.tables.drop(key)
+            return None
+        self.state.tables.put(key, found)
+        return found
+
+    def forget_table(self, database: str, table: str) -> None:
+        self.state.tables.drop((database, table))
+
+    def start_crawler(self, name: str) -> bool:
+        """True when started, False when it was already running."""
+        try:
+            self.glue.start_crawler(Name=name)
+        except ClientError as exc:
+            if error_code(exc) != "CrawlerRunningException":
+                raise
+            self.counts[Count.CRAWLERS_ALREADY_RUNNING] += 1
+            return False
+        self.counts[Count.CRAWLERS_STARTED] += 1
+        return True
+
+    def create_table(self, database: str, table_input: dict[str, Any]) -> bool:
+        """True when created, False when it already existed."""
+        try:
+            self.glue.create_table(DatabaseName=database, TableInput=table_input)
+        except ClientError as exc:
+            if error_code(exc) != "AlreadyExistsException":
+                raise
+            return False
+        self.counts[Count.TABLES_CREATED] += 1
+        return True
+
+    def update_table(self, database: str, table_input: dict[str, Any]) -> None:
+        self.glue.update_table(DatabaseName=database, TableInput=table_input)
+        self.counts[Count.TABLES_UPDATED] += 1
+
+    def has_version_partition(self, database: str, table: str, version: int) -> bool:
+        """Whether any partition of ``version`` exists (a crawler registered the version)."""
+        self.counts[Count.GLUE_READS] += 1
+        answer = self.glue.get_partitions(
+            DatabaseName=database, TableName=table, Expression=f"schema_version={version}", MaxResults=1
+        )
+        return bool(answer.get("Partitions"))
+
+    def partitions(
+        self, database: str, table: str, values: Iterable[tuple[str, ...]]
+    ) -> dict[tuple[str, ...], dict[str, Any]]:
+        """The existing partitions among ``values``."""
+        found, calls = batch_get_partitions(self.glue, database, table, values)
+        self.counts[Count.GLUE_READS] += calls
+        return found
+
+    def create_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
+        outcome = batch_create_partitions(self.glue, database, table, inputs)
+        self.counts[Count.CREATE_PARTITION_CALLS] += outcome.calls
+        self.counts[Count.PARTITIONS_ADDED] += len(outcome.done)
+        return outcome
+
+    def update_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
+        return batch_update_partitions(self.glue, database, table, inputs)
+
+    def footer_columns(self, key: str) -> list[dict[str, Any]]:
+        """Glue columns from a data object's Parquet footer."""
+        return read_footer_columns(self.s3, self.bucket, key)

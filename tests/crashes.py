@@ -1,0 +1,92 @@
+"""Crash injection through seams: the production code has no test hooks, the tests patch its collaborators.
+
+Spark's Python workers unpickle what the driver sends them, so this module is pickled by value (the workers need
+not import it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, NoReturn
+
+import pytest
+from pyspark import cloudpickle
+
+from spark_jobs.manifest import ManifestState, ManifestStore
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+
+
+class InjectedCrash(RuntimeError):
+    """What an injected crash raises."""
+
+
+def crash(point: str) -> Callable[..., NoReturn]:
+    def raiser(*_: Any, **__: Any) -> NoReturn:
+        raise InjectedCrash(f"injected crash at {point}")
+
+    return raiser
+
+
+@dataclasses.dataclass
+class CrashingKey:
+    """A ``WriteSpec.key_for`` that names ``after`` objects (each then written), then crashes the task."""
+
+    key_for: Callable[[dict[str, Any], int, int], str]
+    after: int
+    calls: int = 0
+
+    def __call__(self, group: dict[str, Any], first: int, last: int) -> str:
+        self.calls += 1
+        if self.calls > self.after:
+            raise InjectedCrash(f"injected crash after {self.after} objects")
+        return self.key_for(group, first, last)
+
+
+def _mid_write(patch: pytest.MonkeyPatch, archiver: ModuleType) -> None:
+    write_groups = archiver.write_groups
+
+    def crashing(frame: Any, spec: Any) -> Any:
+        return write_groups(frame, dataclasses.replace(spec, key_for=CrashingKey(spec.key_for, after=1)))
+
+    patch.setattr(archiver, "write_groups", crashing)
+
+
+CRASH_POINTS: dict[str, Callable[[pytest.MonkeyPatch, ModuleType], None]] = {
+    "after_plan": lambda patch, archiver: patch.setattr(archiver, "carry_out", crash("after_plan")),
+    "mid_write": _mid_write,
+    "after_write": lambda patch, archiver: patch.setattr(archiver.Offsets, "commit", crash("after_write")),
+    "after_commit": lambda patch, archiver: patch.setattr(archiver.PlanStore, "delete", crash("after_commit")),
+}
+"""The archiver's crash points: after the plan is stored, after one object, after every object, after the commit."""
+
+
+def crash_after_saving(patch: pytest.MonkeyPatch, state: ManifestState) -> None:
+    """The compactor crashes right after its manifest reaches ``state`` in S3."""
+    save = ManifestStore.save
+
+    def saving(store: ManifestStore, key: str, manifest: Any) -> None:
+        save(store, key, manifest)
+        if manifest.state == state:
+            raise InjectedCrash(f"injected crash after {state}")
+
+    patch.setattr(ManifestStore, "save", saving)
+
+
+class DeletesThenCrash:
+    """An S3 client that crashes after ``deletes`` DeleteObject calls and passes everything else through."""
+
+    def __init__(self, s3: Any, deletes: int) -> None:
+        self._s3, self._left = s3, deletes
+
+    def delete_object(self, **kwargs: Any) -> Any:
+        if self._left == 0:
+            raise InjectedCrash("injected crash in the middle of deleting")
+        self._left -= 1
+        return self._s3.delete_object(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s3, name)
