@@ -35,13 +35,14 @@ status: install
 
 lint: install
 	@echo "[lint] ruff"; $(BIN)/ruff check .
-	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake lambdas spark_jobs infra app.py bench tests)
+	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake kafkalake_dev lambdas spark_jobs infra app.py bench tests)
+	@echo "[lint] import direction (import-linter)"; $(BIN)/lint-imports --no-cache --no-logo
 
 test: install browser lint synth
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test-unit: install browser
-	@$(BIN)/python -m pytest -q -m "not stack"
+test-unit: install
+	@$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
 demo: up
 	@$(BIN)/kafkalake demo

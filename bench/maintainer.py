@@ -49,7 +49,50 @@ def _parquet() -> bytes:
     return out.getvalue()
 
 
-def main() -> None:  # noqa: PLR0915 - one linear scenario, read top to bottom
+def workload(topics: list[Any]) -> tuple[list[DataKey], list[DataKey]]:
+    """(unique object keys, the events for them: shuffled, 15% duplicates), seeded."""
+    unique = EVENTS - int(EVENTS * DUPLICATE_SHARE)
+    rng = random.Random(42)
+    keys = []
+    for i in range(unique):
+        topic = topics[i % len(topics)]
+        hour = rng.randrange(HOURS_PER_TABLE)
+        day = date(2026, 11, 1) + timedelta(days=hour // 24)
+        keys.append(DataKey(topic.prefix, Partition(1, day, hour % 24), 0, i * 10, i * 10 + 9))
+    events = [*keys, *(rng.choice(keys) for _ in range(EVENTS - unique))]
+    rng.shuffle(events)
+    return keys, events
+
+
+def drain_waves(events: list[DataKey], settings: Settings, clients: Clients) -> tuple[Report, float, int]:
+    """Put the objects wave by wave, draining after each; return the summed report, the handler's CPU seconds and
+    the per-wave lower bound of BatchCreatePartition calls."""
+    body = _parquet()
+    state = State(600)
+    report = Report()
+    cpu = 0.0
+    seen: set[tuple[object, Partition]] = set()
+    wave_bound = 0
+    started = time.monotonic()
+    for start in range(0, EVENTS, WAVE):
+        wave = events[start : start + WAVE]
+        for data_key in wave:
+            clients.s3.put_object(Bucket=settings.bucket, Key=data_key.key(), Body=body)
+        new = Counter(
+            k.table for k in {(k.table, k.partition): k for k in wave}.values() if (k.table, k.partition) not in seen
+        )
+        seen |= {(k.table, k.partition) for k in wave}
+        wave_bound += sum(math.ceil(n / 100) for n in new.values())
+        tick = time.process_time()
+        wave_report = drain(settings, clients, state, lambda: 900_000)
+        cpu += time.process_time() - tick
+        report.counts.update(wave_report.counts)
+        report.errors.extend(wave_report.errors)
+        print(f"[bench] {start + len(wave)}/{EVENTS} events drained ({time.monotonic() - started:.0f}s)", flush=True)
+    return report, cpu, wave_bound
+
+
+def main() -> None:
     endpoints = local_endpoints()
     with stack.running():
         env, catalog_dir, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-")))
@@ -61,19 +104,7 @@ def main() -> None:  # noqa: PLR0915 - one linear scenario, read top to bottom
             prefix: TableSettings(t.database, t.table, TableInference.NATIVE, t.crawler_name, t.location)
             for prefix, t in tables_from_document(tables_document(topics), env.bucket).items()
         }
-        unique = EVENTS - int(EVENTS * DUPLICATE_SHARE)
-        rng = random.Random(42)
-        keys = []
-        for i in range(unique):
-            topic = topics[i % len(topics)]
-            hour = rng.randrange(HOURS_PER_TABLE)
-            day = date(2026, 11, 1) + timedelta(days=hour // 24)
-            keys.append(DataKey(topic.prefix, Partition(1, day, hour % 24), 0, i * 10, i * 10 + 9))
-        events = [*keys, *(rng.choice(keys) for _ in range(EVENTS - unique))]
-        rng.shuffle(events)
-        body = _parquet()
-        s3 = clients["s3"]
-
+        keys, events = workload(topics)
         calls: Counter[str] = Counter()
         created_values: list[tuple[str, str, tuple[str, ...]]] = []
 
@@ -92,61 +123,48 @@ def main() -> None:  # noqa: PLR0915 - one linear scenario, read top to bottom
             max_messages=EVENTS * 2,
             wait_seconds=0,
         )
-        state = State(600)
-        report = Report()
-        cpu = 0.0
-        seen: set[tuple[object, Partition]] = set()
-        wave_bound = 0
-        started = time.monotonic()
-        for start in range(0, EVENTS, WAVE):
-            wave = events[start : start + WAVE]
-            for data_key in wave:
-                s3.put_object(Bucket=env.bucket, Key=data_key.key(), Body=body)
-            new = Counter(
-                k.table
-                for k in {(k.table, k.partition): k for k in wave}.values()
-                if (k.table, k.partition) not in seen
-            )
-            seen |= {(k.table, k.partition) for k in wave}
-            wave_bound += sum(math.ceil(n / 100) for n in new.values())
-            tick = time.process_time()
-            wave_report = drain(settings, Clients(sqs, glue, s3, clients["events"]), state, lambda: 900_000)
-            cpu += time.process_time() - tick
-            report.counts.update(wave_report.counts)
-            report.errors.extend(wave_report.errors)
-            print(
-                f"[bench] {start + len(wave)}/{EVENTS} events drained ({time.monotonic() - started:.0f}s)", flush=True
-            )
+        report, cpu, wave_bound = drain_waves(events, settings, Clients(sqs, glue, clients["s3"], clients["events"]))
+        write_result("maintainer", summarize(report, calls, keys, len(topics), wave_bound, cpu, created_values))
 
-        messages = report.counts["messages"]  # the data events plus S3's TestEvent
-        waves = math.ceil(EVENTS / WAVE)
-        partitions_per_table = Counter((k.table, k.partition) for k in keys)
-        new_per_table = Counter(table for table, _ in partitions_per_table)
-        bound_create = sum(math.ceil(n / 100) for n in new_per_table.values())
-        result = {
-            "events": EVENTS,
-            "duplicate_share": DUPLICATE_SHARE,
-            "tables": len(topics),
-            "partitions": len(partitions_per_table),
-            "messages_drained": messages,
-            "calls": dict(sorted(calls.items())),
-            "ratios": {
-                "ReceiveMessage": calls["sqs.ReceiveMessage"] / math.ceil(messages / 10),
-                "ReceiveMessage_excluding_final_empty_poll_per_wave": (calls["sqs.ReceiveMessage"] - waves)
-                / math.ceil(messages / 10),
-                "BatchCreatePartition_vs_per_wave_bound": calls["glue.BatchCreatePartition"] / wave_bound,
-                "DeleteMessageBatch": calls["sqs.DeleteMessageBatch"] / math.ceil(messages / 10),
-                "BatchCreatePartition": calls["glue.BatchCreatePartition"] / bound_create,
-            },
-            "lower_bounds": {
-                "ReceiveMessage": math.ceil(messages / 10),
-                "DeleteMessageBatch": math.ceil(messages / 10),
-                "BatchCreatePartition": bound_create,
-            },
-            "duplicate_partitions_created": len(created_values) - len(set(created_values)),
-            "partition_create_requests_for_existing": len(created_values) - report.counts["partitions_added"],
-            "handler_cpu_seconds_per_10k_events": cpu * 10_000 / EVENTS,
-            "left_for_retry": report.counts["left_for_retry"],
-            "counts": dict(sorted(report.counts.items())),
-        }
-        write_result("maintainer", result)
+
+def summarize(  # noqa: PLR0917 - the measurements of one run
+    report: Report,
+    calls: Counter[str],
+    keys: list[DataKey],
+    tables: int,
+    wave_bound: int,
+    cpu: float,
+    created_values: list[tuple[str, str, tuple[str, ...]]],
+) -> dict[str, Any]:
+    messages = report.counts["messages"]  # the data events plus S3's TestEvent
+    waves = math.ceil(EVENTS / WAVE)
+    partitions_per_table = Counter((k.table, k.partition) for k in keys)
+    new_per_table = Counter(table for table, _ in partitions_per_table)
+    bound_create = sum(math.ceil(n / 100) for n in new_per_table.values())
+    return {
+        "events": EVENTS,
+        "duplicate_share": DUPLICATE_SHARE,
+        "tables": tables,
+        "partitions": len(partitions_per_table),
+        "messages_drained": messages,
+        "calls": dict(sorted(calls.items())),
+        "ratios": {
+            "ReceiveMessage": calls["sqs.ReceiveMessage"] / math.ceil(messages / 10),
+            "ReceiveMessage_excluding_final_empty_poll_per_wave": (calls["sqs.ReceiveMessage"] - waves)
+            / math.ceil(messages / 10),
+            "BatchCreatePartition_vs_per_wave_bound": calls["glue.BatchCreatePartition"] / wave_bound,
+            "DeleteMessageBatch": calls["sqs.DeleteMessageBatch"] / math.ceil(messages / 10),
+            "BatchCreatePartition": calls["glue.BatchCreatePartition"] / bound_create,
+        },
+        "lower_bounds": {
+            "ReceiveMessage": math.ceil(messages / 10),
+            "DeleteMessageBatch": math.ceil(messages / 10),
+            "BatchCreatePartition": bound_create,
+        },
+        "duplicate_partitions_created": len(created_values) - len(set(created_values)),
+        "partition_create_requests_for_existing": len(created_values) - report.counts["partitions_added"],
+        "handler_cpu_seconds_per_10k_events": cpu * 10_000 / EVENTS,
+        "left_for_retry": report.counts["left_for_retry"],
+        "counts": dict(sorted(report.counts.items())),
+    }
+

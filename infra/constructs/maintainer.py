@@ -70,6 +70,25 @@ class Maintainer(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
         role = self._role(log_group, topics, databases, bucket, keys, queue, bus)
+        self.function = self._function(name, settings, topics, role, log_group, queue, bus, build_dir)
+        events.Rule(
+            self,
+            "Schedule",
+            schedule=events.Schedule.rate(Duration.minutes(settings.maintainer_schedule_minutes)),
+            targets=[targets.LambdaFunction(self.function)],
+        )
+
+    def _function(  # noqa: PLR0917 - what the function is built from
+        self,
+        name: str,
+        settings: EnvironmentSettings,
+        topics: list[Topic],
+        role: iam.IRole,
+        log_group: logs.ILogGroup,
+        queue: sqs.IQueue,
+        bus: events.IEventBus,
+        build_dir: Path,
+    ) -> lambda_.Function:
         environment = MaintainerEnvironment.model_validate(
             {
                 "KAFKALAKE_BUCKET": settings.bucket,
@@ -80,7 +99,7 @@ class Maintainer(Construct):
                 "KAFKALAKE_COMPLETENESS_DELAY_SECONDS": settings.completeness_delay_seconds,
             }
         )
-        self.function = lambda_.Function(
+        function = lambda_.Function(
             self,
             "Function",
             function_name=name,
@@ -104,18 +123,13 @@ class Maintainer(Construct):
                 "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             },
         )
-        events.Rule(
-            self,
-            "Schedule",
-            schedule=events.Schedule.rate(Duration.minutes(settings.maintainer_schedule_minutes)),
-            targets=[targets.LambdaFunction(self.function)],
-        )
         acknowledge(
-            self.function,
+            function,
             "Pinned to python3.13, the runtime of the Powertools and SDK-for-pandas layers "
             "configured in environments.yaml; upgrade together with the layers.",
             "AwsSolutions-L1",
         )
+        return function
 
     def _role(  # noqa: PLR0917 - the resources the role grants access to
         self,

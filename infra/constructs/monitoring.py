@@ -47,19 +47,7 @@ class Monitoring(Construct):
             ),
         }
         thresholds = {"OldestNotification": 3 * settings.maintainer_schedule_minutes * 60}
-        self.alarms = {}
-        for name, metric in metrics.items():
-            alarm = cloudwatch.Alarm(
-                self,
-                name,
-                metric=metric,
-                threshold=thresholds.get(name, 0),
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            )
-            alarm.add_alarm_action(action)
-            self.alarms[name] = alarm
+        self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
         maintainer_counts = [
             cloudwatch.Metric(
                 namespace=NAMESPACE,
@@ -79,3 +67,19 @@ class Monitoring(Construct):
             ),
             cloudwatch.GraphWidget(title="Archiver jobs", left=[metrics["ArchiverJobFailures"]], width=12),
         )
+
+    def _alarm(
+        self, name: str, metric: cloudwatch.IMetric, threshold: float, action: cloudwatch.IAlarmAction
+    ) -> cloudwatch.Alarm:
+        """Fires when ``metric`` goes above ``threshold`` in one period; no data is no alarm."""
+        alarm = cloudwatch.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(action)
+        return alarm

@@ -306,13 +306,3 @@ def test_output_that_does_not_match_the_inputs_is_never_swapped_in(
     assert lake.manifest()["state"] == "planned"  # rolled back: the next run writes the output again
     compactor(spark, lake).run()
     assert_exact(spark, lake, rows)
-
-
-def test_merge_keeps_one_row_per_offset_sorted_in_the_requested_files(spark: SparkSession) -> None:
-    from spark_jobs.compactor import merge
-
-    rows = [(p, o, f"v{p}-{o}") for p in (1, 0) for o in (7, 3, 5, 3, 1, 5)]  # offsets 3 and 5 twice
-    frame = spark.createDataFrame(rows, "_kafka_partition int, _kafka_offset long, v string")
-    merged = merge(frame, 2)
-    assert merged.rdd.getNumPartitions() == 2
-    assert [tuple(r) for r in merged.collect()] == sorted(set(rows))  # partition order, then offset order

@@ -1,0 +1,24 @@
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="module")
+def bare_spark() -> Iterator[SparkSession]:
+    """A bare local session (no connectors, no stack) for the pure transforms; an active session is reused (the
+    transforms need nothing the stack's session lacks), one made here is stopped after the module."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("kafkalake-unit")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()

@@ -1,0 +1,74 @@
+"""What ships to AWS is exactly the core and the runtime code: dev tooling is never bundled."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from infra.assets import jobs_bundle, maintainer_bundle
+from infra.repo import catalog_dir
+from kafkalake.catalog import load_catalog
+
+CORE = {
+    f"kafkalake/{name}.py"
+    for name in (
+        "__init__",
+        "access",
+        "aws",
+        "catalog",
+        "environments",
+        "footer",
+        "glue",
+        "jobspec",
+        "kafka",
+        "layout",
+        "metrics",
+        "naming",
+        "registry",
+        "settings",
+        "wire",
+    )
+}
+"""The core package: what runs in AWS and is shared. A new module here is shipped to AWS: add it on purpose."""
+LAMBDA = CORE | {
+    "lambdas/__init__.py",
+    "lambdas/maintainer/__init__.py",
+    "lambdas/maintainer/dal.py",
+    "lambdas/maintainer/handler.py",
+    "lambdas/maintainer/inference.py",
+    "lambdas/maintainer/logic.py",
+    "lambdas/maintainer/models.py",
+    "lambdas/maintainer/tables.json",
+}
+JOBS = CORE | {
+    f"spark_jobs/{name}.py"
+    for name in (
+        "__init__",
+        "archiver",
+        "compactor",
+        "entrypoint",
+        "manifest",
+        "offsets",
+        "plan",
+        "session",
+        "sizing",
+        "transform",
+        "writer",
+    )
+}
+
+
+def test_the_lambda_asset_holds_exactly_the_allowlist(tmp_path: Path) -> None:
+    bundle = maintainer_bundle(tmp_path, load_catalog(catalog_dir()).for_env("staging"))
+    shipped = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()}
+    assert shipped == LAMBDA, f"not allowed: {sorted(shipped - LAMBDA)}; missing: {sorted(LAMBDA - shipped)}"
+
+
+def test_the_jobs_zip_holds_exactly_the_allowlist(tmp_path: Path) -> None:
+    bundle = jobs_bundle(tmp_path)
+    assert sorted(p.name for p in bundle.iterdir()) == ["catalog.zip", "entrypoint.py", "kafkalake_jobs.zip"]
+    with zipfile.ZipFile(bundle / "kafkalake_jobs.zip") as archive:
+        shipped = set(archive.namelist())
+    assert shipped == JOBS, f"not allowed: {sorted(shipped - JOBS)}; missing: {sorted(JOBS - shipped)}"
+    with zipfile.ZipFile(bundle / "catalog.zip") as archive:
+        assert all(name.endswith((".yaml", ".avsc")) for name in archive.namelist())

@@ -1,0 +1,132 @@
+"""The archiver's and compactor's pure transforms on a bare local session (chispa: DataFrame equality)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from kafkalake.catalog import TimeCandidate, TimeFormat
+from kafkalake.wire import encode
+from spark_jobs import transform
+from spark_jobs.compactor import coverage, merge
+
+SCHEMA = '{"type":"record","name":"R","fields":[{"name":"id","type":"string"}]}'
+T0 = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+NOW = datetime(2026, 11, 21, tzinfo=UTC)
+RAW = "key binary, value binary, partition int, offset long, timestamp timestamp"
+
+
+def raw(spark: SparkSession, values: list[bytes | None]) -> DataFrame:
+    rows = [(b"k", v, 0, offset, T0) for offset, v in enumerate(values)]
+    return transform.with_metadata(spark.createDataFrame(rows, RAW))
+
+
+def errors(frame: DataFrame) -> list[str | None]:
+    return [r["_error"] for r in frame.orderBy("_kafka_offset").collect()]
+
+
+def test_metadata_columns_replace_kafkas(bare_spark: SparkSession) -> None:
+    rows = raw(bare_spark, [b"v"])
+    assert rows.columns == ["_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_key", "_raw_value"]
+
+
+def test_avro_classification_by_frame(bare_spark: SparkSession) -> None:
+    good, unknown = encode(7, SCHEMA, {"id": "a"}), encode(8, SCHEMA, {"id": "a"})
+    classified = transform.classify_avro(raw(bare_spark, [good, None, b"\x00\x01", b"\x42garbage", unknown]), [7])
+    assert errors(classified) == [None, "tombstone", "truncated", "bad_magic_byte", "unknown_schema_id"]
+    assert [r["_schema_id"] for r in classified.orderBy("_kafka_offset").collect()] == [7, None, None, 1734439522, 8]
+
+
+def test_json_decoding_keeps_good_rows_and_flags_bad_ones(bare_spark: SparkSession) -> None:
+    classified = transform.classify_json(raw(bare_spark, [b'{"id": "a", "n": 2}', None, b"{not json"]))
+    assert errors(classified) == [None, "tombstone", None]
+    schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
+    decoded = transform.decode_json(classified, schema)
+    assert errors(decoded) == [None, "bad_json"]
+    first = decoded.orderBy("_kafka_offset").first()
+    assert first is not None and first["_value"].asDict() == {"id": "a", "n": 2}
+
+
+def timed(spark: SparkSession, values: list[tuple[str | None, int | None]]) -> DataFrame:
+    frame = spark.createDataFrame(
+        [(0, i, T0, None, {"meta": {"at": at}, "epoch": epoch}) for i, (at, epoch) in enumerate(values)],
+        "_kafka_partition int, _kafka_offset long, _kafka_timestamp timestamp, _error string, "
+        "_value struct<meta: struct<at: string>, epoch: long>",
+    )
+    candidates = (
+        TimeCandidate(path="meta.at", format=TimeFormat.ISO8601, default_zone="Europe/Berlin"),
+        TimeCandidate(path="epoch", format=TimeFormat.EPOCH, unit="ms"),
+        TimeCandidate(path="absent.field", format=TimeFormat.EPOCH, unit="s"),
+    )
+    return transform.with_business_time(frame, candidates, NOW).orderBy("_kafka_offset")
+
+
+def test_business_time_takes_the_first_valid_candidate(bare_spark: SparkSession) -> None:
+    rows = timed(
+        bare_spark,
+        [
+            ("2026-11-20T08:15:00Z", None),  # ISO with zone
+            ("2026-11-20 08:15:00", None),  # no zone: the candidate's default zone (UTC+1)
+            (None, int(datetime(2026, 11, 20, 5, tzinfo=UTC).timestamp() * 1000)),  # epoch ms
+            ("garbage", None),  # nothing valid: Kafka time
+            ("1999-12-31T23:00:00Z", None),  # before 2000
+            ("2026-11-23T00:00:00Z", None),  # more than a day after the plan's now
+        ],
+    ).collect()
+    assert [(r["dt"], r["hour"], r["_time_source"]) for r in rows] == [
+        ("2026-11-20", 8, "meta.at"),
+        ("2026-11-20", 7, "meta.at"),
+        ("2026-11-20", 5, "epoch"),
+        ("2026-11-20", 10, "kafka_timestamp"),
+        ("1999-12-31", 23, "meta.at"),
+        ("2026-11-23", 0, "meta.at"),
+    ]
+    assert [r["_error"] for r in rows] == [None, None, None, None, "time_out_of_bounds", "time_out_of_bounds"]
+
+
+def test_data_quarantine_and_tombstone_rows(bare_spark: SparkSession) -> None:
+    classified = transform.classify_avro(raw(bare_spark, [encode(7, SCHEMA, {"id": "a"}), None, b"\x42garbage"]), [7])
+    decoded = classified.filter(F.col("_error").isNull()).withColumn("_value", F.struct(F.lit("a").alias("id")))
+    rows = transform.data_rows(transform.with_business_time(decoded, (), NOW), include_key=True, include_headers=False)
+    assert rows.columns == [
+        "id",
+        "_kafka_partition",
+        "_kafka_offset",
+        "_kafka_timestamp",
+        "_business_time",
+        "_time_source",
+        "_key",
+        "dt",
+        "hour",
+    ]
+    quarantine = transform.quarantine_rows(classified)
+    assert [(r["_kafka_offset"], r["_error"], r["_raw_value"], r["dt"]) for r in quarantine.collect()] == [
+        (2, "bad_magic_byte", bytearray(b"\x42garbage"), "2026-11-20")
+    ]
+    both = transform.with_tombstones(rows, classified)
+    assert sorted((r["_kafka_offset"], r["_tombstone"], r["id"]) for r in both.collect()) == [
+        (0, False, "a"),
+        (1, True, None),
+    ]
+
+
+def test_merge_keeps_one_row_per_offset_sorted_in_the_requested_files(bare_spark: SparkSession) -> None:
+    rows = [(p, o, f"v{p}-{o}") for p in (1, 0) for o in (7, 3, 5, 3, 1, 5)]  # offsets 3 and 5 twice
+    frame = bare_spark.createDataFrame(rows, "_kafka_partition int, _kafka_offset long, v string")
+    merged = merge(frame, 2)
+    assert merged.rdd.getNumPartitions() == 2
+    assert [tuple(r) for r in merged.collect()] == sorted(set(rows))  # partition order, then offset order
+    expected = bare_spark.createDataFrame(sorted(set(rows)), "_kafka_partition int, _kafka_offset long, v string")
+    assert_df_equality(merged, expected, ignore_row_order=True)
+
+
+def test_coverage_counts_missing_extra_and_duplicate_offsets(bare_spark: SparkSession) -> None:
+    schema = "_kafka_partition int, _kafka_offset long"
+    inputs = bare_spark.createDataFrame([(0, 1), (0, 2), (0, 3), (1, 1)], schema)
+    outputs = bare_spark.createDataFrame([(0, 1), (0, 2), (0, 2), (1, 1), (1, 9)], schema)
+    assert coverage(inputs, outputs) == {"missing": 1, "extra": 1, "duplicates": 1, "rows": 5}
+    assert coverage(inputs, inputs) == {"missing": 0, "extra": 0, "duplicates": 0, "rows": 4}
