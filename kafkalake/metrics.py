@@ -55,3 +55,25 @@ DASHBOARD_COUNTS: Final = (
     Count.ERRORS,
 )
 """The maintainer counts the dashboard graphs."""
+
+
+class ArchiverMetric(StrEnum):
+    """What each archiver run publishes (namespace ``NAMESPACE``)."""
+
+    LAG = "ArchiverLag"
+    """Per topic and Kafka partition: high watermark - committed offset after the run."""
+    RECORDS_READ = "ArchiverRecordsRead"
+    RECORDS_WRITTEN = "ArchiverRecordsWritten"
+    RECORDS_QUARANTINED = "ArchiverRecordsQuarantined"
+    TOMBSTONES = "ArchiverTombstones"
+    LATEST_HOUR = "ArchiverLatestHourWritten"
+    """Per topic and Kafka partition: the start of the latest business hour written, in seconds since the epoch."""
+    RUN_SECONDS = "ArchiverRunSeconds"
+    """Per topic."""
+    TOPICS_FAILED = "ArchiverTopicsFailed"
+    """Per environment: topics whose run failed."""
+    TOTAL_LAG = "ArchiverTotalLag"
+    """Per environment: the sum of every topic's lag."""
+
+
+ENVIRONMENT_DIMENSION: Final = "Environment"

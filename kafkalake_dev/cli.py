@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from kafkalake_dev.demo import DemoReport
     from kafkalake_dev.inventory import TableInventory
-    from spark_jobs.archiver import Summary
+    from spark_jobs.fleet import TopicResult
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_args_is_help=True)
@@ -283,53 +284,63 @@ def inventory(
 
 @app.command("archive")
 def archive(
-    topic: Annotated[list[str], typer.Option("--topic", help="Topic to archive; repeat for several.")],
+    topic: Annotated[list[str] | None, typer.Option("--topic", help="Topic to archive (default: all).")] = None,
     env: EnvOption = "staging",
     local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
+    concurrency: Annotated[int, typer.Option(help="Topics in flight at once.")] = 4,
+    budget_minutes: Annotated[float, typer.Option(help="No new plan starts after this.")] = 15.0,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
-    """Archive topics from Kafka to S3 Parquet (one after another, each exactly once) and summarize."""
+    """Archive topics from Kafka to S3 Parquet, each caught up and exactly once, several at a time; exits 1 when
+    any topic failed."""
     from kafkalake_dev.demo import archive_topics
     from kafkalake_dev.spark import local_session
+    from spark_jobs.fleet import resolve
 
     if not local:
-        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver.py)")
-    loaded = load_catalog(catalog)
+        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/fleet.py)")
     bucket = environment(env).bucket
+    topics, unknown = resolve(load_catalog(catalog), env, topic or [])
     endpoints = local_endpoints(bucket)
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     console = wide_console()
-    summaries = archive_topics(spark, endpoints, [loaded.get(name, env) for name in topic], console.print)
-    print_archive_summary(summaries, bucket)
+    results = [
+        *unknown,
+        *archive_topics(
+            spark, endpoints, topics, console.print, concurrency=concurrency, budget_minutes=budget_minutes
+        ),
+    ]
+    print_archive_summary(results, bucket)
+    failed = [r.name for r in results if not r.ok]
+    if failed:
+        console.print(f"{len(failed)} of {len(results)} topics FAILED: {', '.join(failed)}")
+        raise typer.Exit(1)
 
 
-def print_archive_summary(summaries: list[Summary], bucket: str) -> None:
+def print_archive_summary(results: list[TopicResult], bucket: str) -> None:
     from rich.table import Table
 
     table = Table(title=f"archived to s3://{bucket}/")
-    for column in ("topic", "partition", "offsets", "read", "written", "files", "quarantined", "tombstones"):
-        table.add_column(column)
-    for summary in summaries:
-        for partition, (start, end) in sorted(summary.plan.items()):
-            counts = summary.per_partition.get(partition, {})
-            table.add_row(
-                summary.topic,
-                str(partition),
-                f"{start}-{end}",
-                *(str(counts.get(k, 0)) for k in ("read", "written", "files", "quarantined", "tombstones")),
-            )
-        reasons = " ".join(f"{k}={v}" for k, v in sorted(summary.quarantine_by_reason.items()))
+    columns = ("topic", "status", "plans", "read", "written", "files", "quarantined", "tombstones", "lag", "seconds")
+    for column in (*columns, "read / decode / write / commit s", "error"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        line = result.as_dict()
+        reasons = Counter[str]()
+        for summary in result.plans:
+            reasons.update(summary.quarantine_by_reason)
         table.add_row(
-            summary.topic,
-            "all",
-            "nothing new" if not summary.plan else "",
-            str(summary.read),
-            str(summary.written),
-            str(summary.objects),
-            f"{summary.quarantined} {reasons}".strip(),
-            str(summary.tombstones),
-            end_section=True,
+            result.kafka_topic,
+            line["status"],
+            str(line["plans"]),
+            *(str(line[k]) for k in ("read", "written", "objects")),
+            " ".join([str(line["quarantined"]), *(f"{k}={v}" for k, v in sorted(reasons.items()))]),
+            str(line["tombstones"]),
+            str(sum(result.lag.values())),
+            f"{result.seconds:.1f}",
+            " / ".join(f"{v:.1f}" for v in line["timings"].values()),
+            result.error or "",
         )
     wide_console().print(table)
 

@@ -28,10 +28,11 @@ from kafkalake_dev.workload import Produced
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from spark_jobs.archiver import Summary
     from spark_jobs.compactor import Knobs, PartitionResult
+    from spark_jobs.fleet import TopicResult
 
 HOURS = 6
+ARCHIVE_CONCURRENCY = 4
 MIN_INPUT_FILES = 2
 """The demo's partitions hold a few files each; in production the compactor's default (10) applies."""
 
@@ -76,7 +77,7 @@ class DemoReport:
     env: str
     bucket: str
     tables: list[TableResult] = field(default_factory=list)
-    archived: list[Summary] = field(default_factory=list)
+    archived: list[TopicResult] = field(default_factory=list)
     maintainer_runs: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -142,11 +143,21 @@ def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
 
 
 def archive_topics(
-    spark: SparkSession, endpoints: Endpoints, topics: list[Topic], say: Callable[[str], None]
-) -> list[Summary]:
-    from spark_jobs.archiver import archive_topic
+    spark: SparkSession,
+    endpoints: Endpoints,
+    topics: list[Topic],
+    say: Callable[[str], None],
+    *,
+    concurrency: int = ARCHIVE_CONCURRENCY,
+    budget_minutes: float = 30.0,
+) -> list[TopicResult]:
+    """Every topic caught up, ``concurrency`` at a time, as the archiver job does."""
+    import time
 
-    return [archive_topic(spark, endpoints, topic, say=say) for topic in topics]
+    from spark_jobs.fleet import archive_fleet
+
+    deadline = time.monotonic() + budget_minutes * 60
+    return archive_fleet(spark, endpoints, topics, concurrency=concurrency, deadline=deadline, say=say)
 
 
 def compact_topics(
@@ -196,6 +207,9 @@ def run_demo(
     spark.sparkContext.setLogLevel("ERROR")
     say("[3/6] archiver: every topic, exactly once")
     report.archived = archive_topics(spark, endpoints, topics, say)
+    failed = [f"{r.kafka_topic}: {r.error}" for r in report.archived if not r.ok]
+    if failed:
+        raise RuntimeError("the archiver failed for " + "; ".join(failed))
     say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
     say("[5/6] compactor on the closed partitions, then the maintainer again")

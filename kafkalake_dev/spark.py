@@ -41,6 +41,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
         .appName(app_name)
         .config("spark.jars", ",".join(str(p) for p in spark_jars()))
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.scheduler.mode", "FAIR")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")

@@ -1,43 +1,52 @@
-"""The archiver: one topic, a durable plan of bounded offset ranges, deterministic Parquet objects, then the
-offset commit. ``archive_topic`` = plan, read, transform, write, commit.
+"""The archiver for one topic: a durable plan of bounded offset ranges, deterministic Parquet objects, then the
+offset commit. ``archive_topic`` carries out one plan; ``catch_up`` carries out plans until the topic reaches the
+high watermark seen when it started (``spark_jobs.fleet`` runs many topics at once).
 
 Exactly once: the plan (``spark_jobs.plan``) is stored before anything is written; object keys and bytes depend
 only on the plan and Kafka's immutable records, so a redo rewrites the same objects. Offsets (``spark_jobs.offsets``)
 are committed only after every object is in S3; then the plan is deleted.
+
+Each plan's records are read once and decoded once (both cached for the plan's duration): the counts, the data
+objects and the quarantine objects all come from those caches.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
+import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, ValueFormat, load_catalog
+from kafkalake.catalog import Topic, ValueFormat
 from kafkalake.layout import DataKey, Partition, TablePrefix, parse_data_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from spark_jobs import transform
 from spark_jobs.offsets import Offsets, consumer_group
 from spark_jobs.plan import Plan, PlanStore, plan_ranges
-from spark_jobs.session import job_session
-from spark_jobs.writer import WriteSpec, total, write_groups
+from spark_jobs.writer import WriteSpec, write_groups
+
+PHASES = ("read", "decode", "write", "commit")
+
+
+class SubjectMissing(RuntimeError):
+    """An Avro topic has records but its value subject has no schema in the registry."""
 
 
 @dataclass
 class Summary:
+    """One carried-out plan."""
+
     topic: str
     plan: dict[int, tuple[int, int]]
     read: int = 0
@@ -47,14 +56,26 @@ class Summary:
     tombstones: int = 0
     quarantine_by_reason: dict[str, int] = field(default_factory=dict)
     per_partition: dict[int, dict[str, int]] = field(default_factory=dict)
+    latest_hour: dict[int, str] = field(default_factory=dict)
+    """Kafka partition → the start (ISO, UTC) of the latest business hour it wrote data to."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds per phase: read (Kafka, classified and counted), decode, write (data and quarantine), commit."""
     redone_plan: bool = False
 
     def balanced(self) -> bool:
         return self.read == self.written + self.quarantined + self.tombstones
 
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.monotonic() - started
+
 
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
-    """A bounded batch read of exactly the plan's ranges."""
+    """A bounded batch read of exactly the plan's ranges (one Spark partition per Kafka partition)."""
     topic = plan.kafka_topic
     starting = {topic: {str(p): start for p, (start, _) in plan.ranges.items()}}
     ending = {topic: {str(p): end for p, (_, end) in plan.ranges.items()}}
@@ -75,10 +96,15 @@ def version_schemas(topic: Topic, registry: RegistryClient) -> list[transform.Ve
     layout's schema_version). JSON: the catalog's newest schema."""
     if topic.spec.value_format == ValueFormat.JSON:
         return [transform.VersionSchema(len(topic.schemas), None, topic.schemas[-1])]
-    return [
-        transform.VersionSchema(s.version, s.schema_id, s.schema)
-        for s in registry.versions(value_subject(topic.kafka_topic))
-    ]
+    subject = value_subject(topic.kafka_topic)
+    versions = [transform.VersionSchema(s.version, s.schema_id, s.schema) for s in registry.versions(subject)]
+    if not versions:
+        raise SubjectMissing(
+            f"topic {topic.kafka_topic}: the registry at {registry.url} has no schema under subject {subject!r}, "
+            "so no record can be decoded. Register the topic's value schema there (TopicNameStrategy), or set "
+            f"value_format: json in {topic.source} if the topic carries JSON."
+        )
+    return versions
 
 
 def spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
@@ -89,27 +115,106 @@ def spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
     return StructType.fromJson(json.loads(converted))
 
 
-def transform_topic(
-    raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema], now: datetime, spark: SparkSession
-) -> tuple[dict[int, DataFrame], DataFrame, DataFrame]:
-    """Raw Kafka rows → (data rows per schema version, quarantine rows, classified rows for counting)."""
-    rows = transform.with_metadata(raw)
-    archive = topic.spec.archive
+def decode_versions(
+    classified: DataFrame, topic: Topic, versions: list[transform.VersionSchema], now: datetime, spark: SparkSession
+) -> dict[int, DataFrame]:
+    """Per schema version: its rows decoded, with their business time (and the errors decoding found)."""
     if topic.spec.value_format == ValueFormat.AVRO:
-        classified = transform.classify_avro(rows, [v.schema_id for v in versions if v.schema_id is not None])
         decoded = {v.version: transform.decode_avro(classified, v) for v in versions}
     else:
-        classified = transform.classify_json(rows)
         decoded = {v.version: transform.decode_json(classified, spark_schema(spark, v.avro_schema)) for v in versions}
-    timed = {v: transform.with_business_time(d, topic.spec.time_fields, now) for v, d in decoded.items()}
+    return {v: transform.with_business_time(d, topic.spec.time_fields, now) for v, d in decoded.items()}
+
+
+def classify(raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema]) -> DataFrame:
+    rows = transform.with_metadata(raw)
+    if topic.spec.value_format == ValueFormat.AVRO:
+        return transform.classify_avro(rows, [v.schema_id for v in versions if v.schema_id is not None])
+    return transform.classify_json(rows)
+
+
+def data_frames(timed: dict[int, DataFrame], classified: DataFrame, topic: Topic) -> dict[int, DataFrame]:
+    """Rows to write per schema version (kept tombstones join the newest version as delete-log rows)."""
+    archive = topic.spec.archive
     data = {v: transform.data_rows(t, archive.include_key, archive.include_headers) for v, t in timed.items()}
-    if topic.spec.tombstones == "keep" and versions:
+    if topic.spec.tombstones == "keep" and data:
         newest = max(data)
         data[newest] = transform.with_tombstones(data[newest], classified)
+    return data
+
+
+def quarantine_frame(classified: DataFrame, timed: dict[int, DataFrame]) -> DataFrame:
     quarantine = transform.quarantine_rows(classified)
-    for t in timed.values():
-        quarantine = quarantine.unionByName(transform.quarantine_rows(t))
-    return data, quarantine, classified
+    for frame in timed.values():
+        quarantine = quarantine.unionByName(transform.quarantine_rows(frame))
+    return quarantine
+
+
+def error_counts(frame: DataFrame) -> Counter[tuple[int, str | None]]:
+    """Rows per (Kafka partition, error); also what materializes the frame's cache."""
+    rows = frame.groupBy("_kafka_partition", "_error").count().collect()
+    return Counter({(int(r["_kafka_partition"]), r["_error"]): int(r["count"]) for r in rows})
+
+
+class TopicArchiver:
+    """One topic's offsets, plan store and Kafka/registry access, for one or more plans in a row."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        endpoints: Endpoints,
+        topic: Topic,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
+        s3 = make_client(endpoints, "s3")
+        secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
+        self.access = kafka_access(endpoints, secrets)
+        self.offsets = Offsets(self.access, topic.kafka_topic)
+        self.store = PlanStore(s3, endpoints.bucket, topic.prefix.plan_key())
+
+    def close(self) -> None:
+        self.offsets.close()
+
+    def new_plan(self, ceiling: dict[int, int] | None) -> Plan:
+        committed, low, high = self.offsets.state()
+        if ceiling is not None:
+            high = {p: min(h, ceiling.get(p, h)) for p, h in high.items()}
+        archive = self.topic.spec.archive
+        ranges = plan_ranges(
+            committed,
+            low,
+            high,
+            max_records=archive.max_records_per_run,
+            accept_data_loss=archive.accept_data_loss,
+            topic=self.topic.kafka_topic,
+        )
+        return Plan(self.topic.kafka_topic, self.now().isoformat(), ranges)
+
+    def run_plan(self, ceiling: dict[int, int] | None = None) -> Summary:
+        """Carry out the topic's stored plan, or a new one up to ``ceiling``; then commit and delete the plan."""
+        topic = self.topic
+        plan, redone = self.store.load_or_create(lambda: self.new_plan(ceiling))
+        self.say(
+            f"{topic.kafka_topic}: {'redoing stored' if redone else 'new'} plan of {plan.records} records "
+            f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.store.bucket}/{self.store.key})"
+        )
+        summary = Summary(topic.kafka_topic, plan.ranges, redone_plan=redone)
+        if plan.ranges:
+            carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
+        with summary.phase("commit"):
+            self.offsets.commit(plan.ranges)
+            self.store.delete()
+        ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
+        self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
+        return summary
+
+    def lag(self) -> dict[int, int]:
+        """High watermark - committed offset (from the earliest retained offset when none is committed)."""
+        committed, low, high = self.offsets.state()
+        return {p: max(0, high[p] - (committed.get(p) or low[p])) for p in high}
 
 
 def archive_topic(
@@ -120,42 +225,12 @@ def archive_topic(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> Summary:
-    """Carry out the topic's stored plan, or a new one; then commit its offsets and delete the plan."""
-    s3 = make_client(endpoints, "s3")
-    secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
-    access = kafka_access(endpoints, secrets)
-    offsets = Offsets(access, topic.kafka_topic)
-    store = PlanStore(s3, endpoints.bucket, topic.prefix.plan_key())
+    """Carry out one plan of ``topic``."""
+    archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
     try:
-        plan, redone = store.load_or_create(lambda: new_plan(offsets, topic, now()))
-        say(
-            f"{topic.kafka_topic}: {'redoing stored' if redone else 'new'} plan of {plan.records} records "
-            f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{store.bucket}/{store.key})"
-        )
-        summary = Summary(topic.kafka_topic, plan.ranges, redone_plan=redone)
-        if plan.ranges:
-            carry_out(spark, endpoints, topic, plan, summary, access=access, say=say)
-        offsets.commit(plan.ranges)
-        ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
-        say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
-        store.delete()
-        return summary
+        return archiver.run_plan()
     finally:
-        offsets.close()
-
-
-def new_plan(offsets: Offsets, topic: Topic, now: datetime) -> Plan:
-    committed, low, high = offsets.state()
-    archive = topic.spec.archive
-    ranges = plan_ranges(
-        committed,
-        low,
-        high,
-        max_records=archive.max_records_per_run,
-        accept_data_loss=archive.accept_data_loss,
-        topic=topic.kafka_topic,
-    )
-    return Plan(topic.kafka_topic, now.isoformat(), ranges)
+        archiver.close()
 
 
 def carry_out(
@@ -168,17 +243,29 @@ def carry_out(
     access: KafkaAccess,
     say: Callable[[str], None],
 ) -> None:
-    """Read the plan's records, write data and quarantine objects, and check every record is accounted for."""
+    """Read the plan's records once, decode them once, write data and quarantine objects, and check every record
+    is accounted for."""
     versions = version_schemas(topic, access.registry())
-    raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers).persist()
+    cached: list[DataFrame] = []
     try:
-        now = datetime.fromisoformat(plan.created_at)
-        data, quarantine, classified = transform_topic(raw, topic, versions, now, spark)
-        files = write_data(endpoints, topic, data, summary, say)
-        summary.quarantined = total(write_groups(quarantine, quarantine_spec(endpoints, topic)))["rows"]
-        count_records(classified, quarantine, topic, summary, files)
+        with summary.phase("read"):
+            raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
+            classified = classify(raw, topic, versions).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(classified)
+            counts = error_counts(classified)
+        with summary.phase("decode"):
+            timed = decode_versions(classified, topic, versions, datetime.fromisoformat(plan.created_at), spark)
+            timed = {v: frame.persist(StorageLevel.MEMORY_AND_DISK) for v, frame in timed.items()}
+            cached += timed.values()
+            decode_errors = sum((error_counts(frame) for frame in timed.values()), Counter())
+        with summary.phase("write"):
+            write_data(endpoints, topic, data_frames(timed, classified, topic), summary, say)
+            quarantined = write_groups(quarantine_frame(classified, timed), quarantine_spec(endpoints, topic)).collect()
     finally:
-        raw.unpersist()
+        for frame in cached:
+            frame.unpersist()
+    summary.quarantined = sum(r["rows"] for r in quarantined)
+    count_records(counts, decode_errors, topic, summary)
     if not summary.balanced():
         raise RuntimeError(
             f"{topic.kafka_topic}: read {summary.read} != written {summary.written} + quarantined "
@@ -188,10 +275,9 @@ def carry_out(
 
 def write_data(
     endpoints: Endpoints, topic: Topic, data: dict[int, DataFrame], summary: Summary, say: Callable[[str], None]
-) -> dict[int, Counter[str]]:
-    """One object per (Kafka partition, hour) and schema version; returns files and rows per Kafka partition."""
+) -> None:
+    """One object per (Kafka partition, hour) and schema version, split by the record bound."""
     archive, prefix = topic.spec.archive, topic.prefix
-    files_by_partition: dict[int, Counter[str]] = {}
     for version, frame in sorted(data.items()):
         spec = WriteSpec(
             endpoints,
@@ -202,18 +288,21 @@ def write_data(
             archive.max_records_per_file,
             archive.compression,
         )
-        written = write_groups(frame, spec).collect()
+        written = write_groups(frame, spec, colocated=True).collect()
         rows = sum(r["rows"] for r in written)
         summary.objects += len(written)
         summary.written += rows
         for row in written:
-            per = files_by_partition.setdefault(parse_data_key(row["key"]).kafka_partition, Counter())
-            per.update({"files": 1, "written": row["rows"]})
+            key = parse_data_key(row["key"])
+            per = summary.per_partition.setdefault(key.kafka_partition, {})
+            per["files"] = per.get("files", 0) + 1
+            per["written"] = per.get("written", 0) + row["rows"]
+            hour = key.partition.start.isoformat()
+            summary.latest_hour[key.kafka_partition] = max(hour, summary.latest_hour.get(key.kafka_partition, hour))
         say(
             f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {len(written)} objects under "
             f"s3://{endpoints.bucket}/{prefix.data_prefix()}schema_version={version}/"
         )
-    return files_by_partition
 
 
 def quarantine_spec(endpoints: Endpoints, topic: Topic) -> WriteSpec:
@@ -229,36 +318,30 @@ def quarantine_spec(endpoints: Endpoints, topic: Topic) -> WriteSpec:
     )
 
 
-def count_records(
-    classified: DataFrame,
-    quarantine: DataFrame,
-    topic: Topic,
-    summary: Summary,
-    files_by_partition: dict[int, Counter[str]],
-) -> None:
-    """Records read and tombstones per Kafka partition, quarantined records per reason."""
-    counts = (
-        classified.groupBy("_kafka_partition")
-        .agg(F.count("*").alias("read"), F.sum((F.col("_error") == "tombstone").cast("int")).alias("tombstones"))
-        .collect()
-    )
-    summary.read = sum(int(r["read"]) for r in counts)
-    summary.tombstones = sum(int(r["tombstones"] or 0) for r in counts)
+ErrorCounts = Counter[tuple[int, str | None]]
+"""Rows per (Kafka partition, error or None)."""
+
+
+def count_records(counts: ErrorCounts, decode_errors: ErrorCounts, topic: Topic, summary: Summary) -> None:
+    """Records read and tombstones per Kafka partition (from the classification pass), quarantined records per
+    reason (classification and decoding errors)."""
+    errors = Counter({k: n for k, n in (counts + decode_errors).items() if k[1] not in (None, "tombstone")})
+    for (partition, error), n in counts.items():
+        per = summary.per_partition.setdefault(partition, {})
+        per["read"] = per.get("read", 0) + n
+        if error == "tombstone":
+            per["tombstones"] = per.get("tombstones", 0) + n
+    for (partition, _), n in errors.items():
+        per = summary.per_partition[partition]
+        per["quarantined"] = per.get("quarantined", 0) + n
+    summary.read = sum(counts.values())
+    summary.tombstones = sum(n for (_, error), n in counts.items() if error == "tombstone")
     if topic.spec.tombstones == "keep":
         summary.written -= summary.tombstones
     reasons: Counter[str] = Counter()
-    for row in quarantine.groupBy("_kafka_partition", "_error").count().collect():
-        reasons[row["_error"]] += int(row["count"])
-        files_by_partition.setdefault(int(row["_kafka_partition"]), Counter())["quarantined"] += int(row["count"])
+    for (_, error), n in errors.items():
+        reasons[str(error)] += n
     summary.quarantine_by_reason = dict(reasons)
-    summary.per_partition = {
-        int(r["_kafka_partition"]): {
-            "read": int(r["read"]),
-            "tombstones": int(r["tombstones"] or 0),
-            **files_by_partition.get(int(r["_kafka_partition"]), {}),
-        }
-        for r in counts
-    }
 
 
 def data_key(prefix: TablePrefix, version: int) -> Callable[[dict[str, Any], int, int], str]:
@@ -274,22 +357,3 @@ def quarantine_key(prefix: TablePrefix) -> Callable[[dict[str, Any], int, int], 
         return prefix.quarantine_key(date.fromisoformat(group["dt"]), int(group["_kafka_partition"]), first, last)
 
     return key
-
-
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="archiver", description="Archive Kafka topics to S3 Parquet, exactly once.")
-    parser.add_argument("--topic", action="append", required=True, help="topic name or Kafka topic; repeatable")
-    parser.add_argument("--env", required=True)
-    parser.add_argument("--catalog", type=Path, required=True, help="topic catalog folder")
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``entrypoint.py archive --env staging --catalog catalog --topic card-authorized`` (EMR Serverless)."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    endpoints = Endpoints.from_env(os.environ)
-    catalog = load_catalog(args.catalog)
-    spark = job_session("kafkalake-archiver")
-    for name in args.topic:
-        summary = archive_topic(spark, endpoints, catalog.get(name, args.env))
-        print(json.dumps(asdict(summary), default=str))

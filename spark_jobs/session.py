@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-SESSION_TIME_ZONE = "UTC"
-"""dt/hour partitions and zone-less ISO times are computed in the session zone: pinned, whatever the machine's."""
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.scheduler.mode": "FAIR",
+}
+"""UTC: the transforms do not depend on the session zone, but timestamps shown and written stay in UTC whatever the
+machine's zone. FAIR: the archiver runs several topics at once, each in its own pool."""
 
 
 def job_session(app_name: str) -> SparkSession:
-    spark = SparkSession.builder.appName(app_name).getOrCreate()
-    spark.conf.set("spark.sql.session.timeZone", SESSION_TIME_ZONE)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.conf.set("spark.sql.session.timeZone", SESSION_CONF["spark.sql.session.timeZone"])
     return spark

@@ -7,7 +7,7 @@ given a business time and split into data rows and quarantine rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -19,7 +19,8 @@ from kafkalake.wire import HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
 EPOCH_TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 MAX_EPOCH_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: beyond it the declared unit must be wrong
-EARLIEST = "2000-01-01 00:00:00"
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+SECONDS_PER_DAY = 86_400
 META_COLUMNS = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 QUARANTINE_COLUMNS = (
     "_kafka_partition",
@@ -116,9 +117,21 @@ def candidate_time(candidate: TimeCandidate, column: Column) -> Column:
     if candidate.format == TimeFormat.ISO8601:
         text = F.trim(column.cast("string"))
         with_offset = text.rlike(r"(Z|z|[+-][0-9]{2}:?[0-9]{2})$")
-        local = F.to_utc_timestamp(F.to_timestamp(text), candidate.default_zone)
+        # Parsed in the session zone, then read back as the wall time it was, whatever the session zone.
+        wall_time = F.from_utc_timestamp(F.to_timestamp(text), F.current_timezone())
+        local = F.to_utc_timestamp(wall_time, candidate.default_zone)
         return F.when(with_offset, F.to_timestamp(text)).otherwise(local)
     return column.cast("timestamp")
+
+
+def utc_date(timestamp: Column) -> Column:
+    """``yyyy-MM-dd`` of the instant in UTC, whatever the session's time zone."""
+    return F.date_from_unix_date(F.floor(F.unix_seconds(timestamp) / SECONDS_PER_DAY).cast("int")).cast("string")
+
+
+def utc_hour(timestamp: Column) -> Column:
+    """The hour (0-23) of the instant in UTC, whatever the session's time zone."""
+    return F.floor(F.pmod(F.unix_seconds(timestamp), F.lit(SECONDS_PER_DAY)) / 3600).cast("int")
 
 
 def with_business_time(decoded: DataFrame, candidates: tuple[TimeCandidate, ...], now: datetime) -> DataFrame:
@@ -134,13 +147,13 @@ def with_business_time(decoded: DataFrame, candidates: tuple[TimeCandidate, ...]
     for candidate, parsed in reversed(present):
         source = F.when(parsed.isNotNull(), F.lit(candidate.path)).otherwise(source)
     latest = F.lit(now).cast("timestamp") + F.expr("INTERVAL 1 DAY")
-    out_of_bounds = (F.col("_business_time") < F.lit(EARLIEST).cast("timestamp")) | (F.col("_business_time") > latest)
+    out_of_bounds = (F.col("_business_time") < F.lit(EARLIEST)) | (F.col("_business_time") > latest)
     return (
         decoded.withColumn("_business_time", business)
         .withColumn("_time_source", source)
         .withColumn("_error", F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))))
-        .withColumn("dt", F.date_format("_business_time", "yyyy-MM-dd"))
-        .withColumn("hour", F.hour("_business_time"))
+        .withColumn("dt", utc_date(F.col("_business_time")))
+        .withColumn("hour", utc_hour(F.col("_business_time")))
     )
 
 
@@ -155,7 +168,7 @@ def data_rows(timed: DataFrame, include_key: bool, include_headers: bool) -> Dat
 def quarantine_rows(rows: DataFrame) -> DataFrame:
     """Rows with an error other than a dropped tombstone, with their raw bytes, offsets and Kafka time."""
     return rows.filter(F.col("_error").isNotNull() & (F.col("_error") != "tombstone")).select(
-        *QUARANTINE_COLUMNS, F.date_format("_kafka_timestamp", "yyyy-MM-dd").alias("dt")
+        *QUARANTINE_COLUMNS, utc_date(F.col("_kafka_timestamp")).alias("dt")
     )
 
 
@@ -166,8 +179,8 @@ def tombstone_rows(rows: DataFrame) -> DataFrame:
         F.col("_key"),
         F.col("_kafka_timestamp").alias("_business_time"),
         F.lit("kafka_timestamp").alias("_time_source"),
-        F.date_format("_kafka_timestamp", "yyyy-MM-dd").alias("dt"),
-        F.hour("_kafka_timestamp").alias("hour"),
+        utc_date(F.col("_kafka_timestamp")).alias("dt"),
+        utc_hour(F.col("_kafka_timestamp")).alias("hour"),
     )
 
 

@@ -7,11 +7,13 @@ gives the same keys and the same bytes, which is what makes a re-run after a cra
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -36,10 +38,27 @@ class WriteSpec:
     compression: str = "snappy"
 
 
-def write_groups(frame: DataFrame, spec: WriteSpec) -> DataFrame:
-    """Write every group's rows (ordered by Kafka offset) and return one row per object written."""
-    ordered = frame.repartition(*spec.group_columns).sortWithinPartitions(*spec.group_columns, "_kafka_offset")
+def write_groups(frame: DataFrame, spec: WriteSpec, *, colocated: bool = False) -> DataFrame:
+    """Write every group's rows (ordered by Kafka offset) and return one row per object written.
+
+    ``colocated``: every group's rows are already in one Spark partition, so no shuffle is needed. True for frames
+    derived row by row from one Kafka read (the Kafka source reads each Kafka partition as one Spark partition, and
+    every group holds one Kafka partition); not for unions of such frames."""
+    grouped = frame if colocated else frame.repartition(*spec.group_columns)
+    ordered = grouped.sortWithinPartitions(*spec.group_columns, "_kafka_offset")
     return ordered.mapInArrow(_GroupWriter(spec), WRITTEN_SCHEMA)
+
+
+def group_starts(table: pa.Table, columns: Sequence[str]) -> list[int]:
+    """Row indices where a run of equal ``columns`` values starts (rows are sorted by them), plus the row count."""
+    if table.num_rows == 0:
+        return [0]
+    changed = pa.array([False] * (table.num_rows - 1), pa.bool_())
+    for name in columns:
+        column = table.column(name)
+        differs = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, table.num_rows - 1)), True)
+        changed = pc.or_(changed, differs)
+    return [0, *(int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist()), table.num_rows]
 
 
 _WRITTEN_ARROW = pa.schema(
@@ -69,12 +88,10 @@ class _GroupWriter:
         self.current: tuple[Any, ...] | None = None
         for batch in batches:
             table = pa.Table.from_batches([batch])
-            groups = list(zip(*(table.column(c).to_pylist() for c in self.spec.group_columns), strict=True))
-            start = 0
-            for index in range(1, len(groups) + 1):
-                if index == len(groups) or groups[index] != groups[start]:
-                    self._add(table.slice(start, index - start), groups[start])
-                    start = index
+            starts = group_starts(table, self.spec.group_columns)
+            for start, end in itertools.pairwise(starts):
+                group = tuple(table.column(c)[start].as_py() for c in self.spec.group_columns)
+                self._add(table.slice(start, end - start), group)
         self._flush()
         if self.written:
             yield pa.RecordBatch.from_pylist(self.written, schema=_WRITTEN_ARROW)

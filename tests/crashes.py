@@ -49,8 +49,8 @@ class CrashingKey:
 def _mid_write(patch: pytest.MonkeyPatch, archiver: ModuleType) -> None:
     write_groups = archiver.write_groups
 
-    def crashing(frame: Any, spec: Any) -> Any:
-        return write_groups(frame, dataclasses.replace(spec, key_for=CrashingKey(spec.key_for, after=1)))
+    def crashing(frame: Any, spec: Any, **options: Any) -> Any:
+        return write_groups(frame, dataclasses.replace(spec, key_for=CrashingKey(spec.key_for, after=1)), **options)
 
     patch.setattr(archiver, "write_groups", crashing)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -130,3 +131,31 @@ def test_coverage_counts_missing_extra_and_duplicate_offsets(bare_spark: SparkSe
     outputs = bare_spark.createDataFrame([(0, 1), (0, 2), (0, 2), (1, 1), (1, 9)], schema)
     assert coverage(inputs, outputs) == {"missing": 1, "extra": 1, "duplicates": 1, "rows": 5}
     assert coverage(inputs, inputs) == {"missing": 0, "extra": 0, "duplicates": 0, "rows": 4}
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata"])
+def test_partitions_do_not_depend_on_the_session_zone(bare_spark: SparkSession, zone: str) -> None:
+    values: list[tuple[str | None, int | None]] = [
+        ("2026-11-20T08:15:00Z", None),
+        ("2026-11-20 08:15:00", None),
+        ("2026-11-20T23:59:59", None),
+        ("x", 1_763_614_800_000),
+        ("2000-01-01T00:30:00Z", None),
+    ]
+    columns = ("_business_time", "dt", "hour", "_error")
+    in_utc = [tuple(r) for r in timed(bare_spark, values).select(*columns).collect()]
+    bare_spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        elsewhere = [tuple(r) for r in timed(bare_spark, values).select(*columns).collect()]
+        tombstone = transform.tombstone_rows(transform.classify_json(raw(bare_spark, [None]))).first()
+    finally:
+        bare_spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert [r[1:] for r in in_utc] == [
+        ("2026-11-20", 8, None),
+        ("2026-11-20", 7, None),
+        ("2026-11-20", 22, None),
+        ("2025-11-20", 5, None),
+        ("2000-01-01", 0, None),
+    ]
+    assert [r[1:] for r in elsewhere] == [r[1:] for r in in_utc]
+    assert tombstone is not None and (tombstone["dt"], tombstone["hour"]) == ("2026-11-20", 10)
