@@ -6,74 +6,34 @@ import dataclasses
 import json
 import threading
 import uuid
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from pyspark.sql import DataFrame, SparkSession
+from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from infra.repo import catalog_dir
-from kafkalake.aws import list_objects, make_client
+from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.kafka import ensure_topic, watermarks
+from kafkalake.kafka import ensure_topic
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.workload import produce_topic
 from spark_jobs import archiver
 from spark_jobs.archiver import archive_topic
-from spark_jobs.offsets import consumer_group
 from tests.crashes import CRASH_POINTS, InjectedCrash
+from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-archiver-tests"
-CATALOG = load_catalog(catalog_dir())
-START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
     return with_bucket(local_stack, BUCKET)
-
-
-def fresh(name: str, env: str = "staging", **archive: Any) -> Topic:
-    """A catalog topic under a unique Kafka topic and S3 prefix, so tests never share state."""
-    topic = CATALOG.get(name, env)
-    suffix = uuid.uuid4().hex[:8]
-    spec = topic.spec.model_copy(
-        update={"kafka_topic": f"test.{name}.{suffix}", "archive": topic.spec.archive.model_copy(update=archive)}
-    )
-    return dataclasses.replace(topic, env=f"test{suffix}", spec=spec)
-
-
-def produce(endpoints: Endpoints, topic: Topic, records: int) -> Counter[str]:
-    registry = RegistryClient(endpoints.schema_registry_url)
-    return produce_topic(topic, endpoints.kafka_bootstrap, registry, records, start=START, hours=5).counts
-
-
-def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
-    base = f"s3a://{endpoints.bucket}/{topic.prefix.data_prefix()}"
-    return spark.read.option("mergeSchema", "true").option("basePath", base).parquet(base)
-
-
-def keys(endpoints: Endpoints, prefix: str) -> set[str]:
-    return set(list_objects(make_client(endpoints, "s3"), endpoints.bucket, prefix))
-
-
-def committed_and_end(endpoints: Endpoints, topic: Topic) -> tuple[dict[int, int], dict[int, int]]:
-    consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": consumer_group(topic.kafka_topic)})
-    try:
-        parts = [TopicPartition(topic.kafka_topic, p) for p in range(3)]
-        committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=10)}
-        ends = {tp.partition: watermarks(consumer, tp)[1] for tp in parts}
-        return committed, ends
-    finally:
-        consumer.close()
 
 
 def test_archives_two_avro_versions_and_json_exactly(spark: SparkSession, endpoints: Endpoints) -> None:

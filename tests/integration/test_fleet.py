@@ -1,0 +1,186 @@
+"""The archiver over a fleet on the local stack: isolation, catch-up, metrics, and SIGKILLs at random moments."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from typer.testing import CliRunner
+
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic, load_catalog
+from kafkalake.kafka import ensure_topic
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
+from kafkalake.settings import Endpoints
+from kafkalake.wire import encode
+from kafkalake_dev.cli import app
+from kafkalake_dev.sandbox import isolated_env, with_bucket
+from kafkalake_dev.workload import sample_value
+from spark_jobs.fleet import catch_up
+from spark_jobs.metrics import metric_data, publish
+from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
+
+pytestmark = pytest.mark.stack
+RECORDS = 6000
+
+
+class Fleet:
+    """An isolated environment (its own catalog copy, bucket and Kafka topic names) for CLI and subprocess runs."""
+
+    def __init__(self, local_stack: Endpoints, folder: Path, archive: str = "") -> None:
+        self.env, self.catalog_dir, self.environments = isolated_env(folder)
+        if archive:
+            path = self.catalog_dir / "acme" / "payments" / self.env.name / "card-authorized.yaml"
+            path.write_text(path.read_text() + archive)
+        self.catalog = load_catalog(self.catalog_dir)
+        self.endpoints = with_bucket(local_stack, self.env.bucket)
+
+    def topic(self, name: str) -> Topic:
+        return self.catalog.get(name, self.env.name)
+
+    def command(self, *topics: str) -> list[str]:
+        names = [arg for t in topics for arg in ("--topic", t)]
+        return ["archive", "--env", self.env.name, "--catalog", str(self.catalog_dir), *names]
+
+
+def data_rows(spark: SparkSession, fleet: Fleet, topic: Topic) -> tuple[int, int, int]:
+    """(rows, distinct ids, duplicate (partition, offset) rows) as a reader finds them."""
+    rows = read_back(spark, fleet.endpoints, topic).filter(F.col("id").isNotNull())
+    duplicates = rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count()
+    return rows.count(), rows.select("id").distinct().count(), duplicates
+
+
+def test_one_run_over_four_topics_archives_the_good_and_reports_the_bad(
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet = Fleet(local_stack, tmp_path)
+    good = [fleet.topic("card-authorized"), fleet.topic("refund-issued")]
+    missing = fleet.topic("sensor-readings")  # never created in Kafka
+    unregistered = fleet.topic("customer-updated")  # records, but no schema under its subject
+    produced = {t.name: produce(fleet.endpoints, t, 300) for t in good}
+    ensure_topic(AdminClient({"bootstrap.servers": local_stack.kafka_bootstrap}), unregistered.kafka_topic, 3)
+    producer = Producer({"bootstrap.servers": local_stack.kafka_bootstrap})
+    schema = unregistered.schemas[0]
+    for i in range(20):
+        producer.produce(unregistered.kafka_topic, encode(1, schema, sample_value(json.loads(schema), "c", i)))
+    producer.flush(10)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(fleet.environments))
+
+    result = CliRunner().invoke(app, fleet.command(*(t.name for t in [*good, missing, unregistered])))
+
+    assert result.exit_code == 1, result.output
+    assert "2 of 4 topics FAILED" in result.output
+    assert "Unknown topic or partition" in result.output and missing.kafka_topic in result.output
+    assert f"no schema under subject '{unregistered.kafka_topic}-value'" in result.output
+    for topic in good:
+        counts = produced[topic.name]
+        expected = sum(v for k, v in counts.items() if k.startswith("schema_version"))
+        assert data_rows(spark, fleet, topic) == (expected, expected, 0)
+        committed, ends = committed_and_end(fleet.endpoints, topic)
+        assert committed == ends
+    for topic in (missing, unregistered):
+        assert keys(fleet.endpoints, topic.prefix.data_prefix()) == set()
+        assert keys(fleet.endpoints, topic.prefix.quarantine_prefix()) == set()
+    committed, _ = committed_and_end(fleet.endpoints, unregistered)
+    assert all(offset < 0 for offset in committed.values()), "a failed topic committed offsets"
+
+
+def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
+    local_stack: Endpoints, spark: SparkSession
+) -> None:
+    endpoints = with_bucket(local_stack, "kafkalake-fleet-tests")
+    topic = fresh("card-authorized", max_records_per_run=100, max_records_per_file=50)
+    produce(endpoints, topic, 500)
+    result = catch_up(spark, endpoints, topic, deadline=time.monotonic() + 600, say=lambda _: None)
+
+    carried_out = [s for s in result.plans if s.plan]
+    assert len(carried_out) == 5 and all(s.read <= 100 for s in carried_out)  # memory: one plan's records at a time
+    assert sum(s.read for s in carried_out) == 500 and all(s.balanced() for s in carried_out)
+    assert result.lag == {0: 0, 1: 0, 2: 0}
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+    assert set(result.timings()) == {"read", "decode", "write", "commit"}
+
+    cloudwatch = make_client(endpoints, "cloudwatch")
+    env = f"fleet-{topic.env}"
+    assert publish(cloudwatch, metric_data([result], env, datetime.now(UTC))) == 1
+    now = datetime.now(UTC)
+
+    def statistic(name: ArchiverMetric, partition: int, stat: str) -> float:
+        dimensions = {ENVIRONMENT_DIMENSION: env, "Topic": topic.kafka_topic, "Partition": str(partition)}
+        points = cloudwatch.get_metric_statistics(
+            Namespace=NAMESPACE,
+            MetricName=name.value,
+            Dimensions=[{"Name": k, "Value": v} for k, v in dimensions.items()],
+            StartTime=now - timedelta(minutes=5),
+            EndTime=now + timedelta(minutes=5),
+            Period=60,
+            Statistics=[stat],
+        )["Datapoints"]
+        return float(sum(p[stat] for p in points))
+
+    assert [statistic(ArchiverMetric.LAG, p, "Maximum") for p in range(3)] == [0.0, 0.0, 0.0]
+    assert sum(statistic(ArchiverMetric.RECORDS_READ, p, "Sum") for p in range(3)) == 500
+    assert all(statistic(ArchiverMetric.LATEST_HOUR, p, "Maximum") > 0 for p in range(3))
+    failed = cloudwatch.get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=ArchiverMetric.TOPICS_FAILED.value,
+        Dimensions=[{"Name": ENVIRONMENT_DIMENSION, "Value": env}],
+        StartTime=now - timedelta(minutes=5),
+        EndTime=now + timedelta(minutes=5),
+        Period=60,
+        Statistics=["Maximum"],
+    )["Datapoints"]
+    assert [p["Maximum"] for p in failed] == [0.0]
+
+
+def test_sigkill_at_random_moments_then_a_clean_run(
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path
+) -> None:
+    """The archiver's process group is killed with SIGKILL three times at random moments while it works (a run
+    that would take about a minute, in plans of 300 records), then left to finish."""
+    fleet = Fleet(local_stack, tmp_path, "archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\n")
+    topic = fleet.topic("card-authorized")
+    counts = produce(fleet.endpoints, topic, RECORDS)
+    kafkalake = str(Path(sys.executable).parent / "kafkalake")
+    environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}
+    seed = random.randrange(1_000_000)
+    moments = random.Random(seed).sample(range(10, 40), 3)
+    killed = 0
+    for moment in moments:
+        child = subprocess.Popen(
+            [kafkalake, *fleet.command(topic.name)],
+            env=environ,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            child.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            killed += 1
+    assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the archiver still running"
+    command = [kafkalake, *fleet.command(topic.name)]
+    final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
+    assert final.returncode == 0, f"seed {seed}, kills at {moments} s: {final.stdout[-3000:]}{final.stderr[-3000:]}"
+
+    good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
+    assert good == RECORDS - counts["poison"] - counts["tombstones"]
+    assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills at {moments} s"
+    committed, ends = committed_and_end(fleet.endpoints, topic)
+    assert committed == ends
+    assert keys(fleet.endpoints, topic.prefix.state_prefix()) == set()
