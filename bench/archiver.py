@@ -1,9 +1,14 @@
-"""Archiver: throughput against `kafka-consumer-perf-test` on the same topic in the same run, and peak memory
-for a 1x and a 10x backlog (the per-run record limit is what keeps memory bounded).
+"""Archiver, each figure against its baseline in the same run:
 
-One topic of BENCH_RECORDS (default 2,000,000) Avro records of about 200 bytes on the local broker. The
-archiver runs in a child process until caught up; the peak resident memory of its whole process tree (Python
-driver, Spark JVM, Python workers) is sampled from /proc.
+- B1: one topic of BENCH_RECORDS (default 2,000,000) Avro records of about 200 bytes in 3 partitions: the
+  archiver's records/s after its Spark session is up, against `kafka-consumer-perf-test` on the same topic.
+- B1m: the peak resident memory of the archiver's whole process tree (Python driver, Spark JVM, Python workers,
+  sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory bounded.
+- B-fleet: BENCH_FLEET_TOPICS (100) topics x 3 partitions x BENCH_FLEET_RECORDS (2,000) records archived by one
+  run against one run archiving one such topic (cycle time reported).
+
+The archiver runs in a child process (``bench.archiver_run``) as the archiver job does: every topic caught up,
+several at a time. BENCH_ARCHIVER_PARTS=throughput or =fleet runs one part.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from kafkalake_dev.local import local_endpoints
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PER_RUN = RECORDS // 10
+FLEET_TOPICS = int(os.environ.get("BENCH_FLEET_TOPICS", "100"))
+FLEET_RECORDS = int(os.environ.get("BENCH_FLEET_RECORDS", "2000"))
+FLEET_CONCURRENCY = int(os.environ.get("BENCH_FLEET_CONCURRENCY", "8"))
 SCHEMA = json.dumps(
     {
         "type": "record",
@@ -49,7 +57,7 @@ SCHEMA = json.dumps(
 )
 
 
-def produce(endpoints: Endpoints, topic: str, records: int) -> float:
+def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False) -> float:
     ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, 3)
     schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic), SCHEMA)
     producer = Producer(
@@ -82,7 +90,7 @@ def produce(endpoints: Endpoints, topic: str, records: int) -> float:
                 break
             except BufferError:
                 producer.poll(0.05)
-        if i % 200_000 == 0:
+        if i % 200_000 == 0 and not quiet:
             producer.poll(0)
             print(f"[bench] produced {i}/{records} to {topic} ({time.monotonic() - started:.0f}s)", flush=True)
     if producer.flush(120) != 0:
@@ -138,11 +146,13 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
-def archive(endpoints: Endpoints, topic: str, per_run: int) -> dict[str, float]:
-    """Run the archiver in a child process until caught up; wall time and peak RSS of its process tree."""
+def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, float]:
+    """Run the archiver in a child process until every topic is caught up; its timings and the peak RSS of its
+    process tree."""
     with tempfile.TemporaryDirectory() as folder:
         result_file = Path(folder) / "result.json"
-        child = subprocess.Popen([sys.executable, "-m", "bench.archiver_run", topic, str(per_run), str(result_file)])
+        command = [sys.executable, "-m", "bench.archiver_run", str(result_file), str(per_run), str(concurrency)]
+        child = subprocess.Popen([*command, *topics])
         peak = 0
 
         def sample() -> None:
@@ -161,29 +171,66 @@ def archive(endpoints: Endpoints, topic: str, per_run: int) -> dict[str, float]:
     return {**outcome, "peak_rss_mib": peak / 1024}
 
 
+def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
+    """B1: records/s after the Spark start against kafka-consumer-perf-test on the same topic; B1m: peak RSS at a
+    10x backlog against a 1x backlog, with the same per-plan record limit."""
+    big, small = f"bench.archiver.{uuid.uuid4().hex[:8]}", f"bench.archiver.{uuid.uuid4().hex[:8]}"
+    value_bytes = produce(endpoints, big, RECORDS)
+    produce(endpoints, small, PER_RUN)
+    perf = consumer_perf_test(endpoints, big, RECORDS)
+    print(f"[bench] kafka-consumer-perf-test: {perf}", flush=True)
+    ten_x = archive([big], PER_RUN)
+    print(f"[bench] archiver on {RECORDS} records: {ten_x}", flush=True)
+    one_x = archive([small], PER_RUN)
+    print(f"[bench] archiver on {PER_RUN} records: {one_x}", flush=True)
+    after_start = ten_x["records"] / ten_x["run_seconds"]
+    end_to_end = ten_x["records"] / ten_x["seconds"]
+    return {
+        "records": RECORDS,
+        "avg_value_bytes": value_bytes,
+        "max_records_per_run": PER_RUN,
+        "consumer_perf_test": perf,
+        "archiver_10x": ten_x,
+        "archiver_1x": one_x,
+        "archiver_records_per_second_after_start": after_start,
+        "archiver_records_per_second_end_to_end": end_to_end,
+        "B1_ratio_after_start": after_start / perf["records_per_second_reported"],
+        "B1_ratio_end_to_end": end_to_end / perf["records_per_second_reported"],
+        "B1m_ratio_peak_memory_10x_to_1x": ten_x["peak_rss_mib"] / one_x["peak_rss_mib"],
+    }
+
+
+def fleet(endpoints: Endpoints) -> dict[str, Any]:
+    """B-fleet: FLEET_TOPICS topics x 3 partitions x FLEET_RECORDS records archived in one run, against one run
+    archiving one such topic."""
+    topics = [f"bench.fleet.{uuid.uuid4().hex[:8]}" for _ in range(FLEET_TOPICS + 1)]
+    for index, topic in enumerate(topics):
+        produce(endpoints, topic, FLEET_RECORDS, quiet=True)
+        if index % 20 == 0:
+            print(f"[bench] fleet: produced {index + 1}/{len(topics)} topics", flush=True)
+    one = archive(topics[:1], FLEET_RECORDS, FLEET_CONCURRENCY)
+    print(f"[bench] one topic: {one}", flush=True)
+    many = archive(topics[1:], FLEET_RECORDS, FLEET_CONCURRENCY)
+    print(f"[bench] {FLEET_TOPICS} topics: {many}", flush=True)
+    return {
+        "topics": FLEET_TOPICS,
+        "records_per_topic": FLEET_RECORDS,
+        "concurrency": FLEET_CONCURRENCY,
+        "one_topic": one,
+        "fleet": many,
+        "fleet_cycle_seconds": many["seconds"],
+        "B_fleet_ratio": many["seconds"] / one["seconds"],
+        "B_fleet_ratio_after_start": many["run_seconds"] / one["run_seconds"],
+    }
+
+
 def main() -> None:
     endpoints = local_endpoints()
     with stack.running():
-        big, small = f"bench.archiver.{uuid.uuid4().hex[:8]}", f"bench.archiver.{uuid.uuid4().hex[:8]}"
-        value_bytes = produce(endpoints, big, RECORDS)
-        produce(endpoints, small, PER_RUN)
-        perf = consumer_perf_test(endpoints, big, RECORDS)
-        print(f"[bench] kafka-consumer-perf-test: {perf}", flush=True)
-        ten_x = archive(endpoints, big, PER_RUN)
-        print(f"[bench] archiver on {RECORDS} records: {ten_x}", flush=True)
-        one_x = archive(endpoints, small, PER_RUN)
-        print(f"[bench] archiver on {PER_RUN} records: {one_x}", flush=True)
-        archiver_rate = ten_x["records"] / ten_x["seconds"]
-        result: dict[str, Any] = {
-            "records": RECORDS,
-            "avg_value_bytes": value_bytes,
-            "max_records_per_run": PER_RUN,
-            "consumer_perf_test": perf,
-            "archiver_10x": ten_x,
-            "archiver_1x": one_x,
-            "archiver_records_per_second": archiver_rate,
-            "ratio_archiver_to_consumer_reported": archiver_rate / perf["records_per_second_reported"],
-            "ratio_archiver_to_consumer_wall": archiver_rate / perf["records_per_second_wall"],
-            "ratio_peak_memory_10x_to_1x": ten_x["peak_rss_mib"] / one_x["peak_rss_mib"],
-        }
+        parts = os.environ.get("BENCH_ARCHIVER_PARTS", "throughput,fleet").split(",")
+        result: dict[str, Any] = {}
+        if "throughput" in parts:
+            result["throughput"] = throughput_and_memory(endpoints)
+        if "fleet" in parts:
+            result["fleet"] = fleet(endpoints)
         write_result("archiver", result)

@@ -1,4 +1,5 @@
-"""Child process of bench/archiver.py: archive one benchmark topic until caught up, report time and records."""
+"""Child process of bench/archiver.py: archive benchmark topics until caught up (as the archiver job does, several at
+a time), report the Spark start, the run's time and the records read."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import with_bucket
 from kafkalake_dev.spark import local_session
-from spark_jobs.archiver import archive_topic
+from spark_jobs.fleet import archive_fleet
 
 SCHEMA_FILE = "bench.v1.avsc"
 
@@ -26,21 +27,33 @@ def bench_topic(kafka_topic: str, per_run: int) -> Topic:
 
 
 def main() -> None:
-    kafka_topic, per_run, result_file = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    """``python -m bench.archiver_run RESULT_FILE PER_RUN CONCURRENCY KAFKA_TOPIC...``"""
+    result_file, per_run, concurrency = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
+    started = time.monotonic()
     endpoints = with_bucket(local_endpoints(), "kafkalake-bench")
     spark = local_session(endpoints, "kafkalake-bench-archiver")
     spark.sparkContext.setLogLevel("ERROR")
-    topic = bench_topic(kafka_topic, per_run)
-    records, runs = 0, 0
-    started = time.monotonic()
-    while True:
-        summary = archive_topic(spark, endpoints, topic, say=lambda _: None)
-        if not summary.plan:
-            break
-        records, runs = records + summary.read, runs + 1
-        print(f"[bench] archiver run {runs}: {summary.read} records ({time.monotonic() - started:.0f}s)", flush=True)
-    seconds = time.monotonic() - started
-    result_file.write_text(json.dumps({"records": records, "seconds": seconds, "runs": runs}))
+    spark.range(1).count()  # the session is up
+    session_seconds = time.monotonic() - started
+    results = archive_fleet(
+        spark, endpoints, topics, concurrency=concurrency, deadline=time.monotonic() + 3600, say=lambda _: None
+    )
+    failed = [r.error for r in results if not r.ok]
+    if failed:
+        raise SystemExit(f"archiver failed: {failed}")
+    run_seconds = time.monotonic() - started - session_seconds
+    timings = {phase: sum(r.timings()[phase] for r in results) for phase in ("read", "decode", "write", "commit")}
+    outcome = {
+        "topics": len(topics),
+        "records": sum(r.totals()["read"] for r in results),
+        "plans": sum(len([s for s in r.plans if s.plan]) for r in results),
+        "session_seconds": session_seconds,
+        "run_seconds": run_seconds,
+        "seconds": session_seconds + run_seconds,
+        "phase_seconds_summed_over_topics": timings,
+    }
+    result_file.write_text(json.dumps(outcome))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ an EventBridge Scheduler target (the CDK stack), so the two cannot drift apart.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -117,8 +118,8 @@ def pascal_case(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics: list[str]) -> JobRun:
-    """Archive ``topics`` (catalog names) of the environment."""
+def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics: Sequence[str] = ()) -> JobRun:
+    """Archive ``topics`` (catalog names) of the environment; every catalog topic of it when none are named."""
     arguments = ["--env", settings.name, "--catalog", CATALOG_DIR, *(a for t in topics for a in ("--topic", t))]
     name = f"kafkalake-{settings.name}-archiver"
     return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts)

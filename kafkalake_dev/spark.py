@@ -44,6 +44,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")

@@ -37,6 +37,11 @@ from spark_jobs.plan import Plan, PlanStore, plan_ranges
 from spark_jobs.writer import WriteSpec, write_groups
 
 PHASES = ("read", "decode", "write", "commit")
+FETCH_MAX_WAIT_MS = 20
+"""How long a fetch waits for data the broker does not have yet. The plan's ranges end at or below the high
+watermark, so only the consumer's read-ahead past a range's end waits: with Kafka's default (500 ms) every Kafka
+partition of every plan paid half a second (measured locally: 1.28 s → 0.25 s to read 2,000 records in 3
+partitions)."""
 
 
 class SubjectMissing(RuntimeError):
@@ -87,6 +92,7 @@ def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_hea
         .option("endingOffsets", json.dumps(ending))
         .option("includeHeaders", str(include_headers).lower())
         .option("failOnDataLoss", "true")
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
     )
 
@@ -150,10 +156,32 @@ def quarantine_frame(classified: DataFrame, timed: dict[int, DataFrame]) -> Data
     return quarantine
 
 
-def error_counts(frame: DataFrame) -> Counter[tuple[int, str | None]]:
+ErrorCounts = Counter[tuple[int, str | None]]
+"""Rows per (Kafka partition, error or None)."""
+
+
+def error_counts(frame: DataFrame) -> ErrorCounts:
     """Rows per (Kafka partition, error); also what materializes the frame's cache."""
     rows = frame.groupBy("_kafka_partition", "_error").count().collect()
     return Counter({(int(r["_kafka_partition"]), r["_error"]): int(r["count"]) for r in rows})
+
+
+def classification_counts(classified: DataFrame) -> tuple[ErrorCounts, set[int | None]]:
+    """Rows per (Kafka partition, error), and the schema ids of the rows to decode; materializes the cache."""
+    rows = classified.groupBy("_kafka_partition", "_error", "_schema_id").count().collect()
+    counts: ErrorCounts = Counter()
+    for row in rows:
+        counts[(int(row["_kafka_partition"]), row["_error"])] += int(row["count"])
+    return counts, {row["_schema_id"] for row in rows if row["_error"] is None}
+
+
+def versions_to_decode(
+    topic: Topic, versions: list[transform.VersionSchema], schema_ids: set[int | None]
+) -> list[transform.VersionSchema]:
+    """The versions whose records the plan holds (kept tombstones also need the newest version's table)."""
+    newest = max(versions, key=lambda v: v.version)
+    keep_newest = topic.spec.tombstones == "keep"
+    return [v for v in versions if v.schema_id in schema_ids or (keep_newest and v is newest)]
 
 
 class TopicArchiver:
@@ -252,20 +280,22 @@ def carry_out(
             raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
             classified = classify(raw, topic, versions).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(classified)
-            counts = error_counts(classified)
+            counts, schema_ids = classification_counts(classified)
         with summary.phase("decode"):
-            timed = decode_versions(classified, topic, versions, datetime.fromisoformat(plan.created_at), spark)
+            present = versions_to_decode(topic, versions, schema_ids)
+            timed = decode_versions(classified, topic, present, datetime.fromisoformat(plan.created_at), spark)
             timed = {v: frame.persist(StorageLevel.MEMORY_AND_DISK) for v, frame in timed.items()}
             cached += timed.values()
             decode_errors = sum((error_counts(frame) for frame in timed.values()), Counter())
+        count_records(counts, decode_errors, topic, summary)
         with summary.phase("write"):
             write_data(endpoints, topic, data_frames(timed, classified, topic), summary, say)
-            quarantined = write_groups(quarantine_frame(classified, timed), quarantine_spec(endpoints, topic)).collect()
+            if summary.quarantine_by_reason:  # nothing to quarantine: no job
+                quarantine = write_groups(quarantine_frame(classified, timed), quarantine_spec(endpoints, topic))
+                summary.quarantined = sum(r["rows"] for r in quarantine.collect())
     finally:
         for frame in cached:
             frame.unpersist()
-    summary.quarantined = sum(r["rows"] for r in quarantined)
-    count_records(counts, decode_errors, topic, summary)
     if not summary.balanced():
         raise RuntimeError(
             f"{topic.kafka_topic}: read {summary.read} != written {summary.written} + quarantined "
@@ -290,6 +320,8 @@ def write_data(
         )
         written = write_groups(frame, spec, colocated=True).collect()
         rows = sum(r["rows"] for r in written)
+        if topic.spec.tombstones == "keep" and version == max(data):  # the delete-log rows are not data rows
+            rows -= summary.tombstones
         summary.objects += len(written)
         summary.written += rows
         for row in written:
@@ -318,10 +350,6 @@ def quarantine_spec(endpoints: Endpoints, topic: Topic) -> WriteSpec:
     )
 
 
-ErrorCounts = Counter[tuple[int, str | None]]
-"""Rows per (Kafka partition, error or None)."""
-
-
 def count_records(counts: ErrorCounts, decode_errors: ErrorCounts, topic: Topic, summary: Summary) -> None:
     """Records read and tombstones per Kafka partition (from the classification pass), quarantined records per
     reason (classification and decoding errors)."""
@@ -336,8 +364,6 @@ def count_records(counts: ErrorCounts, decode_errors: ErrorCounts, topic: Topic,
         per["quarantined"] = per.get("quarantined", 0) + n
     summary.read = sum(counts.values())
     summary.tombstones = sum(n for (_, error), n in counts.items() if error == "tombstone")
-    if topic.spec.tombstones == "keep":
-        summary.written -= summary.tombstones
     reasons: Counter[str] = Counter()
     for (_, error), n in errors.items():
         reasons[str(error)] += n

@@ -105,11 +105,14 @@ def catch_up(
     started = time.monotonic()
     archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
     try:
-        _, _, target = archiver.offsets.state()
+        committed, low, target = archiver.offsets.state()
+        position = {p: committed.get(p) or low[p] for p in target}
         while True:
             summary = archiver.run_plan(ceiling=target)
             result.plans.append(summary)
-            if not summary.plan or time.monotonic() >= deadline:
+            position |= {p: end for p, (_, end) in summary.plan.items()}
+            reached = all(position[p] >= target[p] for p in target)
+            if not summary.plan or reached or time.monotonic() >= deadline:
                 break
         result.lag = archiver.lag()
     finally:

@@ -6,6 +6,7 @@ gives the same keys and the same bytes, which is what makes a re-run after a cra
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -72,6 +73,14 @@ _WRITTEN_ARROW = pa.schema(
 )
 
 
+@functools.cache
+def _s3_client(endpoints: Endpoints) -> Any:
+    """One client per Python worker process (workers are reused across tasks; building a client costs ~0.1 s)."""
+    from kafkalake.aws import make_client
+
+    return make_client(endpoints, "s3")
+
+
 class _GroupWriter:
     """Streams sorted batches, cutting an object whenever the group changes or the record bound is reached."""
 
@@ -79,9 +88,7 @@ class _GroupWriter:
         self.spec = spec
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from kafkalake.aws import make_client
-
-        self.s3 = make_client(self.spec.endpoints, "s3")
+        self.s3 = _s3_client(self.spec.endpoints)
         self.written: list[dict[str, Any]] = []
         self.pending: list[pa.Table] = []
         self.pending_rows = 0

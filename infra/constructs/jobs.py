@@ -27,6 +27,7 @@ from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run
 from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT
+from kafkalake.metrics import NAMESPACE
 
 ARCHIVER_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
 COMPACTOR_ROOTS = (DATA_ROOT, COMPACTED_ROOT, STATE_ROOT)
@@ -83,7 +84,7 @@ class Jobs(Construct):
                 "Archiver",
                 f"rate({settings.archiver_schedule_minutes} minutes)",
                 self.archiver_role,
-                archiver_run(settings, artifacts, names),
+                archiver_run(settings, artifacts),
             ),
             "Compactor": self._schedule(
                 "Compactor", "rate(1 hour)", self.compactor_role, compactor_run(settings, artifacts, names)
@@ -108,13 +109,23 @@ class Jobs(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[self.bucket.arn_for_objects(f"{STATE_ROOT}/*")])
         )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": NAMESPACE}},
+            )
+        )
         if self.settings.kafka_secret_arn:
             secret = self.settings.kafka_secret_arn
             role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret]))
         acknowledge(
             role,
             "The archiver writes objects it names at run time under the data, quarantine and "
-            "state prefixes, and reads its job package from the CDK asset bucket (CDK's grant_read actions).",
+            "state prefixes, and reads its job package from the CDK asset bucket (CDK's grant_read actions). "
+            "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
+            "kafkalake namespace.",
+            "AwsSolutions-IAM5[Resource::*]",
             *READ_GRANT_FINDINGS,
             *(object_finding(self.bucket, root) for root in ARCHIVER_ROOTS),
             asset_bucket_finding(Stack.of(self)),

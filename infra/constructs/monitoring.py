@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.metrics import DASHBOARD_COUNTS, MAINTAINER_SERVICE, NAMESPACE
+from kafkalake.metrics import DASHBOARD_COUNTS, ENVIRONMENT_DIMENSION, MAINTAINER_SERVICE, NAMESPACE, ArchiverMetric
 
 
 class Monitoring(Construct):
@@ -48,6 +48,7 @@ class Monitoring(Construct):
         }
         thresholds = {"OldestNotification": 3 * settings.maintainer_schedule_minutes * 60}
         self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
+        self.alarms |= self._archiver_alarms(settings, action)
         maintainer_counts = [
             cloudwatch.Metric(
                 namespace=NAMESPACE,
@@ -68,16 +69,46 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(title="Archiver jobs", left=[metrics["ArchiverJobFailures"]], width=12),
         )
 
+    def _archiver_alarms(
+        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+    ) -> dict[str, cloudwatch.Alarm]:
+        """A topic failed in the latest run; the fleet's total lag grew over three archiver runs in a row."""
+        period = Duration.minutes(settings.archiver_schedule_minutes)
+        environment = {ENVIRONMENT_DIMENSION: settings.name}
+
+        def metric(name: ArchiverMetric, statistic: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=NAMESPACE, metric_name=name, statistic=statistic, period=period, dimensions_map=environment
+            )
+
+        lag_growth = cloudwatch.MathExpression(
+            expression="DIFF(lag)",
+            using_metrics={"lag": metric(ArchiverMetric.TOTAL_LAG, "Maximum")},
+            period=period,
+            label="growth of the archiver's total lag per run",
+        )
+        return {
+            "ArchiverTopicsFailed": self._alarm(
+                "ArchiverTopicsFailed", metric(ArchiverMetric.TOPICS_FAILED, "Maximum"), 0, action
+            ),
+            "ArchiverLagGrowing": self._alarm("ArchiverLagGrowing", lag_growth, 0, action, periods=3),
+        }
+
     def _alarm(
-        self, name: str, metric: cloudwatch.IMetric, threshold: float, action: cloudwatch.IAlarmAction
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        action: cloudwatch.IAlarmAction,
+        periods: int = 1,
     ) -> cloudwatch.Alarm:
-        """Fires when ``metric`` goes above ``threshold`` in one period; no data is no alarm."""
+        """Fires when ``metric`` stays above ``threshold`` for ``periods`` periods; no data is no alarm."""
         alarm = cloudwatch.Alarm(
             self,
             name,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=periods,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )

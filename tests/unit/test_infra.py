@@ -289,7 +289,25 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 5)
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 7)
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ArchiverTopicsFailed",
+            "Namespace": "kafkalake",
+            "Dimensions": [{"Name": "Environment", "Value": env}],
+            "Threshold": 0,
+        },
+    )
+    growth = next(
+        a["Properties"]
+        for a in resources(tpl, "AWS::CloudWatch::Alarm").values()
+        if any(m.get("Expression") == "DIFF(lag)" for m in a["Properties"].get("Metrics", []))
+    )
+    assert growth["EvaluationPeriods"] == 3 and growth["Threshold"] == 0
+    [lag] = [m for m in growth["Metrics"] if m["Id"] == "lag"]
+    assert lag["MetricStat"]["Metric"]["MetricName"] == "ArchiverTotalLag"
+    assert lag["MetricStat"]["Period"] == 60 * ENVIRONMENTS[env].archiver_schedule_minutes
     tpl.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm", {"MetricName": "ApproximateNumberOfMessagesVisible", "Threshold": 0}
@@ -400,7 +418,7 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
     for package in ("pyspark", "py4j"):
         (provided / package).symlink_to(Path(importlib.import_module(package).__file__ or "").parent)
     probe = (
-        "import sys, importlib; from pathlib import Path; import spark_jobs.archiver as a, spark_jobs.compactor as c; "
+        "import sys, importlib; from pathlib import Path; import spark_jobs.fleet as a, spark_jobs.compactor as c; "
         "from kafkalake.catalog import load_catalog; "
         "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
         "deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']; "
