@@ -318,9 +318,10 @@ def write_data(
             archive.max_records_per_file,
             archive.compression,
         )
-        written = write_groups(frame, spec, colocated=True).collect()
+        with_tombstones = topic.spec.tombstones == "keep" and version == max(data)
+        written = write_groups(frame, spec, colocated=not with_tombstones).collect()  # a union: not colocated
         rows = sum(r["rows"] for r in written)
-        if topic.spec.tombstones == "keep" and version == max(data):  # the delete-log rows are not data rows
+        if with_tombstones:  # the delete-log rows are not data rows
             rows -= summary.tombstones
         summary.objects += len(written)
         summary.written += rows
