@@ -207,8 +207,7 @@ def run_demo(
     spark.sparkContext.setLogLevel("ERROR")
     say("[3/6] archiver: every topic, exactly once")
     report.archived = archive_topics(spark, endpoints, topics, say)
-    failed = [f"{r.kafka_topic}: {r.error}" for r in report.archived if not r.ok]
-    if failed:
+    if failed := [f"{r.kafka_topic}: {r.error}" for r in report.archived if not r.ok]:
         raise RuntimeError("the archiver failed for " + "; ".join(failed))
     say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
@@ -216,10 +215,24 @@ def run_demo(
     compaction = compact_topics(spark, endpoints, topics, knobs, say)
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
     say("[6/6] reading every table through the partition locations Glue holds")
-    inventories = take_inventory(clients["s3"], clients["glue"], settings.bucket, topics)
+    report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction)
+    return report
+
+
+def table_results(  # noqa: PLR0917 - what the comparison is made of
+    spark: SparkSession,
+    clients: dict[str, Any],
+    bucket: str,
+    topics: list[Topic],
+    produced: dict[str, Produced],
+    compaction: dict[str, list[PartitionResult]],
+) -> list[TableResult]:
+    """Per table: what was produced, what a reader finds through Glue, and the inventory."""
+    inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics)
+    results = []
     for topic, inventory in zip(topics, inventories, strict=True):
-        raw = list_objects(clients["s3"], settings.bucket, topic.prefix.data_prefix(), ".parquet")
-        report.tables.append(
+        raw = list_objects(clients["s3"], bucket, topic.prefix.data_prefix(), ".parquet")
+        results.append(
             TableResult(
                 topic=topic,
                 produced=produced[topic.kafka_topic],
@@ -229,7 +242,7 @@ def run_demo(
                 inventory=inventory,
             )
         )
-    return report
+    return results
 
 
 def default_html_path(env: str) -> Path:
