@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import inspect
 import io
 import json
 import re
@@ -42,15 +43,8 @@ EMR_WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manyli
 """The EMR Serverless application is x86_64 on Amazon Linux 2023 (glibc 2.34): wheels for glibc <= 2.28."""
 
 
-SPARK_JARS = (
-    *SPARK_CONNECTORS,
-    f"org.apache.spark:spark-token-provider-kafka-0-10_2.12:{SPARK_VERSION}",
-    "org.apache.kafka:kafka-clients:3.4.1",
-    "org.apache.commons:commons-pool2:2.11.1",
-    f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}",
-    "com.amazonaws:aws-java-sdk-bundle:1.12.262",
-)
-"""The connectors and their runtime dependencies, resolved from Maven Central once, at build time."""
+PLATFORM_JARS = (f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}", "com.amazonaws:aws-java-sdk-bundle:1.12.262")
+"""S3 support for local Spark: on EMR Serverless the platform provides it, so these are never shipped."""
 
 
 def maven(*args: str) -> None:
@@ -68,15 +62,30 @@ def cached_folder(folder: Path, fill: Callable[[Path], None]) -> Path:
     return folder
 
 
-def spark_jars() -> list[Path]:
-    """The Kafka, Avro and S3A connector jars for the pinned Spark, resolved once into the cache."""
+def _jars(name: str, coordinates: tuple[str, ...]) -> list[Path]:
+    """Jars resolved from Maven Central once, at build time, into the cache."""
 
     def fill(folder: Path) -> None:
-        for coordinate in SPARK_JARS:
+        for coordinate in coordinates:
             print(f"[assets] downloading {coordinate} into {folder}", flush=True)
             maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
 
-    return sorted(cached_folder(cache_dir() / f"spark-jars-{SPARK_VERSION}", fill).glob("*.jar"))
+    return sorted(cached_folder(cache_dir() / f"{name}-{SPARK_VERSION}", fill).glob("*.jar"))
+
+
+def connector_jars() -> list[Path]:
+    """The Kafka and Avro connectors for the pinned Spark: shipped with the jobs (``spark.jars``)."""
+    return _jars("connector-jars", SPARK_CONNECTORS)
+
+
+def platform_jars() -> list[Path]:
+    """S3A for local Spark, which EMR Serverless provides itself."""
+    return _jars("platform-jars", PLATFORM_JARS)
+
+
+def spark_jars() -> list[Path]:
+    """Everything local Spark needs: the shipped connectors and the platform's S3 support."""
+    return [*connector_jars(), *platform_jars()]
 
 
 def _copy_packages(names: tuple[str, ...], target: Path) -> None:
@@ -157,13 +166,23 @@ def _tar_gz(source: Path, archive: Path) -> None:
         zipped.write(buffer.getvalue())
 
 
+def _drop_scripts(site_packages: Path) -> None:
+    """Console scripts carry the building interpreter's path in their shebang (and their hashes in RECORD), so the
+    archive would differ from one machine to the next; the jobs run none of them."""
+    shutil.rmtree(site_packages / "bin", ignore_errors=True)
+    for record in site_packages.glob("*.dist-info/RECORD"):
+        lines = record.read_text().splitlines(keepends=True)
+        record.write_text("".join(line for line in lines if not line.startswith("../")))
+
+
 def job_environment(out_dir: Path) -> Path:
     """``environment.tgz`` for EMR Serverless (``--archives ...#environment``, ``PYSPARK_PYTHON=
     ./environment/bin/python``): the jobs' dependencies as manylinux wheels for CPython 3.11 on x86_64, installed
     with pip's ``--platform`` (no Docker, no build on Amazon Linux), and a launcher that runs EMR's Python 3.11
     with them. Built once per requirement set into the cache (``$KAFKALAKE_CACHE/job-environments``)."""
     requirements = job_requirements()
-    digest = hashlib.sha256("\n".join([*requirements, *EMR_WHEEL_PLATFORMS, LAUNCHER]).encode()).hexdigest()[:16]
+    recipe = [*requirements, *EMR_WHEEL_PLATFORMS, LAUNCHER, inspect.getsource(_drop_scripts)]
+    digest = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
     cached = cache_dir() / "job-environments" / f"environment-{digest}.tar.gz"
     if not cached.exists():
         staging = cached.with_suffix(".staging")
@@ -173,6 +192,7 @@ def job_environment(out_dir: Path) -> Path:
         pip = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(staging / "site-packages")]
         wheels = [*platforms, "--python-version", "3.11", "--implementation", "cp", "--only-binary=:all:"]
         subprocess.run([*pip, *wheels, *requirements], check=True)
+        _drop_scripts(staging / "site-packages")
         (staging / "bin").mkdir()
         (staging / "bin" / "python").write_text(LAUNCHER)
         _tar_gz(staging, cached.with_suffix(".tmp"))

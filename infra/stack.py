@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.constructs.catalog import GlueCatalog
+from infra.constructs.iam import admit_logs
 from infra.constructs.jobs import Jobs
 from infra.constructs.maintainer import Maintainer
 from infra.constructs.monitoring import Monitoring
@@ -38,8 +39,9 @@ class KafkalakeStack(Stack):
             "LakeKey",
             enable_key_rotation=True,
             alias=f"alias/kafkalake-{settings.name}",
-            description=f"kafkalake {settings.name}: lake bucket, queues, topics, Glue logs",
+            description=f"kafkalake {settings.name}: lake bucket, Glue and Lambda logs, Lambda environment",
         )
+        admit_logs(self.key)
         self.storage = Storage(self, "Storage", settings=settings, topics=topics, key=self.key)
         bucket = self.storage.bucket
         self.notifications = Notifications(self, "Notifications", settings=settings, bucket=bucket)
@@ -64,6 +66,7 @@ class KafkalakeStack(Stack):
             databases=self.catalog.databases,
             bucket=bucket,
             key=self.key,
+            queue_key=self.notifications.key,
             build_dir=build_dir / settings.name,
         )
         self.monitoring = Monitoring(
@@ -72,7 +75,12 @@ class KafkalakeStack(Stack):
             settings=settings,
             key=self.notifications.key,
             queue=self.notifications.queue,
-            dlq=self.notifications.dlq,
+            dead_letter_queues={
+                "NotificationsDlq": self.notifications.dlq,
+                "MaintainerDlq": self.maintainer.dead_letters,
+                "ScheduleDlq": self.jobs.dead_letters,
+            },
             maintainer=self.maintainer.function,
-            application=self.jobs.application,
+            applications=self.jobs.applications,
+            schedule_group=self.jobs.group.ref,
         )

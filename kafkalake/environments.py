@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kafkalake.settings import Endpoints
+
+
+class AlarmSubscription(BaseModel):
+    """Where the stack's alarms go."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    protocol: Literal["email", "https"]
+    endpoint: str = Field(min_length=3)
 
 
 class EnvironmentSettings(BaseModel):
@@ -35,6 +45,22 @@ class EnvironmentSettings(BaseModel):
     security_group_ids: tuple[str, ...] = ()
     maintainer_layers: tuple[str, ...] = ()
     """Lambda layer ARNs with the maintainer's dependencies (Powertools, pydantic, pyarrow) for its runtime."""
+    maintainer_reserved_concurrency: int | None = Field(default=None, ge=1)
+    """Unset by default: reserving concurrency fails in accounts whose quota would leave under 10 unreserved.
+    Draining stays single-flight without it: the schedule interval exceeds the timeout and failed invocations are
+    not retried (they go to the dead-letter queue)."""
+    archiver_timeout_minutes: int = Field(default=60, ge=5)
+    archiver_budget_minutes: float = Field(default=15.0, gt=0)
+    """No archiver plan starts after this; the job's timeout must leave time to finish the last one."""
+    compactor_timeout_minutes: int = Field(default=120, ge=5)
+    emr_max_vcpu: int = Field(default=32, ge=2)
+    emr_max_memory_gb: int = Field(default=128, ge=4)
+    emr_max_disk_gb: int = Field(default=1000, ge=20)
+    scheduler_retry_attempts: int = Field(default=3, ge=0, le=185)
+    scheduler_max_event_age_seconds: int = Field(default=3600, ge=60, le=86400)
+    oldest_notification_alarm_seconds: int = Field(default=7200, ge=60)
+    """Messages wait in the queue while a crawler runs; the alarm fires only well past the visibility timeout."""
+    alarm_subscriptions: tuple[AlarmSubscription, ...] = ()
     data_transition_days: int = Field(default=30, ge=30)
     quarantine_retention_days: int = Field(default=90, ge=1)
     staging_retention_days: int = Field(default=7, ge=1)
@@ -48,6 +74,23 @@ class EnvironmentSettings(BaseModel):
             bucket=self.bucket,
             kafka_secret_arn=self.kafka_secret_arn,
         )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EnvironmentSettings:
+        if self.maintainer_schedule_minutes * 60 <= self.maintainer_timeout_seconds:
+            raise ValueError(
+                f"maintainer_schedule_minutes ({self.maintainer_schedule_minutes}) must exceed the timeout "
+                f"({self.maintainer_timeout_seconds} s), so that two drains never overlap"
+            )
+        if self.oldest_notification_alarm_seconds <= self.queue_visibility_timeout_seconds:
+            raise ValueError(
+                f"oldest_notification_alarm_seconds ({self.oldest_notification_alarm_seconds}) must exceed the "
+                f"queue's visibility timeout ({self.queue_visibility_timeout_seconds} s): messages wait that long "
+                "in normal operation"
+            )
+        if self.archiver_budget_minutes >= self.archiver_timeout_minutes:
+            raise ValueError("archiver_budget_minutes must be below archiver_timeout_minutes")
+        return self
 
     @property
     def queue_visibility_timeout_seconds(self) -> int:

@@ -24,14 +24,22 @@ HADOOP_VERSION: Final = "3.3.4"
 """The Hadoop PySpark 3.5 bundles; hadoop-aws must match it."""
 SPARK_CONNECTORS: Final = (
     f"org.apache.spark:spark-sql-kafka-0-10_2.12:{SPARK_VERSION}",
+    f"org.apache.spark:spark-token-provider-kafka-0-10_2.12:{SPARK_VERSION}",
+    "org.apache.kafka:kafka-clients:3.4.1",
+    "org.apache.commons:commons-pool2:2.11.1",
     f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
 )
-"""The connectors the jobs need beyond Spark itself."""
+"""The connectors the jobs need beyond Spark itself, with their runtime dependencies: shipped as jars."""
 CATALOG_DIR: Final = "catalog"
 """Where ``catalog.zip`` is unpacked in the job's working directory."""
 ENVIRONMENT_DIR: Final = "environment"
 """Where ``environment.tgz`` (the jobs' Python dependencies and launcher) is unpacked."""
 TERMINAL_STATES: Final = ("SUCCESS", "FAILED", "CANCELLED")
+SCHEDULED_TIME: Final = "<aws.scheduler.scheduled-time>"
+"""EventBridge Scheduler's context attribute: the same for every attempt of one scheduled run."""
+SESSION_CONF: Final = {"spark.sql.session.timeZone": "UTC", "spark.scheduler.mode": "FAIR"}
+"""Set for every job run and by the jobs' own session builder: UTC whatever the machine's zone; FAIR pools for the
+archiver's topics in flight."""
 
 
 class Job(StrEnum):
@@ -57,6 +65,8 @@ class JobArtifacts:
     """catalog.zip: the topic catalog"""
     environment_archive: str
     """environment.tgz: the jobs' Python dependencies and the launcher of EMR's Python 3.11"""
+    jars: tuple[str, ...]
+    """The connectors' jars (``spark.jars``): nothing is resolved from Maven at run time (private subnets)."""
 
 
 @dataclass(frozen=True)
@@ -66,27 +76,28 @@ class JobRun:
     arguments: tuple[str, ...]
     endpoints: Endpoints
     artifacts: JobArtifacts
+    timeout_minutes: int
+    """The job run's execution timeout."""
 
     def entry_point_arguments(self) -> list[str]:
         return [self.job.value, *self.arguments]
 
     def spark_submit_parameters(self) -> str:
         """--py-files, the catalog and environment archives, the Python to run, the KAFKALAKE_* settings for
-        driver and executors, the connectors."""
+        driver and executors, the connector jars, and the session settings the results depend on."""
         python = f"./{ENVIRONMENT_DIR}/bin/python"
         env = self.endpoints.to_env()
         driver_env = {**env, "PYSPARK_DRIVER_PYTHON": python, "PYSPARK_PYTHON": python}
         artifacts = self.artifacts
         archives = f"{artifacts.catalog_archive}#{CATALOG_DIR},{artifacts.environment_archive}#{ENVIRONMENT_DIR}"
-        return " ".join(
-            [
-                f"--py-files {self.artifacts.py_files}",
-                f"--archives {archives}",
-                *(f"--conf spark.emr-serverless.driverEnv.{k}={v}" for k, v in driver_env.items()),
-                *(f"--conf spark.executorEnv.{k}={v}" for k, v in {**env, "PYSPARK_PYTHON": python}.items()),
-                f"--conf spark.jars.packages={','.join(SPARK_CONNECTORS)}",
-            ]
-        )
+        conf = {
+            "spark.archives": archives,
+            "spark.jars": ",".join(artifacts.jars),
+            **SESSION_CONF,
+            **{f"spark.emr-serverless.driverEnv.{k}": v for k, v in driver_env.items()},
+            **{f"spark.executorEnv.{k}": v for k, v in {**env, "PYSPARK_PYTHON": python}.items()},
+        }
+        return " ".join([f"--py-files {artifacts.py_files}", *(f"--conf {k}={v}" for k, v in conf.items())])
 
     def start_job_run(self, application_id: str, role_arn: str, client_token: str) -> dict[str, Any]:
         """The ``StartJobRun`` request, in boto3's shape."""
@@ -102,12 +113,14 @@ class JobRun:
                     "sparkSubmitParameters": self.spark_submit_parameters(),
                 }
             },
+            "executionTimeoutMinutes": self.timeout_minutes,
         }
 
     def scheduler_input(self, application_id: str, role_arn: str) -> dict[str, Any]:
         """The same request as the input of a Scheduler universal target (``aws-sdk:emrserverless:startJobRun``),
-        whose parameters are PascalCase."""
-        return pascal_case(self.start_job_run(application_id, role_arn, "<aws.scheduler.execution-id>"))
+        whose parameters are PascalCase. The client token is the run's scheduled time, the same for every retry
+        of one scheduled run, so a retried call never starts a second job run."""
+        return pascal_case(self.start_job_run(application_id, role_arn, f"{self.job}-{SCHEDULED_TIME}"))
 
 
 def pascal_case(request: dict[str, Any]) -> dict[str, Any]:
@@ -120,9 +133,18 @@ def pascal_case(request: dict[str, Any]) -> dict[str, Any]:
 
 def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics: Sequence[str] = ()) -> JobRun:
     """Archive ``topics`` (catalog names) of the environment; every catalog topic of it when none are named."""
-    arguments = ["--env", settings.name, "--catalog", CATALOG_DIR, *(a for t in topics for a in ("--topic", t))]
+    arguments = [
+        "--env",
+        settings.name,
+        "--catalog",
+        CATALOG_DIR,
+        "--budget-minutes",
+        str(settings.archiver_budget_minutes),
+        *(a for t in topics for a in ("--topic", t)),
+    ]
     name = f"kafkalake-{settings.name}-archiver"
-    return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts)
+    timeout = settings.archiver_timeout_minutes
+    return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts, timeout)
 
 
 def compactor_run(
@@ -133,4 +155,5 @@ def compactor_run(
     if target_file_mb is not None:
         arguments += ["--target-file-mb", str(target_file_mb)]
     name = f"kafkalake-{settings.name}-compactor"
-    return JobRun(name, Job.COMPACT, tuple(arguments), settings.endpoints(), artifacts)
+    timeout = settings.compactor_timeout_minutes
+    return JobRun(name, Job.COMPACT, tuple(arguments), settings.endpoints(), artifacts, timeout)

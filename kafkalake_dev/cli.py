@@ -409,6 +409,7 @@ def compact_submit(
     py_files: Annotated[str, typer.Option(help="s3:// URI of kafkalake_jobs.zip.")],
     catalog_archive: Annotated[str, typer.Option(help="s3:// URI of catalog.zip.")],
     environment_archive: Annotated[str, typer.Option(help="s3:// URI of environment.tgz.")],
+    jar: Annotated[list[str], typer.Option("--jar", help="s3:// URI of a connector jar; repeat for each.")],
     target_file_mb: Annotated[int, typer.Option()] = 128,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
 ) -> None:
@@ -419,7 +420,7 @@ def compact_submit(
     from kafkalake.aws import make_client
     from kafkalake.jobspec import JobArtifacts, compactor_run, terminal
 
-    artifacts = JobArtifacts(entry_point, py_files, catalog_archive, environment_archive)
+    artifacts = JobArtifacts(entry_point, py_files, catalog_archive, environment_archive, tuple(jar))
     job = compactor_run(environment(env), artifacts, [table], target_file_mb)
     client = make_client(local_endpoints(), "emr-serverless")
     run = client.start_job_run(**job.start_job_run(application_id, role_arn, str(uuid.uuid4())))

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-SESSION_CONF = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.scheduler.mode": "FAIR",
-}
-"""UTC: the transforms do not depend on the session zone, but timestamps shown and written stay in UTC whatever the
-machine's zone. FAIR: the archiver runs several topics at once, each in its own pool."""
+from kafkalake.jobspec import SESSION_CONF
 
 
 def job_session(app_name: str) -> SparkSession:
+    """The job's session, with ``SESSION_CONF`` set also when the job run's parameters lack it."""
     builder = SparkSession.builder.appName(app_name)
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import DefaultStackSynthesizer, Stack
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-
-READ_GRANT_FINDINGS = tuple(
-    f"AwsSolutions-IAM5[Action::{a}]"
-    for a in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "kms:ReEncrypt*", "kms:GenerateDataKey*")
-)
-"""The wildcard actions of CDK's ``grant_read`` / ``grant_encrypt_decrypt``."""
 
 
 def glue_arn(stack: Stack) -> str:
@@ -40,8 +36,34 @@ def object_finding(bucket: s3.IBucket, root: str) -> str:
     return f"AwsSolutions-IAM5[Resource::<{lake_id}.Arn>/{root}/*]"
 
 
-def asset_bucket_finding(stack: Stack) -> str:
-    """The cdk-nag name of the CDK assets bucket's object wildcard (``grant_read`` on an asset)."""
-    qualifier = DefaultStackSynthesizer.DEFAULT_QUALIFIER
-    bucket = f"cdk-{qualifier}-assets-<AWS::AccountId>-{stack.region}"
-    return f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket}/*]"
+def admit_logs(key: kms.Key) -> None:
+    """Let CloudWatch Logs in this region use ``key`` for this account's log groups (crawler and Lambda logs)."""
+    stack = Stack.of(key)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchLogs",
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": (
+                        f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
+                    )
+                }
+            },
+        )
+    )
+
+
+def admit_cloudwatch_alarms(key: kms.Key) -> None:
+    """Let CloudWatch alarms publish to SNS topics encrypted with ``key``."""
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchAlarms",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],
+            conditions={"StringEquals": {"aws:SourceAccount": Stack.of(key).account}},
+        )
+    )

@@ -1,27 +1,22 @@
-"""EMR Serverless: the packaged jobs as assets, the application, the archiver's and compactor's job roles, and the
-Scheduler schedules that start them with the job-run specification of ``kafkalake.jobspec``."""
+"""EMR Serverless: the packaged jobs as assets, one application per job (so capacity and failures stay apart), the
+job roles, and the Scheduler schedules that start the runs specified by ``kafkalake.jobspec``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_emrserverless as emr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.assets import job_environment, jobs_bundle
-from infra.constructs.iam import (
-    READ_GRANT_FINDINGS,
-    asset_bucket_finding,
-    glue_table_findings,
-    glue_table_resources,
-    object_finding,
-)
+from infra.assets import connector_jars, job_environment, jobs_bundle
+from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
 from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
@@ -31,6 +26,12 @@ from kafkalake.metrics import NAMESPACE
 
 ARCHIVER_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
 COMPACTOR_ROOTS = (DATA_ROOT, COMPACTED_ROOT, STATE_ROOT)
+KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
+
+
+def asset_object_arn(stack: Stack, asset: s3_assets.Asset) -> str:
+    """The one object of an asset in the CDK assets bucket: a job role may read its job's assets, nothing else."""
+    return f"arn:{stack.partition}:s3:::{asset.s3_bucket_name}/{asset.s3_object_key}"
 
 
 class Jobs(Construct):
@@ -44,64 +45,106 @@ class Jobs(Construct):
         databases: list[str],
         bucket: s3.IBucket,
         key: kms.IKey,
+        queue_key: kms.IKey,
         build_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings, self.bucket, self.key, self.databases = settings, bucket, key, databases
-        bundle = jobs_bundle(build_dir)
-        self.assets = (
-            s3_assets.Asset(self, "JobPackage", path=str(bundle / "kafkalake_jobs.zip")),
-            s3_assets.Asset(self, "JobEntrypoint", path=str(bundle / "entrypoint.py")),
-            s3_assets.Asset(self, "JobCatalog", path=str(bundle / "catalog.zip")),
-            s3_assets.Asset(self, "JobEnvironment", path=str(job_environment(build_dir / "environment"))),
-        )
-        package, entrypoint, catalog, environment = self.assets
+        self.assets = self._assets(build_dir)
+        package, entrypoint, catalog, environment, *jars = self.assets
         artifacts = JobArtifacts(
-            entrypoint.s3_object_url, package.s3_object_url, catalog.s3_object_url, environment.s3_object_url
+            entrypoint.s3_object_url,
+            package.s3_object_url,
+            catalog.s3_object_url,
+            environment.s3_object_url,
+            tuple(jar.s3_object_url for jar in jars),
         )
-        network = None
-        if settings.subnet_ids:
-            network = emr.CfnApplication.NetworkConfigurationProperty(
-                subnet_ids=list(settings.subnet_ids), security_group_ids=list(settings.security_group_ids)
-            )
-        self.application = emr.CfnApplication(
-            self,
-            "Spark",
-            name=f"kafkalake-{settings.name}",
-            release_label=EMR_RELEASE,
-            type="SPARK",
-            auto_start_configuration=emr.CfnApplication.AutoStartConfigurationProperty(enabled=True),
-            auto_stop_configuration=emr.CfnApplication.AutoStopConfigurationProperty(
-                enabled=True, idle_timeout_minutes=15
-            ),
-            network_configuration=network,
-        )
+        self.applications = {name: self._application(name) for name in ("Archiver", "Compactor")}
         self.archiver_role = self._archiver_role()
         self.compactor_role = self._compactor_role()
-        names = [t.name for t in topics]
+        self.group = scheduler.CfnScheduleGroup(self, "ScheduleGroup", name=f"kafkalake-{settings.name}")
+        self.dead_letters = sqs.Queue(
+            self,
+            "ScheduleDlq",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=queue_key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(self.dead_letters, "This queue is the Scheduler's dead-letter queue.", "AwsSolutions-SQS3")
         self.schedules = {
             "Archiver": self._schedule(
                 "Archiver",
                 f"rate({settings.archiver_schedule_minutes} minutes)",
                 self.archiver_role,
                 archiver_run(settings, artifacts),
+                queue_key,
             ),
             "Compactor": self._schedule(
-                "Compactor", "rate(1 hour)", self.compactor_role, compactor_run(settings, artifacts, names)
+                "Compactor",
+                "rate(1 hour)",
+                self.compactor_role,
+                compactor_run(settings, artifacts, [t.name for t in topics]),
+                queue_key,
             ),
         }
 
-    def _job_role(self, name: str, roots: tuple[str, ...], object_actions: list[str]) -> iam.Role:
-        role = iam.Role(self, name, assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"))
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=object_actions, resources=[self.bucket.arn_for_objects(f"{root}/*") for root in roots]
+    def _assets(self, build_dir: Path) -> list[s3_assets.Asset]:
+        """The jobs zip, the entry point, the catalog, the Python environment, then one asset per connector jar."""
+        bundle = jobs_bundle(build_dir)
+        files = [
+            ("JobPackage", bundle / "kafkalake_jobs.zip"),
+            ("JobEntrypoint", bundle / "entrypoint.py"),
+            ("JobCatalog", bundle / "catalog.zip"),
+            ("JobEnvironment", job_environment(build_dir / "environment")),
+            *((f"Jar-{jar.stem}", jar) for jar in connector_jars()),
+        ]
+        return [s3_assets.Asset(self, name, path=str(path)) for name, path in files]
+
+    def _application(self, name: str) -> emr.CfnApplication:
+        settings = self.settings
+        network = None
+        if settings.subnet_ids:
+            network = emr.CfnApplication.NetworkConfigurationProperty(
+                subnet_ids=list(settings.subnet_ids), security_group_ids=list(settings.security_group_ids)
             )
+        return emr.CfnApplication(
+            self,
+            name,
+            name=f"kafkalake-{settings.name}-{name.lower()}",
+            release_label=EMR_RELEASE,
+            type="SPARK",
+            auto_start_configuration=emr.CfnApplication.AutoStartConfigurationProperty(enabled=True),
+            auto_stop_configuration=emr.CfnApplication.AutoStopConfigurationProperty(
+                enabled=True, idle_timeout_minutes=15
+            ),
+            maximum_capacity=emr.CfnApplication.MaximumAllowedResourcesProperty(
+                cpu=f"{settings.emr_max_vcpu} vCPU",
+                memory=f"{settings.emr_max_memory_gb} GB",
+                disk=f"{settings.emr_max_disk_gb} GB",
+            ),
+            network_configuration=network,
         )
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn]))
-        for asset in self.assets:
-            asset.grant_read(role)
-        self.key.grant_encrypt_decrypt(role)
+
+    def _job_role(self, name: str, roots: tuple[str, ...], object_actions: list[str]) -> iam.Role:
+        stack = Stack.of(self)
+        applications = f"arn:{stack.partition}:emr-serverless:{stack.region}:{stack.account}:/applications/*"
+        principal = iam.ServicePrincipal(
+            "emr-serverless.amazonaws.com",
+            conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {"aws:SourceArn": applications},
+            },
+        )
+        role = iam.Role(self, name, assumed_by=principal)
+        statements = [
+            (object_actions, [self.bucket.arn_for_objects(f"{root}/*") for root in roots]),
+            (["s3:ListBucket"], [self.bucket.bucket_arn]),
+            (["s3:GetObject"], [asset_object_arn(stack, a) for a in self.assets]),
+            (list(KEY_ACTIONS), [self.key.key_arn]),
+        ]
+        for actions, resources in statements:
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
         return role
 
     def _archiver_role(self) -> iam.Role:
@@ -121,14 +164,13 @@ class Jobs(Construct):
             role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret]))
         acknowledge(
             role,
-            "The archiver writes objects it names at run time under the data, quarantine and "
-            "state prefixes, and reads its job package from the CDK asset bucket (CDK's grant_read actions). "
-            "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
-            "kafkalake namespace.",
+            "The archiver writes objects it names at run time under the data, quarantine and state prefixes, and "
+            "uses the lake key for them. PutMetricData has no resource-level permissions (AWS requires *); a "
+            "condition limits it to the kafkalake namespace.",
             "AwsSolutions-IAM5[Resource::*]",
-            *READ_GRANT_FINDINGS,
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in ARCHIVER_ROOTS),
-            asset_bucket_finding(Stack.of(self)),
         )
         return role
 
@@ -144,34 +186,54 @@ class Jobs(Construct):
         acknowledge(
             role,
             "The compactor reads and deletes objects under the data prefix, writes and deletes its own "
-            "output and manifests, and updates partitions of tables created at run time in our databases; it "
-            "reads its job package from the CDK asset bucket (CDK's grant_read actions).",
-            *READ_GRANT_FINDINGS,
+            "output and manifests with the lake key, and updates partitions of tables created at run time in our "
+            "databases.",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in COMPACTOR_ROOTS),
             *glue_table_findings(stack, self.databases),
-            asset_bucket_finding(stack),
         )
         return role
 
-    def _schedule(self, name: str, expression: str, job_role: iam.Role, run: JobRun) -> scheduler.CfnSchedule:
-        """An EventBridge Scheduler schedule that starts ``run`` on the application."""
-        scheduler_role = iam.Role(
-            self, f"{name}SchedulerRole", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com")
+    def _schedule(
+        self, name: str, expression: str, job_role: iam.Role, run: JobRun, queue_key: kms.IKey
+    ) -> scheduler.CfnSchedule:
+        """A schedule that starts ``run`` on the job's application; failed calls are retried with the same client
+        token, and go to the dead-letter queue when the retries are spent."""
+        stack = Stack.of(self)
+        principal = iam.ServicePrincipal(
+            "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
         )
+        scheduler_role = iam.Role(self, f"{name}SchedulerRole", assumed_by=principal)
+        application = self.applications[name]
         scheduler_role.add_to_policy(
-            iam.PolicyStatement(actions=["emr-serverless:StartJobRun"], resources=[self.application.attr_arn])
+            iam.PolicyStatement(actions=["emr-serverless:StartJobRun"], resources=[application.attr_arn])
         )
         scheduler_role.add_to_policy(iam.PolicyStatement(actions=["iam:PassRole"], resources=[job_role.role_arn]))
-        request = run.scheduler_input(self.application.attr_application_id, job_role.role_arn)
-        return scheduler.CfnSchedule(
+        scheduler_role.add_to_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn])
+        )
+        scheduler_role.add_to_policy(
+            iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[queue_key.key_arn])
+        )
+        request = run.scheduler_input(application.attr_application_id, job_role.role_arn)
+        schedule = scheduler.CfnSchedule(
             self,
             f"{name}Schedule",
             name=run.name,
+            group_name=self.group.ref,
             schedule_expression=expression,
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
             target=scheduler.CfnSchedule.TargetProperty(
                 arn="arn:aws:scheduler:::aws-sdk:emrserverless:startJobRun",
                 role_arn=scheduler_role.role_arn,
-                input=Stack.of(self).to_json_string(request),
+                input=stack.to_json_string(request),
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=self.settings.scheduler_retry_attempts,
+                    maximum_event_age_in_seconds=self.settings.scheduler_max_event_age_seconds,
+                ),
+                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.dead_letters.queue_arn),
             ),
         )
+        schedule.add_dependency(self.group)
+        return schedule

@@ -62,12 +62,25 @@ class Maintainer(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         name = f"kafkalake-{settings.name}-maintainer"
+        self.key = keys[0]
         log_group = logs.LogGroup(
             self,
             "Logs",
             log_group_name=f"/aws/lambda/{name}",
             retention=logs.RetentionDays.THREE_MONTHS,
+            encryption_key=self.key,
             removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.dead_letters = sqs.Queue(
+            self,
+            "InvocationDlq",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=keys[-1],
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.dead_letters, "This queue is the maintainer's invocation dead-letter queue.", "AwsSolutions-SQS3"
         )
         role = self._role(log_group, topics, databases, bucket, keys, queue, bus)
         self.function = self._function(name, settings, topics, role, log_group, queue, bus, build_dir)
@@ -75,7 +88,7 @@ class Maintainer(Construct):
             self,
             "Schedule",
             schedule=events.Schedule.rate(Duration.minutes(settings.maintainer_schedule_minutes)),
-            targets=[targets.LambdaFunction(self.function)],
+            targets=[targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=2)],
         )
 
     def _function(  # noqa: PLR0917 - what the function is built from
@@ -113,7 +126,11 @@ class Maintainer(Construct):
             ],
             memory_size=1024,
             timeout=Duration.seconds(settings.maintainer_timeout_seconds),
-            reserved_concurrent_executions=1,
+            reserved_concurrent_executions=settings.maintainer_reserved_concurrency,
+            retry_attempts=0,  # a failed drain is not retried: the next scheduled one takes its messages
+            max_event_age=Duration.hours(1),
+            dead_letter_queue=self.dead_letters,
+            environment_encryption=self.key,
             role=role,
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,

@@ -13,7 +13,14 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.metrics import DASHBOARD_COUNTS, ENVIRONMENT_DIMENSION, MAINTAINER_SERVICE, NAMESPACE, ArchiverMetric
+from kafkalake.metrics import (
+    DASHBOARD_COUNTS,
+    ENVIRONMENT_DIMENSION,
+    MAINTAINER_SERVICE,
+    NAMESPACE,
+    ArchiverMetric,
+    Count,
+)
 
 
 class Monitoring(Construct):
@@ -25,48 +32,79 @@ class Monitoring(Construct):
         settings: EnvironmentSettings,
         key: kms.IKey,
         queue: sqs.Queue,
-        dlq: sqs.Queue,
+        dead_letter_queues: dict[str, sqs.Queue],
         maintainer: lambda_.Function,
-        application: emr.CfnApplication,
+        applications: dict[str, emr.CfnApplication],
+        schedule_group: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarm_topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True)
+        for subscription in settings.alarm_subscriptions:
+            sns.Subscription(
+                self,
+                f"Subscription-{subscription.protocol}-{subscription.endpoint}",
+                topic=self.alarm_topic,
+                protocol=sns.SubscriptionProtocol(subscription.protocol.upper()),
+                endpoint=subscription.endpoint,
+            )
         action = cw_actions.SnsAction(self.alarm_topic)
         period = Duration.minutes(5)
-        metrics = {
-            "DlqNotEmpty": dlq.metric_approximate_number_of_messages_visible(period=period),
+        metrics: dict[str, cloudwatch.IMetric] = {
+            f"{name}NotEmpty": dlq.metric_approximate_number_of_messages_visible(period=period)
+            for name, dlq in dead_letter_queues.items()
+        }
+        metrics |= {
             "OldestNotification": queue.metric_approximate_age_of_oldest_message(period=period),
             "MaintainerErrors": maintainer.metric_errors(period=period),
             "MaintainerThrottles": maintainer.metric_throttles(period=period),
-            "ArchiverJobFailures": cloudwatch.Metric(
-                namespace="AWS/EMRServerless",
-                metric_name="FailedJobs",
-                period=period,
-                statistic="Sum",
-                dimensions_map={"ApplicationId": application.attr_application_id},
-            ),
+            "MaintainerDrainErrors": self._maintainer_count(Count.ERRORS, period),
+            "MalformedNotifications": self._maintainer_count(Count.MALFORMED, period),
+            **{
+                f"{name}JobFailures": cloudwatch.Metric(
+                    namespace="AWS/EMRServerless",
+                    metric_name="FailedJobs",
+                    period=period,
+                    statistic="Sum",
+                    dimensions_map={"ApplicationId": application.attr_application_id},
+                )
+                for name, application in applications.items()
+            },
+            **{
+                f"Schedule{name}": cloudwatch.Metric(
+                    namespace="AWS/Scheduler",
+                    metric_name=metric,
+                    period=period,
+                    statistic="Sum",
+                    dimensions_map={"ScheduleGroup": schedule_group},
+                )
+                for name, metric in (("TargetErrors", "TargetErrorCount"), ("Dropped", "InvocationDroppedCount"))
+            },
         }
-        thresholds = {"OldestNotification": 3 * settings.maintainer_schedule_minutes * 60}
+        thresholds = {"OldestNotification": settings.oldest_notification_alarm_seconds}
         self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
         self.alarms |= self._archiver_alarms(settings, action)
-        maintainer_counts = [
-            cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name=count,
-                statistic="Sum",
-                period=period,
-                dimensions_map={"service": MAINTAINER_SERVICE},
-            )
-            for count in DASHBOARD_COUNTS
-        ]
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(
-            cloudwatch.GraphWidget(title="Maintainer", left=maintainer_counts, width=12),
+            cloudwatch.GraphWidget(
+                title="Maintainer", left=[self._maintainer_count(c, period) for c in DASHBOARD_COUNTS], width=12
+            ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=12),
             cloudwatch.GraphWidget(
-                title="Queue", left=[metrics["OldestNotification"], metrics["DlqNotEmpty"]], width=12
+                title="Queue", left=[metrics["OldestNotification"], metrics["NotificationsDlqNotEmpty"]], width=12
             ),
-            cloudwatch.GraphWidget(title="Archiver jobs", left=[metrics["ArchiverJobFailures"]], width=12),
+            cloudwatch.GraphWidget(
+                title="Jobs", left=[metrics[f"{name}JobFailures"] for name in applications], width=12
+            ),
+        )
+
+    @staticmethod
+    def _maintainer_count(count: Count, period: Duration) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=count,
+            statistic="Sum",
+            period=period,
+            dimensions_map={"service": MAINTAINER_SERVICE},
         )
 
     def _archiver_alarms(

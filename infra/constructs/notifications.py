@@ -12,6 +12,7 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.constructs.iam import admit_cloudwatch_alarms
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import NOTIFICATION_PREFIX, NOTIFICATION_SUFFIX
@@ -31,6 +32,7 @@ class Notifications(Construct):
             alias=f"alias/kafkalake-{settings.name}-notifications",
             description=f"kafkalake {settings.name}: notification queues and alarms",
         )
+        admit_cloudwatch_alarms(self.key)
         self.dlq = sqs.Queue(
             self,
             "NotificationsDlq",
@@ -60,18 +62,20 @@ class Notifications(Construct):
             "uses the AWS-managed basic execution role; it runs only during deployments.",
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
         )
-        # Only S3, from this bucket in this account, may send.
-        self.queue.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="OnlyThisBucket",
-                effect=iam.Effect.DENY,
-                principals=[iam.ServicePrincipal("s3.amazonaws.com")],
-                actions=["sqs:SendMessage"],
-                resources=[self.queue.queue_arn],
-                conditions={
-                    "ArnNotEquals": {"aws:SourceArn": bucket.bucket_arn},
-                    "StringNotEquals": {"aws:SourceAccount": Stack.of(self).account},
-                },
+        # Only S3, from this bucket in this account, may send: two denials, since the conditions of one
+        # statement must all hold for it to apply (another bucket OR another account is refused).
+        for sid, condition in (
+            ("OnlyThisBucket", {"ArnNotEquals": {"aws:SourceArn": bucket.bucket_arn}}),
+            ("OnlyThisAccount", {"StringNotEquals": {"aws:SourceAccount": Stack.of(self).account}}),
+        ):
+            self.queue.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=sid,
+                    effect=iam.Effect.DENY,
+                    principals=[iam.ServicePrincipal("s3.amazonaws.com")],
+                    actions=["sqs:SendMessage"],
+                    resources=[self.queue.queue_arn],
+                    conditions=condition,
+                )
             )
-        )
         self.bus = events.EventBus(self, "Bus", event_bus_name=settings.event_bus_name)

@@ -221,6 +221,10 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
             "s3://assets/catalog.zip",
             "--environment-archive",
             "s3://assets/environment.tgz",
+            "--jar",
+            "s3://assets/kafka.jar",
+            "--jar",
+            "s3://assets/avro.jar",
             "--target-file-mb",
             "256",
             "--wait",
@@ -246,12 +250,13 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
     ]
     parameters = submit["sparkSubmitParameters"]
     assert parameters.startswith(
-        "--py-files s3://assets/jobs.zip --archives s3://assets/catalog.zip#catalog,"
+        "--py-files s3://assets/jobs.zip --conf spark.archives=s3://assets/catalog.zip#catalog,"
         "s3://assets/environment.tgz#environment "
     )
     assert "--conf spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in parameters
     assert "--conf spark.emr-serverless.driverEnv.KAFKALAKE_BUCKET=kafkalake-staging-lake" in parameters
-    assert "spark-sql-kafka-0-10_2.12:3.5.3" in parameters
+    assert "--conf spark.jars=s3://assets/kafka.jar,s3://assets/avro.jar " in parameters
+    assert "spark.jars.packages" not in parameters  # nothing is resolved at run time (private subnets)
 
 
 def test_reader_during_compaction_with_50_late_files(spark: SparkSession, endpoints: Endpoints) -> None:

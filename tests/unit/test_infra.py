@@ -153,6 +153,10 @@ def test_notifications_queue_dlq_and_filter(stacks: Any, env: str) -> None:
     ]
     statements = [s for group in policies for s in group]
     assert any(s.get("Sid") == "OnlyThisBucket" and s["Effect"] == "Deny" for s in statements)
+    # (10) one condition operator per denial: in one statement they would all have to hold
+    denials = {s["Sid"]: s["Condition"] for s in statements if s.get("Sid") in ("OnlyThisBucket", "OnlyThisAccount")}
+    assert list(denials["OnlyThisBucket"]) == ["ArnNotEquals"]
+    assert list(denials["OnlyThisAccount"]) == ["StringNotEquals"]
     assert any(
         s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
         for s in statements
@@ -170,7 +174,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
             "Runtime": "python3.13",
             "Architectures": ["arm64"],
             "Handler": "lambdas.maintainer.handler.handler",
-            "ReservedConcurrentExecutions": 1,
+            "ReservedConcurrentExecutions": Match.absent(),  # (9) fails in accounts with the default quota
             "Timeout": settings.maintainer_timeout_seconds,
             "Layers": list(settings.maintainer_layers),
             "Environment": {
@@ -194,6 +198,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
         "glue:StartCrawler",
         "s3:GetObject",
         "events:PutEvents",
+        "sqs:SendMessage",  # its invocation dead-letter queue
         "xray:PutTraceSegments",
         "xray:PutTelemetryRecords",
     }
@@ -226,7 +231,9 @@ def test_glue_databases_and_one_crawler_per_crawler_mode_topic(stacks: Any, env:
         configuration = json.loads(props["Configuration"])
         assert configuration["Grouping"]["TableGroupingPolicy"] == "CombineCompatibleSchemas"
         assert configuration["CrawlerOutput"]["Partitions"]["AddOrUpdateBehavior"] == "InheritFromTable"
-        assert props["CrawlerSecurityConfiguration"] == f"kafkalake-{env}"
+        configuration_id = props["CrawlerSecurityConfiguration"]["Ref"]
+        security = resources(tpl, "AWS::Glue::SecurityConfiguration")[configuration_id]["Properties"]
+        assert security["Name"] == f"kafkalake-{env}"
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -239,6 +246,11 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
             "ReleaseLabel": "emr-7.7.0",
             "Type": "SPARK",
             "AutoStopConfiguration": {"Enabled": True, "IdleTimeoutMinutes": 15},
+            "MaximumCapacity": {
+                "Cpu": f"{settings.emr_max_vcpu} vCPU",
+                "Memory": f"{settings.emr_max_memory_gb} GB",
+                "Disk": f"{settings.emr_max_disk_gb} GB",
+            },
             "NetworkConfiguration": {
                 "SubnetIds": list(settings.subnet_ids),
                 "SecurityGroupIds": list(settings.security_group_ids),
@@ -278,8 +290,11 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
     for rendered in (compact_input, archive_input):
         assert '\\"--catalog\\",\\"catalog\\"' in rendered
-        assert "--archives " in rendered  # each archive is an asset URL (a token) followed by its unpack name
+        assert "--conf spark.archives=" in rendered and "--archives" not in rendered  # (2)
         assert re.search(r'\.zip"\}, "#catalog,', rendered) and re.search(r'\.tgz"\}, "#environment ', rendered)
+        assert "spark.jars.packages" not in rendered and "--conf spark.jars=" in rendered  # (1)
+        assert rendered.count('.jar"}') == 5, "one asset per connector jar"
+        assert "spark.sql.session.timeZone=UTC" in rendered  # (3)
         assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
         assert "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
         assert settings.kafka_secret_arn  # credentials reach the jobs as the secret's ARN, never as values
@@ -289,7 +304,7 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 7)
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 14)
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -436,3 +451,96 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(3, 11) kafkalake_jobs.zip 8 []"
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_scheduler_targets_retry_safely_with_a_dead_letter_queue(stacks: Any, env: str) -> None:
+    """(4) the client token is the scheduled time (the same for every retry of one run), retries and a DLQ, an
+    execution timeout per job, one application per job (capacity and failures apart)."""
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    tpl.resource_count_is("AWS::EMRServerless::Application", 2)
+    schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
+    timeouts = {"archiver": settings.archiver_timeout_minutes, "compactor": settings.compactor_timeout_minutes}
+    for job, timeout in timeouts.items():
+        target = schedules[f"kafkalake-{env}-{job}"]["Target"]
+        rendered = json.dumps(target["Input"])
+        token = f"{'archive' if job == 'archiver' else 'compact'}-<aws.scheduler.scheduled-time>"
+        assert f'\\"ClientToken\\":\\"{token}\\"' in rendered
+        assert "execution-id" not in rendered
+        assert f'\\"ExecutionTimeoutMinutes\\":{timeout}' in rendered
+        assert target["RetryPolicy"] == {
+            "MaximumRetryAttempts": settings.scheduler_retry_attempts,
+            "MaximumEventAgeInSeconds": settings.scheduler_max_event_age_seconds,
+        }
+        assert "Arn" in target["DeadLetterConfig"]
+    applications = {r["Properties"]["Name"] for r in resources(tpl, "AWS::EMRServerless::Application").values()}
+    assert applications == {f"kafkalake-{env}-archiver", f"kafkalake-{env}-compactor"}
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_trust_policies_name_the_source_account_and_job_roles_read_only_their_assets(stacks: Any, env: str) -> None:
+    """(5) a job role reads its job's asset objects, not the assets bucket; (10) aws:SourceAccount on trust."""
+    tpl = template(stacks, env)
+    roles = resources(tpl, "AWS::IAM::Role")
+    for logical_id, role in roles.items():
+        for statement in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            service = statement["Principal"].get("Service", "")
+            if service in ("scheduler.amazonaws.com", "emr-serverless.amazonaws.com", "glue.amazonaws.com"):
+                assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}, (
+                    logical_id
+                )
+    for role in ("ArchiverJobRole", "CompactorJobRole"):
+        statements = role_statements(tpl, role)
+        reads = [s for s in statements if s["Action"] == "s3:GetObject"]
+        rendered = json.dumps(reads)
+        assert "cdk-hnb659fds-assets" in rendered
+        assert not re.search(r"assets-[^\"]*/\*", rendered), "a job role may read the whole assets bucket"
+        keys = re.findall(r'/([0-9a-f]{64}\.(?:zip|py|tgz|jar))"', rendered)
+        assert len(keys) == 9, keys  # jobs zip, entry point, catalog, environment, five connector jars
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_crawlers_depend_on_their_database_and_can_write_encrypted_logs(stacks: Any, env: str) -> None:
+    """(7) references (so CloudFormation orders them), a key policy that admits CloudWatch Logs, logs:AssociateKmsKey
+    and a role scoped to our databases instead of the managed AWSGlueServiceRole."""
+    tpl = template(stacks, env)
+    for crawler in resources(tpl, "AWS::Glue::Crawler").values():
+        props = crawler["Properties"]
+        assert set(props["DatabaseName"]) == {"Ref"} and set(props["CrawlerSecurityConfiguration"]) == {"Ref"}
+    crawler_roles = [r for k, r in resources(tpl, "AWS::IAM::Role").items() if "CrawlerRole" in k]
+    assert len(crawler_roles) == 1 and "ManagedPolicyArns" not in crawler_roles[0]["Properties"]
+    statements = role_statements(tpl, "CrawlerRole")
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert "logs:AssociateKmsKey" in actions and not any(a.endswith(":*") or a == "*" for a in actions)
+    lake_key = next(k for k, r in resources(tpl, "AWS::KMS::Key").items() if k.startswith("LakeKey"))
+    policy = resources(tpl, "AWS::KMS::Key")[lake_key]["Properties"]["KeyPolicy"]["Statement"]
+    logs = next(s for s in policy if s.get("Sid") == "CloudWatchLogs")
+    assert logs["Principal"]["Service"] == f"logs.{ENVIRONMENTS[env].region}.amazonaws.com"
+    assert "kms:EncryptionContext:aws:logs:arn" in logs["Condition"]["ArnLike"]
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_alarms_can_notify_and_fire_only_when_something_is_wrong(stacks: Any, env: str) -> None:
+    """(8) the alarm topic's key admits CloudWatch, subscriptions come from environments.yaml; (11) thresholds and
+    the alarms the maintainer's own metrics and each job need."""
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    keys = resources(tpl, "AWS::KMS::Key")
+    queue_key = next(r for k, r in keys.items() if k.startswith("NotificationsQueueKey"))
+    statements = queue_key["Properties"]["KeyPolicy"]["Statement"]
+    alarms_statement = next(s for s in statements if s.get("Sid") == "CloudWatchAlarms")
+    assert alarms_statement["Principal"]["Service"] == "cloudwatch.amazonaws.com"
+    subscriptions = [r["Properties"] for r in resources(tpl, "AWS::SNS::Subscription").values()]
+    assert settings.alarm_subscriptions
+    assert sorted((s["Protocol"], s["Endpoint"]) for s in subscriptions) == sorted(
+        (s.protocol, s.endpoint) for s in settings.alarm_subscriptions
+    )
+    alarms = {k: r["Properties"] for k, r in resources(tpl, "AWS::CloudWatch::Alarm").items()}
+    oldest = next(a for a in alarms.values() if a.get("MetricName") == "ApproximateAgeOfOldestMessage")
+    assert oldest["Threshold"] == settings.oldest_notification_alarm_seconds > settings.queue_visibility_timeout_seconds
+    names = {a.get("MetricName") for a in alarms.values()}
+    assert {"errors", "malformed", "TargetErrorCount", "InvocationDroppedCount"} <= names
+    failed_jobs = [a for a in alarms.values() if a.get("MetricName") == "FailedJobs"]
+    applications = {json.dumps(a["Dimensions"]) for a in failed_jobs}
+    assert len(failed_jobs) == 2 and len(applications) == 2, "one job-failure alarm per application"

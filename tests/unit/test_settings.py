@@ -11,7 +11,9 @@ from kafkalake.jobspec import JobArtifacts, archiver_run, compactor_run, pascal_
 from kafkalake.settings import ENV_VARS, Endpoints, MaintainerEnvironment, SettingsError
 
 STAGING = load_environments(environments_file())["staging"]
-ARTIFACTS = JobArtifacts("s3://a/entry.py", "s3://a/jobs.zip", "s3://a/catalog.zip", "s3://a/env.tgz")
+ARTIFACTS = JobArtifacts(
+    "s3://a/entry.py", "s3://a/jobs.zip", "s3://a/catalog.zip", "s3://a/env.tgz", ("s3://a/k.jar", "s3://a/v.jar")
+)
 
 
 def test_missing_job_settings_are_named() -> None:
