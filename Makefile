@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install browser up down status lint test test-unit demo bench synth clean
+.PHONY: install browser up down status lint test test-unit demo bench synth iac-scan clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -38,7 +38,7 @@ lint: install
 	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake kafkalake_dev lambdas spark_jobs infra app.py bench tests)
 	@echo "[lint] import direction (import-linter)"; $(BIN)/lint-imports --no-cache --no-logo
 
-test: install browser lint synth
+test: install browser lint synth iac-scan
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: install
@@ -60,3 +60,6 @@ node_modules/.installed: package.json package-lock.json
 synth: install node_modules/.installed
 	@CDK_DISABLE_CLI_TELEMETRY=true npx cdk synth --quiet --no-notices
 	@echo "[synth] templates for every environment in cdk.out/ (kafkalake-<env>.template.json)"
+
+iac-scan: synth
+	@bash scripts/iac-scan.sh

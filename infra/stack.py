@@ -33,6 +33,8 @@ class KafkalakeStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        # Access logs are delivered under a bucket policy, not the legacy LogDeliveryWrite ACL.
+        self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         Tags.of(self).add("kafkalake:environment", settings.name)
         self.key = kms.Key(
             self,
@@ -69,7 +71,10 @@ class KafkalakeStack(Stack):
             queue_key=self.notifications.key,
             build_dir=build_dir / settings.name,
         )
-        self.monitoring = Monitoring(
+        self.monitoring = self._monitoring(settings)
+
+    def _monitoring(self, settings: EnvironmentSettings) -> Monitoring:
+        return Monitoring(
             self,
             "Monitoring",
             settings=settings,

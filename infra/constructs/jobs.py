@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_emrserverless as emr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.assets import connector_jars, job_environment, jobs_bundle
 from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
+from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
@@ -63,15 +63,9 @@ class Jobs(Construct):
         self.archiver_role = self._archiver_role()
         self.compactor_role = self._compactor_role()
         self.group = scheduler.CfnScheduleGroup(self, "ScheduleGroup", name=f"kafkalake-{settings.name}")
-        self.dead_letters = sqs.Queue(
-            self,
-            "ScheduleDlq",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=queue_key,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
+        self.dead_letters = dead_letter_queue(
+            self, "ScheduleDlq", key=queue_key, purpose="the dead-letter queue of the job schedules"
         )
-        acknowledge(self.dead_letters, "This queue is the Scheduler's dead-letter queue.", "AwsSolutions-SQS3")
         self.schedules = {
             "Archiver": self._schedule(
                 "Archiver",
@@ -235,5 +229,4 @@ class Jobs(Construct):
                 dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.dead_letters.queue_arn),
             ),
         )
-        schedule.add_dependency(self.group)
         return schedule

@@ -8,7 +8,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.nag import acknowledge
+from infra.nag import acknowledge, skip_scanners
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STAGING_ROOT
@@ -68,9 +68,17 @@ class Storage(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             encryption=s3.BucketEncryption.S3_MANAGED,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=Duration.days(365), noncurrent_version_expiration=Duration.days(7))
+            ],
             removal_policy=RemovalPolicy.RETAIN,
+        )
+        skip_scanners(
+            self.access_logs,
+            "This is the access-log bucket itself; logging it to itself loops.",
+            checkov=["CKV_AWS_18"],
         )
         acknowledge(
             self.access_logs, "This is the access-log bucket itself; logging it to itself loops.", "AwsSolutions-S1"

@@ -67,7 +67,7 @@ def test_one_job_run_specification_for_boto3_and_the_scheduler() -> None:
         "256",
     ]
     scheduled = run.scheduler_input("app", "arn:role")
-    assert scheduled["ClientToken"] == "<aws.scheduler.execution-id>"
+    assert scheduled["ClientToken"] == "compact-<aws.scheduler.scheduled-time>"  # the same for every retry
     assert scheduled["JobDriver"]["SparkSubmit"] == pascal_case(request["jobDriver"]["sparkSubmit"])
     assert scheduled["JobDriver"]["SparkSubmit"]["EntryPointArguments"][0] == "compact"
     parameters = run.spark_submit_parameters()
@@ -75,4 +75,8 @@ def test_one_job_run_specification_for_boto3_and_the_scheduler() -> None:
         assert f"spark.emr-serverless.driverEnv.{variable}={value}" in parameters
         assert f"spark.executorEnv.{variable}={value}" in parameters
     archive = archiver_run(STAGING, ARTIFACTS, ["a", "b"]).entry_point_arguments()
-    assert archive == ["archive", "--env", "staging", "--catalog", "catalog", "--topic", "a", "--topic", "b"]
+    budget = str(STAGING.archiver_budget_minutes)
+    assert archive == [
+        "archive",
+        *("--env", "staging", "--catalog", "catalog", "--budget-minutes", budget, "--topic", "a", "--topic", "b"),
+    ]
