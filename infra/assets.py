@@ -115,9 +115,9 @@ def _zip(source: Path, archive: Path) -> None:
             zipped.writestr(info, path.read_bytes())
 
 
-def jobs_bundle(out_dir: Path) -> Path:
+def jobs_bundle(out_dir: Path, catalog: Path = REPO_ROOT / "catalog") -> Path:
     """For EMR Serverless: ``kafkalake_jobs.zip`` (``--py-files``: the core package and the jobs),
-    ``catalog.zip`` (``--archives ...#catalog``: the topic catalog, unpacked beside the driver) and the
+    ``catalog.zip`` (``spark.archives ...#catalog``: the topic catalog, unpacked beside the driver) and the
     entry point."""
     target = out_dir / "jobs"
     shutil.rmtree(target, ignore_errors=True)
@@ -126,7 +126,7 @@ def jobs_bundle(out_dir: Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     _copy_packages(JOB_PACKAGES, staging)
     _zip(staging, target / "kafkalake_jobs.zip")
-    _zip(REPO_ROOT / "catalog", target / "catalog.zip")
+    _zip(catalog, target / "catalog.zip")
     shutil.copy(REPO_ROOT / "spark_jobs" / "entrypoint.py", target / "entrypoint.py")
     return target
 

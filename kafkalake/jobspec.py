@@ -148,12 +148,18 @@ def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics:
 
 
 def compactor_run(
-    settings: EnvironmentSettings, artifacts: JobArtifacts, tables: list[str], target_file_mb: int | None = None
+    settings: EnvironmentSettings,
+    artifacts: JobArtifacts,
+    tables: list[str],
+    target_file_mb: int | None = None,
+    min_input_files: int | None = None,
 ) -> JobRun:
     """Compact the closed partitions of ``tables`` (catalog names)."""
     arguments = ["--env", settings.name, "--catalog", CATALOG_DIR, *(a for t in tables for a in ("--table", t))]
     if target_file_mb is not None:
         arguments += ["--target-file-mb", str(target_file_mb)]
+    if min_input_files is not None:
+        arguments += ["--min-input-files", str(min_input_files)]
     name = f"kafkalake-{settings.name}-compactor"
     timeout = settings.compactor_timeout_minutes
     return JobRun(name, Job.COMPACT, tuple(arguments), settings.endpoints(), artifacts, timeout)

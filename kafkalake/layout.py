@@ -220,17 +220,14 @@ def parse_data_key(key: str) -> DataKey:
 
 @dataclass(frozen=True)
 class S3Location:
-    """A bucket and a key (or key prefix); written as ``s3://`` for Glue and AWS, ``s3a://`` for Hadoop."""
+    """A bucket and a key (or key prefix). The jobs read and write ``s3://`` URIs, as Glue holds them: EMRFS (or, from
+    emr-7.10, S3A) on EMR Serverless; S3A locally (``fs.s3.impl``)."""
 
     bucket: str
     key: str
 
     def uri(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
-
-    def hadoop(self) -> str:
-        """The same location through Hadoop's S3A connector (local Spark; EMR reads it too)."""
-        return f"s3a://{self.bucket}/{self.key}"
 
     def as_prefix(self) -> str:
         """The key as a folder prefix (one trailing slash)."""

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
 
     from kafkalake_dev.demo import DemoReport
     from kafkalake_dev.inventory import TableInventory
-    from spark_jobs.fleet import TopicResult
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_args_is_help=True)
@@ -158,8 +156,7 @@ def demo(
 
     from rich.progress import Progress
 
-    from kafkalake_dev.demo import MIN_INPUT_FILES, default_html_path, run_demo
-    from spark_jobs.compactor import Knobs
+    from kafkalake_dev.demo import default_html_path, run_demo
 
     console = wide_console()
     started = time.monotonic()
@@ -179,7 +176,6 @@ def demo(
             environment(env),
             load_catalog(catalog),
             records=records,
-            knobs=Knobs(min_input_files=MIN_INPUT_FILES),
             say=say,
             producing=producing,
         )
@@ -311,36 +307,33 @@ def archive(
             spark, endpoints, topics, console.print, concurrency=concurrency, budget_minutes=budget_minutes
         ),
     ]
-    print_archive_summary(results, bucket)
+    print_archive_summary([r.as_dict() for r in results], bucket)
     failed = [r.name for r in results if not r.ok]
     if failed:
         console.print(f"{len(failed)} of {len(results)} topics FAILED: {', '.join(failed)}")
         raise typer.Exit(1)
 
 
-def print_archive_summary(results: list[TopicResult], bucket: str) -> None:
+def print_archive_summary(lines: list[dict[str, Any]], bucket: str) -> None:
+    """The archiver's per-topic summary (its JSON lines, ``TopicResult.as_dict``) as a table."""
     from rich.table import Table
 
     table = Table(title=f"archived to s3://{bucket}/")
     columns = ("topic", "status", "plans", "read", "written", "files", "quarantined", "tombstones", "lag", "seconds")
     for column in (*columns, "read / decode / write / commit s", "error"):
         table.add_column(column, overflow="fold")
-    for result in results:
-        line = result.as_dict()
-        reasons = Counter[str]()
-        for summary in result.plans:
-            reasons.update(summary.quarantine_by_reason)
+    for line in lines:
+        reasons = sorted(line["quarantine_by_reason"].items())
         table.add_row(
-            result.kafka_topic,
+            line["kafka_topic"],
             line["status"],
-            str(line["plans"]),
-            *(str(line[k]) for k in ("read", "written", "objects")),
-            " ".join([str(line["quarantined"]), *(f"{k}={v}" for k, v in sorted(reasons.items()))]),
+            *(str(line[k]) for k in ("plans", "read", "written", "objects")),
+            " ".join([str(line["quarantined"]), *(f"{k}={v}" for k, v in reasons)]),
             str(line["tombstones"]),
-            str(sum(result.lag.values())),
-            f"{result.seconds:.1f}",
+            str(sum(line["lag"].values())),
+            f"{line['seconds']:.1f}",
             " / ".join(f"{v:.1f}" for v in line["timings"].values()),
-            result.error or "",
+            line["error"] or "",
         )
     wide_console().print(table)
 

@@ -20,9 +20,12 @@ from urllib.parse import unquote
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Catalog, Topic
 from kafkalake.environments import EnvironmentSettings
+from kafkalake.jobspec import JobRun, archiver_run, compactor_run
 from kafkalake.layout import parse_data_key, parse_s3_uri
 from kafkalake.settings import Endpoints
 from kafkalake_dev.inventory import TableInventory, take_inventory
+from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
+from kafkalake_dev.stack import state_dir
 from kafkalake_dev.workload import Produced
 
 if TYPE_CHECKING:
@@ -77,15 +80,14 @@ class DemoReport:
     env: str
     bucket: str
     tables: list[TableResult] = field(default_factory=list)
-    archived: list[TopicResult] = field(default_factory=list)
+    archived: list[dict[str, Any]] = field(default_factory=list)
+    """The archiver job's JSON lines, one per topic."""
     maintainer_runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def workload_start(env: str, records: int, now: datetime) -> datetime:
     """The business-time start of the env's workload: recorded next to Kafka's data the first time, so a re-run
     plans exactly the records the topics already hold."""
-    from kafkalake_dev.stack import state_dir
-
     record = state_dir() / "workloads" / f"{env}.json"
     if record.exists():
         saved = json.loads(record.read_text())
@@ -174,12 +176,12 @@ def run_demo(
     catalog: Catalog,
     *,
     records: int,
-    knobs: Knobs,
     say: Callable[[str], None],
     producing: Callable[[Topic], Callable[[int], None]],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> DemoReport:
-    """Every step of the pipeline once; each step skips what an earlier run already did."""
+    """Every step of the pipeline once; each step skips what an earlier run already did. The archiver and the
+    compactor run as EMR Serverless runs them: their job-run specifications, through ``kafkalake_dev.runner``."""
     import dataclasses
 
     from kafkalake.registry import RegistryClient
@@ -205,18 +207,37 @@ def run_demo(
     report = DemoReport(settings.name, settings.bucket)
     spark = local_session(endpoints, "kafkalake-demo")
     spark.sparkContext.setLogLevel("ERROR")
-    say("[3/6] archiver: every topic, exactly once")
-    report.archived = archive_topics(spark, endpoints, topics, say)
-    if failed := [f"{r.kafka_topic}: {r.error}" for r in report.archived if not r.ok]:
-        raise RuntimeError("the archiver failed for " + "; ".join(failed))
+    say("[3/6] archiver: every topic, exactly once (spark-submit of the archiver's job-run specification)")
+    assets = LocalAssets.build(state_dir() / "assets" / settings.name, catalog.root)
+    report.archived = run_checked(archiver_run(settings, assets.artifacts), endpoints, say).lines
     say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
-    say("[5/6] compactor on the closed partitions, then the maintainer again")
-    compaction = compact_topics(spark, endpoints, topics, knobs, say)
+    say("[5/6] compactor on the closed partitions (its job-run specification), then the maintainer again")
+    job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
+    compaction = compaction_results(run_checked(job, endpoints, say).lines, topics)
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
     say("[6/6] reading every table through the partition locations Glue holds")
     report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction)
     return report
+
+
+def run_checked(run: JobRun, endpoints: Endpoints, say: Callable[[str], None]) -> JobOutcome:
+    outcome = run_job(run, endpoints, say=say)
+    if outcome.returncode != 0:
+        raise RuntimeError(f"{run.name} exited with {outcome.returncode}:\n{outcome.output}")
+    return outcome
+
+
+def compaction_results(lines: list[dict[str, Any]], topics: list[Topic]) -> dict[str, list[PartitionResult]]:
+    """The compactor job's JSON lines (one per partition, naming its table), per Kafka topic."""
+    from spark_jobs.compactor import PartitionResult
+
+    by_name = {t.name: t.kafka_topic for t in topics}
+    results: dict[str, list[PartitionResult]] = {t.kafka_topic: [] for t in topics}
+    for line in lines:
+        fields = {k: v for k, v in line.items() if k != "table"}
+        results[by_name[line["table"]]].append(PartitionResult(**fields))
+    return results
 
 
 def table_results(  # noqa: PLR0917 - what the comparison is made of

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.glue import table_partitions
-from kafkalake.layout import parse_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -21,5 +20,5 @@ def read_locations(spark: SparkSession, locations: dict[tuple[str, ...], str]) -
     """Every partition's files, as the catalog points at them (``s3://`` read through S3A locally)."""
     if not locations:
         return None
-    paths = [parse_s3_uri(location).hadoop() for location in locations.values()]
+    paths = [location for location in locations.values()]
     return spark.read.option("mergeSchema", "true").parquet(*paths)

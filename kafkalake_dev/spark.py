@@ -28,6 +28,7 @@ def s3a_conf(endpoints: Endpoints) -> dict[str, str]:
         "spark.hadoop.fs.s3a.secret.key": ACCESS_KEY,
         "spark.hadoop.fs.s3a.change.detection.mode": "none",
         "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",  # the s3:// the jobs use, as on EMR
     }
 
 

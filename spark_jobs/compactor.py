@@ -194,7 +194,7 @@ class Compactor:
         self.say(f"{'/'.join(manifest.partition)}: {state} in {time.monotonic() - started:.1f} s")
 
     def _read(self, keys: Sequence[str]) -> DataFrame:
-        paths = [S3Location(self.bucket, k).hadoop() for k in keys]
+        paths = [S3Location(self.bucket, k).uri() for k in keys]
         return self.spark.read.option("mergeSchema", "true").parquet(*paths)
 
     def _write(self, manifest: Manifest) -> None:
@@ -206,7 +206,7 @@ class Compactor:
         for _ in range(2):
             for stale in self._list(manifest.output_prefix):  # a crashed or resized attempt: start over
                 self.s3.delete_object(Bucket=self.bucket, Key=stale)
-            merge(rows, files).write.mode("overwrite").parquet(S3Location(self.bucket, manifest.output_prefix).hadoop())
+            merge(rows, files).write.mode("overwrite").parquet(S3Location(self.bucket, manifest.output_prefix).uri())
             manifest.outputs = self._list(manifest.output_prefix)
             wanted = repacked_file_count(list(manifest.outputs.values()), self.knobs.target_file_bytes)
             if wanted is None:
@@ -319,4 +319,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     spark = job_session("kafkalake-compactor")
     for table in args.table:
         for result in Compactor(spark, endpoints, catalog.get(table, args.env), knobs).run():
-            print(json.dumps(asdict(result)))
+            print(json.dumps({"table": table, **asdict(result)}))

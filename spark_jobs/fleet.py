@@ -73,6 +73,8 @@ class TopicResult:
             "latest_hour": {str(p): h for p, h in sorted(self.latest_hour().items())},
             "seconds": round(self.seconds, 3),
             "timings": self.timings(),
+            "quarantine_by_reason": dict(sum((Counter(s.quarantine_by_reason) for s in self.plans), Counter())),
+            "balanced": all(s.balanced() for s in self.plans),
             "error": self.error,
         }
 

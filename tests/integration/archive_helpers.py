@@ -41,7 +41,7 @@ def produce(endpoints: Endpoints, topic: Topic, records: int) -> Counter[str]:
 
 
 def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
-    base = S3Location(endpoints.bucket, topic.prefix.data_prefix()).hadoop()
+    base = S3Location(endpoints.bucket, topic.prefix.data_prefix()).uri()
     return spark.read.option("mergeSchema", "true").option("basePath", base).parquet(base)
 
 
