@@ -57,6 +57,10 @@ class TtlCache(Generic[K, V]):
     def drop(self, key: K) -> None:
         self._items.pop(key, None)
 
+    def drop_where(self, predicate: Callable[[K], bool]) -> None:
+        for key in [k for k in self._items if predicate(k)]:
+            del self._items[key]
+
 
 @dataclass
 class State:
@@ -155,7 +159,10 @@ class GlueCatalog:
         return found
 
     def forget_table(self, database: str, table: str) -> None:
+        """Drop every cached entry of the table (the table, its partitions, versions and completeness)."""
         self.state.tables.drop((database, table))
+        for cache in (self.state.partitions, self.state.versions, self.state.completed):
+            cache.drop_where(lambda key: key[:2] == (database, table))
 
     def start_crawler(self, name: str) -> bool:
         """True when started, False when it was already running."""

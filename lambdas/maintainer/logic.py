@@ -15,13 +15,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from kafkalake.glue import COMPLETE_PARAMETER, SCHEMA_VERSIONS_PARAMETER, partition_input, table_input, table_input_from
-from kafkalake.layout import PARTITION_KEYS, DataKey, LayoutError, Partition, TablePrefix, decode_event_key, s3_uri
+from kafkalake.layout import PARTITION_KEYS, DataKey, LayoutError, Partition, TablePrefix, s3_uri
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import Count
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 from lambdas.maintainer.dal import Clients, GlueCatalog, Queue, State, error_code, publish
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
-from lambdas.maintainer.models import MalformedBody, S3Record, parse_body
+from lambdas.maintainer.models import MalformedBody, ObjectEvent, parse_body
 
 IGNORED = {
     "removed_object": Count.IGNORED_REMOVED_OBJECT,
@@ -70,14 +70,30 @@ class Settings:
     completeness_delay_seconds: float = 900.0
 
 
+MAX_REASON = 300
+"""Characters of a failure's message a report repeats."""
+MAX_SAMPLES = 20
+"""Foreign keys logged with their reason per drain (the rest are only counted)."""
+
+
 @dataclass
 class Report:
     counts: Counter[str] = field(default_factory=Counter)
     events: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    foreign_keys: list[str] = field(default_factory=list)
+    """A sample of the foreign keys and why the layout rejects them."""
+    failed_tables: dict[str, str] = field(default_factory=dict)
+    """``database.table`` (or the data prefix) → what failed; its messages stay for the next run."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"counts": dict(sorted(self.counts.items())), "events": self.events, "errors": self.errors}
+        return {
+            "counts": dict(sorted(self.counts.items())),
+            "events": self.events,
+            "errors": self.errors,
+            "foreign_keys": self.foreign_keys,
+            "failed_tables": self.failed_tables,
+        }
 
 
 @dataclass
@@ -86,18 +102,26 @@ class _Message:
     keys: set[DataKey] = field(default_factory=set)
 
 
-def handle_record(record: S3Record) -> DataKey | str:
-    """The typed record handler: a data key to act on, or the reason this record is ignored."""
-    if record.eventName.startswith("ObjectRemoved"):
-        return "removed_object"
-    if not record.eventName.startswith("ObjectCreated"):
-        return "other_event"
-    if record.s3.object is None:
-        return "no_object"
+@dataclass(frozen=True)
+class Ignored:
+    """Why an event is not acted on (and, for a foreign key, what the layout says about it)."""
+
+    kind: str
+    detail: str = ""
+
+
+def handle_record(event: ObjectEvent) -> DataKey | Ignored:
+    """The typed record handler: a data key to act on, or why this event is ignored."""
+    if event.name.startswith("ObjectRemoved"):
+        return Ignored("removed_object")
+    if not event.name.startswith("ObjectCreated"):
+        return Ignored("other_event")
+    if event.key is None:
+        return Ignored("no_object")
     try:
-        return parse_key(decode_event_key(record.s3.object.key))
-    except LayoutError:
-        return "foreign_key"
+        return parse_key(event.key)
+    except LayoutError as exc:
+        return Ignored("foreign_key", str(exc))
 
 
 def completion_candidates(partitions: Iterable[Partition], now: datetime, delay: timedelta) -> set[Partition]:
@@ -133,7 +157,7 @@ def drain(
     done: set[DataKey] = set()
     syncer = _TableSync(settings, GlueCatalog(clients, settings.bucket, state, report.counts), state, report, now())
     for prefix, keys in sorted(by_table.items()):
-        done |= syncer.sync(prefix, keys)
+        done |= syncer.sync_isolated(prefix, keys)
     publish(clients.events, settings.event_bus, report.events, report.counts)
     report.errors += queue.delete([m.receipt_handle for m in work if m.keys <= done])
     report.counts[Count.LEFT_FOR_RETRY] = len(messages) - report.counts[Count.DELETED]
@@ -154,13 +178,15 @@ def _parse(messages: list[dict[str, Any]], report: Report) -> list[_Message]:
         work.append(item)
         if body.test_event:
             report.counts[Count.IGNORED_TEST_EVENT] += 1
-        for record in body.records:
-            outcome = handle_record(record)
+        for event in body.events:
+            outcome = handle_record(event)
             if isinstance(outcome, DataKey):
                 report.counts[Count.DATA_EVENTS] += 1
                 item.keys.add(outcome)
-            else:
-                report.counts[IGNORED[outcome]] += 1
+                continue
+            report.counts[IGNORED[outcome.kind]] += 1
+            if outcome.detail and len(report.foreign_keys) < MAX_SAMPLES:
+                report.foreign_keys.append(outcome.detail)
     return work
 
 
@@ -186,6 +212,37 @@ class _TableSync:
 
     def _event(self, kind: str, cfg: TableSettings, **detail: Any) -> None:
         self.report.events.append({"type": kind, "database": cfg.database, "table": cfg.table, **detail})
+
+    def sync_isolated(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
+        """``sync``, never letting one table stop the others: on EntityNotFoundException the table's cached
+        entries are dropped and the sync is tried once more; any other failure (throttling that outlasted
+        botocore's retries, access denied, ...) is reported, and the table's messages stay for the next run."""
+        for attempt in (1, 2):
+            try:
+                return self.sync(prefix, keys)
+            except ClientError as exc:
+                if error_code(exc) == "EntityNotFoundException" and attempt == 1:
+                    self._forget(prefix)
+                    continue
+                return self._failed(prefix, keys, exc)
+            except Exception as exc:  # noqa: BLE001 - reported below; the other tables go on
+                return self._failed(prefix, keys, exc)
+        return set()
+
+    def _forget(self, prefix: TablePrefix) -> None:
+        cfg = self._resolve(prefix)
+        if cfg is not None:
+            self.glue.forget_table(cfg.database, cfg.table)
+        self.report.counts[Count.TABLE_CACHE_DROPPED] += 1
+
+    def _failed(self, prefix: TablePrefix, keys: set[DataKey], exc: Exception) -> set[DataKey]:
+        cfg = self.settings.tables.get(prefix)
+        name = f"{cfg.database}.{cfg.table}" if cfg else prefix.data_prefix()
+        reason = f"{type(exc).__name__}: {str(exc)[:MAX_REASON]}"
+        self.report.counts[Count.TABLES_FAILED] += 1
+        self.report.failed_tables[name] = reason
+        self.report.errors.append(f"{name}: {reason}; its {len(keys)} objects stay queued for the next run")
+        return set()
 
     def sync(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
         table_cfg = self._resolve(prefix)
@@ -278,7 +335,7 @@ class _TableSync:
             raise IncompatibleSchema(f"table {cfg.database}.{cfg.table} disappeared while it was being updated")
         return refreshed
 
-    def _add_partitions(self, cfg: TableSettings, partitions: set[Partition], retried: bool = False) -> set[Partition]:
+    def _add_partitions(self, cfg: TableSettings, partitions: set[Partition]) -> set[Partition]:
         cache = self.state.partitions
         known = {p for p in partitions if cache.get((cfg.database, cfg.table, tuple(p.values())))}
         unknown = partitions - known
@@ -290,13 +347,7 @@ class _TableSync:
         if table is None:
             return known | (unknown - set(missing))
         inputs = [partition_input(table, f"{cfg.location}{p.path()}", p) for p in missing]
-        try:
-            outcome = self.glue.create_partitions(cfg.database, cfg.table, inputs)
-        except ClientError as exc:
-            if error_code(exc) != "EntityNotFoundException" or retried:
-                raise
-            self.glue.forget_table(cfg.database, cfg.table)
-            return known | self._add_partitions(cfg, unknown, retried=True)
+        outcome = self.glue.create_partitions(cfg.database, cfg.table, inputs)
         for values, code in sorted(outcome.failed.items()):
             self.report.counts[Count.PARTITION_ERRORS] += 1
             self.report.errors.append(f"{cfg.database}.{cfg.table} {list(values)}: {code}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -426,3 +427,86 @@ def test_local_invocations_for_two_environments_each_drain_their_own_queue(
         assert report["counts"]["partitions_added"] == 1, report
         assert lake.partitions(lake.card) == {("1", "2026-11-21", f"{hour}")}
     assert dict(os.environ) == before
+
+
+def test_a_table_deleted_while_cached_is_recreated_and_never_stops_another_table(lake: Lake) -> None:
+    """BatchGetPartition answers EntityNotFoundException for a table the cache still holds: the table's cached
+    entries are dropped, its sync is retried once (native inference creates it again), and the healthy table in
+    the same drain is synced too."""
+    lake.put(key(lake.card, 1, 8))
+    first = lake.run()
+    assert first.counts["tables_created"] == 1 and first.errors == []
+    lake.glue.delete_table(DatabaseName=lake.acme, Name="card_authorized")  # by hand, while the maintainer caches it
+    crawled_sensor_table(lake)
+    lake.put(key(lake.card, 1, 9))  # a new partition of the deleted table
+    lake.put(key(lake.sensor, 1, 2))  # and one of a healthy table
+    second = lake.run()
+    assert second.counts["table_cache_dropped"] == 1
+    assert second.counts["tables_failed"] == 0 and second.failed_tables == {}
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "09")}, "the table was not created again"
+    assert ("1", "2026-11-21", "02") in lake.partitions(lake.sensor)
+    assert lake.queue_depth() == 0
+
+
+def test_throttling_that_outlasts_the_retries_fails_only_its_table(lake: Lake) -> None:
+    """One table's BatchCreatePartition stays throttled past botocore's retries: that table is reported and keeps
+    its messages; the other table in the same drain is synced."""
+    from botocore.config import Config
+
+    few_retries = Config(retries={"mode": "standard", "max_attempts": 2})
+    glue = boto3.client(
+        "glue", config=few_retries, region_name=lake.endpoints.region, endpoint_url=lake.endpoints.aws_endpoint_url
+    )
+    lake.clients = Clients(lake.sqs, glue, lake.s3, make_client(lake.endpoints, "events"))
+
+    def throttle_card(request: Any, **_: Any) -> AWSResponse | None:
+        target = request.headers.get("X-Amz-Target", b"")
+        target = target.decode() if isinstance(target, bytes) else target
+        if target.endswith("BatchCreatePartition") and b'"TableName": "card_authorized"' in (request.body or b""):
+            body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"}, _Raw(body))
+        return None
+
+    glue.meta.events.register("before-send.glue", throttle_card)
+    crawled_sensor_table(lake)
+    lake.put(key(lake.card, 1, 10))
+    lake.put(key(lake.sensor, 1, 3))
+    report = lake.run()
+    assert report.counts["tables_failed"] == 1
+    assert list(report.failed_tables) == [f"{lake.acme}.card_authorized"]
+    assert "ThrottlingException" in report.failed_tables[f"{lake.acme}.card_authorized"]
+    assert lake.partitions(lake.card) == set()
+    assert ("1", "2026-11-21", "03") in lake.partitions(lake.sensor)
+    assert report.counts["left_for_retry"] >= 1  # the card table's message stays for the next run
+
+
+def test_s3_events_delivered_through_eventbridge_are_registered(lake: Lake) -> None:
+    """S3 → EventBridge → SQS: the body is an EventBridge event whose key is not URL-encoded."""
+    data_key = key(lake.card, 1, 11)
+    lake.s3.put_object(Bucket=lake.p.bucket, Key=data_key.key(), Body=parquet(1))
+    lake.sqs.purge_queue(QueueUrl=lake.p.queue_url)  # only the EventBridge delivery remains
+    lake.send(
+        {
+            "version": "0",
+            "id": "e-1",
+            "detail-type": "Object Created",
+            "source": "aws.s3",
+            "account": "123456789012",
+            "time": "2026-11-21T11:00:00Z",
+            "region": "eu-west-1",
+            "resources": [f"arn:aws:s3:::{lake.p.bucket}"],
+            "detail": {
+                "version": "0",
+                "bucket": {"name": lake.p.bucket},
+                "object": {"key": data_key.key(), "size": 10, "etag": "e", "sequencer": "0A"},
+                "request-id": "r",
+                "requester": "123456789012",
+                "source-ip-address": "10.0.0.1",
+                "reason": "PutObject",
+            },
+        }
+    )
+    report = lake.run()
+    assert report.counts["data_events"] == 1 and report.counts["partitions_added"] == 1
+    assert lake.partitions(lake.card) == {("1", "2026-11-21", "11")}
+    assert lake.queue_depth() == 0

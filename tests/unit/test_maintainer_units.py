@@ -4,9 +4,10 @@ from typing import Any
 import pytest
 
 from kafkalake.glue import NULLABLE_PARAMETER
+from kafkalake.layout import DataKey, decode_event_key
 from lambdas.maintainer.dal import TtlCache
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
-from lambdas.maintainer.logic import handle_record
+from lambdas.maintainer.logic import Ignored, handle_record
 from lambdas.maintainer.models import MalformedBody, parse_body
 
 KEY = (
@@ -33,7 +34,7 @@ def record(key: str = KEY, name: str = "ObjectCreated:Put") -> dict[str, Any]:
 
 def test_parse_plain_sns_and_test_event() -> None:
     plain = json.dumps({"Records": [record()]})
-    assert len(parse_body(plain).records) == 1
+    assert len(parse_body(plain).events) == 1
     sns = json.dumps(
         {
             "Type": "Notification",
@@ -47,7 +48,7 @@ def test_parse_plain_sns_and_test_event() -> None:
             "UnsubscribeURL": "https://x.invalid/u",
         }
     )
-    assert parse_body(sns).records[0].s3.object.key == KEY  # type: ignore[union-attr]
+    assert parse_body(sns).events[0].key == decode_event_key(KEY)
     assert parse_body(json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"})).test_event
 
 
@@ -65,12 +66,62 @@ def test_malformed_bodies_say_why(body: str, reason: str) -> None:
 
 
 def test_record_handler_decisions() -> None:
-    data_key = handle_record(parse_body(json.dumps({"Records": [record()]})).records[0])
-    assert not isinstance(data_key, str) and (data_key.first_offset, data_key.last_offset) == (5, 9)
-    removed = parse_body(json.dumps({"Records": [record(name="ObjectRemoved:Delete")]})).records[0]
-    assert handle_record(removed) == "removed_object"
-    foreign = parse_body(json.dumps({"Records": [record(key="staging/x/_SUCCESS")]})).records[0]
-    assert handle_record(foreign) == "foreign_key"
+    data_key = handle_record(parse_body(json.dumps({"Records": [record()]})).events[0])
+    assert isinstance(data_key, DataKey) and (data_key.first_offset, data_key.last_offset) == (5, 9)
+    removed = parse_body(json.dumps({"Records": [record(name="ObjectRemoved:Delete")]})).events[0]
+    assert handle_record(removed) == Ignored("removed_object")
+    foreign = parse_body(json.dumps({"Records": [record(key="staging/x/_SUCCESS")]})).events[0]
+    ignored = handle_record(foreign)
+    assert isinstance(ignored, Ignored) and ignored.kind == "foreign_key"
+    assert "staging/x/_SUCCESS" in ignored.detail and "not a data partition" in ignored.detail
+
+
+def eventbridge(key: str, detail_type: str = "Object Created") -> str:
+    """S3 → EventBridge → SQS: the key is not URL-encoded."""
+    return json.dumps(
+        {
+            "version": "0",
+            "id": "e",
+            "detail-type": detail_type,
+            "source": "aws.s3",
+            "account": "111111111111",
+            "time": "2026-11-21T11:00:00Z",
+            "region": "eu-west-1",
+            "resources": ["arn:aws:s3:::b"],
+            "detail": {
+                "version": "0",
+                "bucket": {"name": "b"},
+                "object": {"key": key, "size": 1, "etag": "e", "sequencer": "0A"},
+                "request-id": "r",
+                "requester": "111111111111",
+                "source-ip-address": "10.0.0.1",
+                "reason": "PutObject",
+            },
+        }
+    )
+
+
+def test_eventbridge_bodies_are_accepted_with_their_keys_as_they_are() -> None:
+    plain_key = decode_event_key(KEY)  # "...card-authorized+0+5-9.parquet": a literal '+', not a space
+    [created] = parse_body(eventbridge(plain_key)).events
+    data_key = handle_record(created)
+    assert isinstance(data_key, DataKey) and data_key.key() == plain_key
+    [deleted] = parse_body(eventbridge(plain_key, "Object Deleted")).events
+    assert handle_record(deleted) == Ignored("removed_object")
+
+
+def test_errors_for_bad_bodies_echo_a_bounded_part_of_them() -> None:
+    for huge in (
+        json.dumps({"Records": [{"eventName": "x" * 200_000}]}),
+        json.dumps({"Type": "Notification", "Message": 7, "TopicArn": "z" * 200_000}),
+        json.dumps({"source": "aws.s3", "detail-type": "Object Created", "detail": "d" * 200_000}),
+    ):
+        with pytest.raises(MalformedBody) as bad:
+            parse_body(huge)
+        assert len(str(bad.value)) < 1_000
+    with pytest.raises(MalformedBody) as not_json:
+        parse_body("{" + "y" * 200_000)
+    assert len(str(not_json.value)) < 1_000 and "more characters" in str(not_json.value)
 
 
 def test_ttl_cache_expires() -> None:
