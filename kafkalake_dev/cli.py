@@ -144,6 +144,28 @@ def maintain(
     typer.echo(f"maintainer run done: {len(report['events'])} events published to bus {settings.event_bus_name}")
 
 
+dlq_app = typer.Typer(help="The notification dead-letter queue.", no_args_is_help=True)
+app.add_typer(dlq_app, name="dlq")
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(
+    env: EnvOption = "staging",
+    move_task: Annotated[bool, typer.Option(help="Use SQS's message-move task (else copy the messages).")] = True,
+) -> None:
+    """Move the dead-letter queue's messages back to the notification queue; the next drain registers them."""
+    from kafkalake.aws import make_client
+    from kafkalake_dev.redrive import redrive
+
+    settings = environment(env)
+    sqs = make_client(local_endpoints(), "sqs")
+    dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]
+    queue_url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+    done = redrive(sqs, dlq_url, queue_url, use_move_task=move_task, say=typer.echo)
+    handle = f" (task {done.task_handle})" if done.task_handle else ""
+    typer.echo(f"redrive by {done.method}{handle}: {done.moved} messages from {dlq_url} to {queue_url}")
+
+
 @app.command("demo")
 def demo(
     env: EnvOption = "staging",
