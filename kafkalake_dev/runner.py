@@ -141,7 +141,7 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
         spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
         environ = {**os.environ, **CREDENTIALS, **driver_env, "TZ": MACHINE_TIME_ZONE, "SPARK_HOME": spark_home}
         arguments = " ".join(run.entry_point_arguments())
-        say(f"[runner] {run.name}: spark-submit {Path(run.artifacts.entry_point).name} {arguments} (in {work})")
+        say(f"runner: {run.name}: spark-submit {Path(run.artifacts.entry_point).name} {arguments} (in {work})")
         done = subprocess.run(command, cwd=work, env=environ, capture_output=True, text=True, check=False)
         downloaded = sorted(str(p.relative_to(ivy)) for p in ivy.rglob("*.jar")) if ivy.exists() else []
     if downloaded:
