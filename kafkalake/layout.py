@@ -60,6 +60,12 @@ DATA_KEY_RE: Final = re.compile(
 )
 
 
+PARTITION_SEGMENT_RE: Final = {
+    name: re.compile("^" + re.escape(lit) + f"(?P<value>{pat})/$") for name, lit, pat in _DATA_SEGMENTS[4:]
+}
+"""Each partition level of a data prefix (``schema_version=1/``, ``dt=…/``, ``hour=…/``), as listings return them."""
+
+
 class LayoutError(ValueError):
     """A key that the data layout did not produce; the message says why."""
 
@@ -187,6 +193,14 @@ class DataKey:
 
     def key(self) -> str:
         return self.partition_prefix() + self.file_name()
+
+
+def partition_segment_value(name: str, segment: str) -> str:
+    """The value of one partition level's folder name; raise ``LayoutError`` for a folder of another shape."""
+    match = PARTITION_SEGMENT_RE[name].match(segment)
+    if match is None:
+        raise LayoutError(f"{segment!r} is not a {name}=… folder of the data layout")
+    return match.group("value")
 
 
 def parse_data_key(key: str) -> DataKey:

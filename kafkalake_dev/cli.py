@@ -144,6 +144,27 @@ def maintain(
     typer.echo(f"maintainer run done: {len(report['events'])} events published to bus {settings.event_bus_name}")
 
 
+@app.command("reconcile")
+def reconcile(env: EnvOption = "staging", catalog: CatalogOption = DEFAULT_CATALOG) -> None:
+    """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
+    from kafkalake.aws import make_client
+    from lambdas.reconciler.logic import reconcile_table
+
+    endpoints = local_endpoints(environment(env).bucket)
+    s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+    for topic in load_catalog(catalog).for_env(env):
+        prefix = topic.prefix.data_prefix()
+        done = reconcile_table(
+            s3, glue, endpoints.bucket, database=topic.database, table=topic.table, data_prefix=prefix
+        )
+        state = done.skipped or f"{len(done.added)} partitions added, {len(done.empty_locations)} with no objects"
+        typer.echo(f"  {done.table:<45} {state}")
+        for values in done.added:
+            typer.echo(f"    added {'/'.join(values)} (its S3 events were lost)")
+        for values in done.empty_locations:
+            typer.echo(f"    EMPTY {'/'.join(values)}: the Glue partition's location holds no object")
+
+
 dlq_app = typer.Typer(help="The notification dead-letter queue.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 

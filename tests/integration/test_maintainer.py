@@ -536,3 +536,43 @@ def test_dlq_redrive_moves_messages_back_and_the_next_drain_registers_them(
     assert report.counts["partitions_added"] == 2
     assert lake.partitions(lake.card) == {("1", "2026-11-21", "12"), ("1", "2026-11-21", "13")}
     assert lake.queue_depth() == 0
+
+
+def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events deleted from the queue before the maintainer ran: `kafkalake reconcile` adds exactly the missing
+    partitions (found by listing S3 level by level) and nothing else; a second run changes nothing."""
+    from typer.testing import CliRunner
+
+    from kafkalake_dev.cli import app
+
+    lake.put(key(lake.card, 1, 14))
+    lake.run()  # the table and its first partition, from the events
+    lost = [key(lake.card, 1, 15), key(lake.card, 2, 15), key(lake.card, 1, 16, day=date(2026, 11, 22))]
+    for data_key in lost:
+        lake.put(data_key, version_body=1)
+    lake.sqs.purge_queue(QueueUrl=lake.p.queue_url)  # their notifications are lost
+    lake.s3.put_object(Bucket=lake.p.bucket, Key=f"{lake.card.data_prefix()}schema_version=1/notes/x.txt", Body=b"")
+    before = lake.partitions(lake.card)
+    catalog, environments = lake.files
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    first = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
+    assert first.exit_code == 0, first.output
+    restored = {tuple(k.partition.values()) for k in lost}
+    assert lake.partitions(lake.card) == before | restored
+    assert f"{lake.acme}.card_authorized" in first.output and "3 partitions added, 0 with no objects" in first.output
+    assert "no table in Glue yet" in first.output  # the crawler-mode tables nobody created
+    second = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
+    assert "0 partitions added, 0 with no objects" in second.output
+    assert lake.partitions(lake.card) == before | restored
+    lake.glue.create_partition(  # a partition whose objects were deleted by hand
+        DatabaseName=lake.acme,
+        TableName="card_authorized",
+        PartitionInput={
+            "Values": ["1", "2026-11-20", "01"],
+            "StorageDescriptor": {"Location": f"s3://{lake.p.bucket}/{lake.card.data_prefix()}gone/"},
+        },
+    )
+    third = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
+    assert "EMPTY 1/2026-11-20/01" in third.output

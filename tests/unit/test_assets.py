@@ -39,6 +39,8 @@ LAMBDA = CORE | {
     "lambdas/maintainer/logic.py",
     "lambdas/maintainer/models.py",
     "lambdas/maintainer/tables.json",
+    "lambdas/reconciler/__init__.py",
+    "lambdas/reconciler/logic.py",  # S3↔Glue reconciliation; its scheduled handler is still to come (#14)
 }
 JOBS = CORE | {
     f"spark_jobs/{name}.py"

@@ -1,0 +1,75 @@
+"""S3↔Glue reconciliation: the partitions a table has on S3 and not in Glue are added (S3 notifications can be
+lost: a message that expired in the DLQ, a changed notification configuration, an object restored by hand), and
+Glue partitions whose location holds no object are reported.
+
+S3 is listed with a delimiter, level by level (schema_version=, dt=, hour=), never object by object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from kafkalake.glue import batch_create_partitions, partition_input, table_partitions
+from kafkalake.layout import PARTITION_KEYS, LayoutError, Partition, parse_s3_uri, partition_segment_value, s3_uri
+
+
+@dataclass
+class TableReconciliation:
+    table: str
+    added: list[tuple[str, ...]] = field(default_factory=list)
+    """Partitions found on S3 and created in Glue."""
+    empty_locations: list[tuple[str, ...]] = field(default_factory=list)
+    """Glue partitions whose location holds no object."""
+    skipped: str | None = None
+    """Why the table was not reconciled (for example: not in Glue yet; the maintainer creates it)."""
+
+
+def _folders(s3: Any, bucket: str, prefix: str) -> Iterator[str]:
+    """The sub-folder names directly under ``prefix`` (one delimiter listing, all pages)."""
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+        for common in page.get("CommonPrefixes", []):
+            yield common["Prefix"][len(prefix) :]
+
+
+def s3_partitions(s3: Any, bucket: str, data_prefix: str) -> set[Partition]:
+    """Every partition folder of a table on S3, level by level; folders of another shape are left out."""
+    found = set()
+    for version in _folders(s3, bucket, data_prefix):
+        for day in _folders(s3, bucket, data_prefix + version):
+            for hour in _folders(s3, bucket, data_prefix + version + day):
+                try:
+                    values = [
+                        partition_segment_value(name, segment)
+                        for name, segment in zip(PARTITION_KEYS, (version, day, hour), strict=True)
+                    ]
+                    found.add(Partition(int(values[0]), date.fromisoformat(values[1]), int(values[2])))
+                except (LayoutError, ValueError):
+                    continue
+    return found
+
+
+def reconcile_table(
+    s3: Any, glue: Any, bucket: str, *, database: str, table: str, data_prefix: str
+) -> TableReconciliation:
+    """Add the partitions S3 has and Glue lacks; report Glue partitions with an empty location."""
+    result = TableReconciliation(f"{database}.{table}")
+    existing = table_partitions(glue, database, table)
+    if existing is None:
+        result.skipped = "no table in Glue yet (the maintainer creates it from the first event)"
+        return result
+    in_glue = {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for p in existing}
+    missing = sorted(p for p in s3_partitions(s3, bucket, data_prefix) if tuple(p.values()) not in in_glue)
+    if missing:
+        table_description = glue.get_table(DatabaseName=database, Name=table)["Table"]
+        inputs = [partition_input(table_description, s3_uri(bucket, data_prefix + p.path()), p) for p in missing]
+        outcome = batch_create_partitions(glue, database, table, inputs)
+        result.added = sorted(outcome.done)
+    for values, location in sorted(in_glue.items()):
+        where = parse_s3_uri(location)
+        listed = s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1)
+        if not listed.get("KeyCount"):
+            result.empty_locations.append(values)
+    return result
