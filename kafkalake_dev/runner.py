@@ -94,8 +94,9 @@ def unpack_archives(archives: str, work: Path) -> None:
                 archive.extractall(target, filter="data")
 
 
-def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, str]]:
-    """The spark-submit command line and the driver's environment for ``run``: the specification's options and
+def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, str], str]:
+    """The spark-submit command line, the driver's environment and the archives (``spark.archives``, which the
+    runner unpacks into the working directory as EMR does) for ``run``: the specification's options and
     settings, plus what the platform provides on EMR (local master, S3 support, a non-UTC machine zone, and an
     empty Ivy home with downloads pointed at a closed port)."""
     options, conf = parse_submit_parameters(run.spark_submit_parameters())
@@ -118,7 +119,7 @@ def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, st
         run.artifacts.entry_point,
         *run.entry_point_arguments(),
     ]
-    return command, driver_env
+    return command, driver_env, conf["spark.archives"]
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,9 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
     run = replace(run, endpoints=endpoints)
     with tempfile.TemporaryDirectory(prefix="kafkalake-job-") as folder:
         work = Path(folder)
-        _, conf = parse_submit_parameters(run.spark_submit_parameters())
-        unpack_archives(conf["spark.archives"], work)
         ivy = work / ".ivy"
-        command, driver_env = submit_command(run, ivy)
+        command, driver_env, archives = submit_command(run, ivy)
+        unpack_archives(archives, work)
         spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
         environ = {**os.environ, **CREDENTIALS, **driver_env, "TZ": MACHINE_TIME_ZONE, "SPARK_HOME": spark_home}
         arguments = " ".join(run.entry_point_arguments())

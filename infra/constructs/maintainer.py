@@ -74,14 +74,15 @@ class Maintainer(Construct):
         topics: list[Topic],
         databases: list[str],
         bucket: s3.IBucket,
-        keys: list[kms.IKey],
+        lake_key: kms.IKey,
+        queue_key: kms.IKey,
         queue: sqs.IQueue,
         bus: events.IEventBus,
         build_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
         name = f"kafkalake-{settings.name}-maintainer"
-        self.key = keys[0]
+        self.key = lake_key
         log_group = logs.LogGroup(
             self,
             "Logs",
@@ -91,9 +92,9 @@ class Maintainer(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
         self.dead_letters = dead_letter_queue(
-            self, "InvocationDlq", key=keys[-1], purpose="the dead-letter queue of the maintainer's invocations"
+            self, "InvocationDlq", key=queue_key, purpose="the dead-letter queue of the maintainer's invocations"
         )
-        role = self._role(log_group, topics, databases, bucket, keys, queue, bus)
+        role = self._role(log_group, topics, databases, bucket, [lake_key, queue_key], queue, bus)
         self.function = self._function(name, settings, topics, role, log_group, queue, bus, build_dir)
         rule = events.Rule(
             self,

@@ -61,15 +61,24 @@ def reconcile_table(
         result.skipped = "no table in Glue yet (the maintainer creates it from the first event)"
         return result
     in_glue = {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for p in existing}
-    missing = sorted(p for p in s3_partitions(s3, bucket, data_prefix) if tuple(p.values()) not in in_glue)
+    on_s3 = s3_partitions(s3, bucket, data_prefix)
+    missing = sorted(p for p in on_s3 if tuple(p.values()) not in in_glue)
     if missing:
         table_description = glue.get_table(DatabaseName=database, Name=table)["Table"]
         inputs = [partition_input(table_description, s3_uri(bucket, data_prefix + p.path()), p) for p in missing]
         outcome = batch_create_partitions(glue, database, table, inputs)
         result.added = sorted(outcome.done)
+    raw_folders = {s3_uri(bucket, data_prefix + p.path()) for p in on_s3}
     for values, location in sorted(in_glue.items()):
-        where = parse_s3_uri(location)
-        listed = s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1)
-        if not listed.get("KeyCount"):
+        if not _holds_objects(s3, location, raw_folders):
             result.empty_locations.append(values)
     return result
+
+
+def _holds_objects(s3: Any, location: str, raw_folders: set[str]) -> bool:
+    """A raw partition folder holds objects exactly when the level-by-level listing found it (a delimiter listing
+    shows only folders with objects); any other location (a compaction run directory) takes one listing call."""
+    where = parse_s3_uri(location)
+    if s3_uri(where.bucket, where.as_prefix()) in raw_folders:
+        return True
+    return bool(s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1).get("KeyCount"))

@@ -21,7 +21,8 @@ def test_submit_command_is_the_specification_plus_the_platform(tmp_path: Path) -
     assert options == ["--py-files", "/a/jobs.zip"]
     assert conf["spark.archives"] == "/a/catalog.zip#catalog,/a/env.tgz#environment"
     local = dataclasses.replace(run, endpoints=local_endpoints(STAGING.bucket))
-    command, driver_env = submit_command(local, tmp_path / "ivy")
+    command, driver_env, archives = submit_command(local, tmp_path / "ivy")
+    assert archives == conf["spark.archives"]
     rendered = " ".join(command)
     assert command[-len(run.entry_point_arguments()) :] == run.entry_point_arguments()
     assert "spark.jars.packages" not in rendered
