@@ -390,7 +390,9 @@ TableArgument = Annotated[str, typer.Option("--table", help="Topic name, Kafka t
 
 @compact_app.command("run")
 def compact_run(
-    table: TableArgument,
+    table: Annotated[
+        list[str] | None, typer.Option("--table", help="Topic, Kafka topic or db.table; repeat; all when omitted.")
+    ] = None,
     env: EnvOption = "staging",
     local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
     target_file_mb: Annotated[int, typer.Option(help="Target size of merged files.")] = 128,
@@ -398,18 +400,19 @@ def compact_run(
     grace_minutes: Annotated[int, typer.Option(help="Keep inputs this long after the swap.")] = 60,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
-    """Compact a table's closed partitions on local Spark and print files, bytes and rows before/after."""
+    """Compact the closed partitions of the tables (every table of the env by default) on local Spark, in one run;
+    print files, bytes, rows and seconds per partition, and exit 1 if any table or partition failed."""
     from datetime import timedelta
 
     from rich.table import Table
 
-    from kafkalake_dev.demo import compact_topics
     from kafkalake_dev.spark import local_session
-    from spark_jobs.compactor import Knobs
+    from spark_jobs.compactor import Action, Compactor, Knobs
 
     if not local:
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")
-    topic = load_catalog(catalog).get(table, env)
+    found = load_catalog(catalog)
+    topics = [found.get(name, env) for name in table] if table else found.for_env(env)
     endpoints = local_endpoints(environment(env).bucket)
     console = wide_console()
     spark = local_session(endpoints, "kafkalake-compactor")
@@ -419,20 +422,25 @@ def compact_run(
         min_input_files=min_input_files,
         grace_period=timedelta(minutes=grace_minutes),
     )
-    with console.status(f"compacting {topic.database}.{topic.table} ..."):
-        results = compact_topics(spark, endpoints, [topic], knobs, console.print)[topic.kafka_topic]
-    summary = Table(title=f"compaction of {topic.database}.{topic.table}")
-    for column in ("partition", "action", "files before → after", "bytes before → after", "rows"):
+    with console.status(f"compacting {len(topics)} tables ..."):
+        results = Compactor(spark, endpoints, topics, knobs, say=console.print).run()
+    summary = Table(title=f"compaction of {len(topics)} tables in {env}")
+    for column in ("table", "partition", "action", "files before → after", "MiB before → after", "rows", "why"):
         summary.add_column(column)
     for result in results:
         summary.add_row(
+            result.table,
             "/".join(result.partition),
             result.action,
             f"{result.files_before} → {result.files_after}",
-            f"{result.bytes_before} → {result.bytes_after}",
+            f"{result.bytes_before / 2**20:.1f} → {result.bytes_after / 2**20:.1f}",
             str(result.rows),
+            result.reason,
         )
     console.print(summary)
+    console.print(f"compacted files are under s3://{endpoints.bucket}/compacted/ (manifests under /state/)")
+    if any(result.action == Action.FAILED for result in results):
+        raise typer.Exit(1)
 
 
 @compact_app.command("submit")

@@ -31,7 +31,7 @@ from kafkalake_dev.workload import Produced
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from spark_jobs.compactor import Knobs, PartitionResult
+    from spark_jobs.compactor import PartitionResult
     from spark_jobs.fleet import TopicResult
 
 HOURS = 6
@@ -162,14 +162,6 @@ def archive_topics(
     return archive_fleet(spark, endpoints, topics, concurrency=concurrency, deadline=deadline, say=say)
 
 
-def compact_topics(
-    spark: SparkSession, endpoints: Endpoints, topics: list[Topic], knobs: Knobs, say: Callable[[str], None]
-) -> dict[str, list[PartitionResult]]:
-    from spark_jobs.compactor import Compactor
-
-    return {topic.kafka_topic: Compactor(spark, endpoints, topic, knobs, say=say).run() for topic in topics}
-
-
 def run_demo(
     endpoints: Endpoints,
     settings: EnvironmentSettings,
@@ -232,11 +224,10 @@ def compaction_results(lines: list[dict[str, Any]], topics: list[Topic]) -> dict
     """The compactor job's JSON lines (one per partition, naming its table), per Kafka topic."""
     from spark_jobs.compactor import PartitionResult
 
-    by_name = {t.name: t.kafka_topic for t in topics}
+    by_table = {f"{t.database}.{t.table}": t.kafka_topic for t in topics}
     results: dict[str, list[PartitionResult]] = {t.kafka_topic: [] for t in topics}
     for line in lines:
-        fields = {k: v for k, v in line.items() if k != "table"}
-        results[by_name[line["table"]]].append(PartitionResult(**fields))
+        results[by_table[line["table"]]].append(PartitionResult(**line))
     return results
 
 

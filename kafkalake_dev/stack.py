@@ -190,8 +190,7 @@ def _prepare_kafka(work: Path) -> list[str]:
                 f"controller.quorum.voters=1@127.0.0.1:{CONTROLLER_PORT}",
                 f"listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT},"
                 f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},"
-                f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
                 "controller.listener.names=CONTROLLER",
                 "inter.broker.listener.name=PLAINTEXT",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",

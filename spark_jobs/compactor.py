@@ -1,40 +1,53 @@
-"""The compactor: merge a closed partition's small files into few large ones and swap the Glue partition.
+"""The compactor: merge closed partitions' small files into few large ones and swap their Glue partitions.
 
 A plain Glue table has no atomic commit, so each partition gets one, recorded step by step in a manifest
 (``spark_jobs.manifest``): planned → written → verified → swapped → cleaned. A run that finds a manifest carries it
 forward from its state; a crash before ``written`` rewrites the run directory from scratch. A late file in the raw
-directory is not in any manifest, so the next run takes it. File counts come from ``spark_jobs.sizing``.
+directory is not in any manifest, so the next run takes it.
+
+One run takes every table it is given and every due partition of them together: one Spark job writes all the
+partitions' outputs (one task per output file, ``spark_jobs.merging``), one job inspects them, and each partition
+then commits on its own. A table or partition that fails is reported and left as it was; the others go on.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
 
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import Partition, S3Location, parse_s3_uri, s3_uri
+from kafkalake.layout import LayoutError, Partition, parse_data_key, s3_uri
 from kafkalake.settings import Endpoints
+from spark_jobs.binning import UNBOUNDED, InputFile, Key, plan_bins
+from spark_jobs.digest import KeyDigest
 from spark_jobs.manifest import DONE_STATES, Manifest, ManifestState, ManifestStore
+from spark_jobs.merging import KEY_COLUMNS, InspectTask, MergeTask, RangeFile, inspect, merge
 from spark_jobs.session import job_session
 from spark_jobs.sizing import estimated_file_count, repacked_file_count
 
 RUN_PARAMETER = "kafkalake.compaction_run"
-MERGE_KEYS = ["_kafka_partition", "_kafka_offset"]
+FOOTER_SAMPLE = 8
+"""Input footers read per partition to estimate the output's size (stored bytes of data per file byte)."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,10 +63,12 @@ class Knobs:
 class Action(StrEnum):
     COMPACTED = "compacted"
     SKIPPED = "skipped"
+    FAILED = "failed"
 
 
 @dataclass
 class PartitionResult:
+    table: str
     partition: list[str]
     action: Action
     files_before: int = 0
@@ -61,10 +76,34 @@ class PartitionResult:
     bytes_before: int = 0
     bytes_after: int = 0
     rows: int = 0
+    repacked: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Task seconds spent writing and inspecting this partition's files, wall seconds of its swap."""
+    reason: str = ""
 
 
 class VerificationFailed(RuntimeError):
     """The merged files do not hold exactly the input rows; the partition is left as it was."""
+
+
+@dataclass
+class _Work:
+    """One partition being carried forward in this run."""
+
+    topic: Topic
+    glue_partition: dict[str, Any]
+    manifest: Manifest
+    key: str
+    failure: str = ""
+    repacked: bool = False
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic.database}.{self.topic.table} {'/'.join(self.manifest.partition)}"
+
+    def fail(self, reason: str) -> None:
+        self.failure = self.failure or reason
 
 
 class Compactor:
@@ -72,193 +111,267 @@ class Compactor:
         self,
         spark: SparkSession,
         endpoints: Endpoints,
-        topic: Topic,
+        topics: Sequence[Topic],
         knobs: Knobs,
         *,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
-        self.spark, self.endpoints, self.topic, self.knobs = spark, endpoints, topic, knobs
+        self.spark, self.endpoints, self.topics, self.knobs = spark, endpoints, topics, knobs
         self.now, self.say = now, say
         self.s3, self.glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
         self.bucket = endpoints.bucket
         self.manifests = ManifestStore(self.s3, self.bucket)
-        self._inputs: tuple[str, DataFrame] | None = None
-        """The run whose inputs this process has read and cached (written, then verified, from one read)."""
+
+    def run(self) -> list[PartitionResult]:
+        """Every due partition of every table; failures are in the results (``Action.FAILED``), never raised."""
+        results: list[PartitionResult] = []
+        work: list[_Work] = []
+        budget = self.knobs.max_bytes_per_run
+        for topic in self.topics:
+            try:
+                found, skipped = self._due(topic, budget)
+            except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others: reported
+                results.append(PartitionResult(_table(topic), [], Action.FAILED, reason=_describe(exc)))
+                continue
+            work += found
+            results += skipped
+            budget -= sum(sum(w.manifest.inputs.values()) for w in found)
+        self._write([w for w in work if w.manifest.state == ManifestState.PLANNED])
+        self._verify([w for w in work if w.manifest.state == ManifestState.WRITTEN and not w.failure])
+        for item in work:
+            if item.manifest.state == ManifestState.VERIFIED and not item.failure:
+                self._isolated(item, "swap", self._swap)
+        results += [self._result(w) for w in work]
+        for result in results:
+            if result.action == Action.FAILED:
+                self.say(f"FAILED {result.table} {'/'.join(result.partition)}: {result.reason}")
+        return results
 
     # --- selection -----------------------------------------------------------------------------------------------
-    def partitions(self) -> list[dict[str, Any]]:
-        """The table's partitions; none while the maintainer has not created the table (nothing archived yet)."""
-        found = table_partitions(self.glue, self.topic.database, self.topic.table)
-        if found is None:
-            self.say(f"{self.topic.database}.{self.topic.table}: no table in Glue yet, nothing to compact")
-        return found or []
+    def _due(self, topic: Topic, budget: int) -> tuple[list[_Work], list[PartitionResult]]:
+        """The table's partitions to carry forward (unfinished manifests first), and those it skips."""
+        partitions = table_partitions(self.glue, topic.database, topic.table)
+        if partitions is None:
+            if list_objects(self.s3, self.bucket, topic.prefix.data_prefix(), ".parquet"):
+                raise LookupError(
+                    f"table {_table(topic)} is not in Glue, yet s3://{self.bucket}/{topic.prefix.data_prefix()} "
+                    "holds data: the maintainer has not created it or it was deleted; run the maintainer "
+                    "(`kafkalake maintain --once`) or `kafkalake reconcile`, then compact again"
+                )
+            self.say(f"{_table(topic)}: nothing archived yet, nothing to compact")
+            return [], []
+        work: list[_Work] = []
+        skipped: list[PartitionResult] = []
+        for glue_partition in sorted(partitions, key=lambda p: p["Values"]):
+            if not self._closed(glue_partition):
+                continue
+            planned = self._plan(topic, glue_partition, budget)
+            if isinstance(planned, PartitionResult):
+                skipped.append(planned)
+            else:
+                work.append(planned)
+                budget -= sum(planned.manifest.inputs.values())
+        return work, skipped
 
-    def closed(self, partition: dict[str, Any]) -> bool:
+    def _closed(self, partition: dict[str, Any]) -> bool:
         """Marked complete by the maintainer, or older than the safety delay."""
         if partition.get("Parameters", {}).get(COMPLETE_PARAMETER) == "true":
             return True
         return Partition.from_values(partition["Values"]).end + self.knobs.safety_delay <= self.now()
 
-    def run(self) -> list[PartitionResult]:
-        results, budget = [], self.knobs.max_bytes_per_run
-        for glue_partition in sorted(self.partitions(), key=lambda p: p["Values"]):
-            if not self.closed(glue_partition):
-                continue
-            result = self.compact_partition(glue_partition, budget)
-            budget -= result.bytes_before
-            results.append(result)
-        return results
-
-    # --- one partition -------------------------------------------------------------------------------------------
-    def _list(self, prefix: str) -> dict[str, int]:
-        return list_objects(self.s3, self.bucket, prefix, ".parquet")
-
-    def compact_partition(self, glue_partition: dict[str, Any], budget: int) -> PartitionResult:
+    def _plan(self, topic: Topic, glue_partition: dict[str, Any], budget: int) -> _Work | PartitionResult:
         values = glue_partition["Values"]
         partition = Partition.from_values(values)
-        manifest_key = self.topic.prefix.compaction_manifest_key(partition)
-        manifest = self.manifests.load(manifest_key)
+        key = topic.prefix.compaction_manifest_key(partition)
+        manifest = self.manifests.load(key)
         if manifest is not None and manifest.state not in DONE_STATES:
-            self.say(f"{values}: carrying forward a manifest left in state {manifest.state!r}")
-            return self._carry_forward(manifest, manifest_key, glue_partition)
+            self.say(f"{_table(topic)} {'/'.join(values)}: carrying forward a manifest in state {manifest.state!r}")
+            if manifest.state == ManifestState.WRITTEN and not manifest.expected:  # from before digests
+                manifest.advance(ManifestState.PLANNED, self.now())
+            return _Work(topic, glue_partition, manifest, key)
         if manifest is not None and manifest.state == ManifestState.SWAPPED:
-            self._clean(manifest, manifest_key)
-        fresh = self._plan(glue_partition, partition, manifest, budget)
-        if isinstance(fresh, PartitionResult):
-            return fresh
-        fresh.advance(ManifestState.PLANNED, self.now())
-        self.manifests.save(manifest_key, fresh)
-        return self._carry_forward(fresh, manifest_key, glue_partition)
-
-    def _plan(
-        self, glue_partition: dict[str, Any], partition: Partition, manifest: Manifest | None, budget: int
-    ) -> Manifest | PartitionResult:
-        """A new manifest over the current compacted files plus the raw files no run took yet, or a skip."""
-        values = glue_partition["Values"]
+            self._clean(manifest, key)
         current = glue_partition["StorageDescriptor"]["Location"]
         taken = set(manifest.inputs) | set(manifest.superseded) if manifest else set()
-        raw = self._list(self.topic.prefix.data_prefix() + partition.path())
+        raw = list_objects(self.s3, self.bucket, topic.prefix.data_prefix() + partition.path(), ".parquet")
         late = {k: size for k, size in raw.items() if k not in taken}
         base = manifest.outputs if manifest and current.rstrip("/").endswith(manifest.run_id) else {}
         inputs = {**base, **late}
         needed = self.knobs.min_input_files if not base else 1
         if len(late) < needed or not late or sum(inputs.values()) > budget:
-            return PartitionResult(values, Action.SKIPPED, files_before=len(inputs), bytes_before=0)
+            return PartitionResult(_table(topic), values, Action.SKIPPED, files_before=len(inputs))
         run_id = hashlib.sha256("\n".join(sorted(inputs)).encode()).hexdigest()[:16]
         due = manifest.due_for_deletion() if manifest and manifest.state != ManifestState.CLEANED else {}
-        return Manifest(
+        fresh = Manifest(
             values,
             run_id,
             inputs,
-            f"{self.topic.prefix.compacted_prefix()}{partition.path()}run={run_id}/",
+            f"{topic.prefix.compacted_prefix()}{partition.path()}run={run_id}/",
             previous_location=current,
             superseded={k: size for k, size in due.items() if k not in inputs},
+            output_ranges={k: v for k, v in manifest.output_ranges.items() if k in base} if manifest else {},
         )
+        fresh.advance(ManifestState.PLANNED, self.now())
+        self.manifests.save(key, fresh)
+        return _Work(topic, glue_partition, fresh, key)
 
-    def _carry_forward(self, manifest: Manifest, key: str, glue_partition: dict[str, Any]) -> PartitionResult:
-        try:
-            if manifest.state == ManifestState.PLANNED:
-                started = time.monotonic()
-                self._write(manifest)
-                self._advance(manifest, key, ManifestState.WRITTEN, started)
-            if manifest.state == ManifestState.WRITTEN:
-                started = time.monotonic()
-                try:
-                    self._verify(manifest)
-                except VerificationFailed:  # roll back: the next run writes the run directory again
-                    manifest.advance(ManifestState.PLANNED, self.now())
-                    self.manifests.save(key, manifest)
-                    raise
-                self._advance(manifest, key, ManifestState.VERIFIED, started)
-            if manifest.state == ManifestState.VERIFIED:
-                started = time.monotonic()
-                self._swap(manifest, glue_partition)
-                manifest.swapped_at = self.now().isoformat()
-                self._advance(manifest, key, ManifestState.SWAPPED, started)
-        finally:
-            self._drop_inputs()  # the cached inputs live from the write to the verification
-        return PartitionResult(
-            manifest.partition,
-            Action.COMPACTED,
-            files_before=len(manifest.inputs),
-            files_after=len(manifest.outputs),
-            bytes_before=sum(manifest.inputs.values()),
-            bytes_after=sum(manifest.outputs.values()),
-            rows=manifest.rows,
-        )
+    # --- write ---------------------------------------------------------------------------------------------------
+    def _write(self, items: list[_Work]) -> None:
+        """All partitions' outputs in one Spark job; re-packed (a second job) only where the sizes miss far."""
+        for item in items:
+            self._isolated(item, "write", self._clear_outputs)
+        files = {item.key: self._input_files(item) for item in items if not item.failure}
+        wanted = {
+            key: estimated_file_count(sum(f.size for f in found), self.knobs.target_file_bytes)
+            for key, found in files.items()
+        }
+        written = self._merge([i for i in items if i.key in files], files, wanted)
+        repack = {}
+        for item in written:
+            sizes = list(item.manifest.outputs.values())
+            count = repacked_file_count(sizes, self.knobs.target_file_bytes)
+            if count is not None:
+                mib = ", ".join(f"{size / 2**20:.1f}" for size in sorted(sizes))
+                self.say(f"{item.name}: {len(sizes)} files ({mib} MiB) miss the target; re-packing into {count}")
+                repack[item.key] = count
+                item.repacked = True
+                self._isolated(item, "write", self._clear_outputs)
+        redone = {i.key for i in self._merge([i for i in written if i.key in repack], files, repack)}
+        for item in written:
+            if not item.failure and (item.key not in repack or item.key in redone):
+                self._isolated(item, "write", lambda i: self._advance(i, ManifestState.WRITTEN))
 
-    def _advance(self, manifest: Manifest, key: str, state: ManifestState, started: float) -> None:
-        manifest.advance(state, self.now())
-        self.manifests.save(key, manifest)
-        self.say(f"{'/'.join(manifest.partition)}: {state} in {time.monotonic() - started:.1f} s")
+    def _clear_outputs(self, item: _Work) -> None:
+        """A crashed or re-packed attempt's files: the run directory is written from scratch."""
+        for stale in list_objects(self.s3, self.bucket, item.manifest.output_prefix):
+            self.s3.delete_object(Bucket=self.bucket, Key=stale)
 
-    def _read(self, keys: Sequence[str]) -> DataFrame:
-        paths = [S3Location(self.bucket, k).uri() for k in keys]
-        return self.spark.read.option("mergeSchema", "true").parquet(*paths)
+    def _merge(self, items: list[_Work], files: dict[str, list[InputFile]], wanted: dict[str, int]) -> list[_Work]:
+        """Write the bins of ``items``; the items whose every bin was written (outputs and digest recorded)."""
+        tasks = []
+        for item in items:
+            for index, chosen in enumerate(plan_bins(files[item.key], wanted[item.key])):
+                output = f"{item.manifest.output_prefix}part-{index:05d}.parquet"
+                tasks.append(
+                    (
+                        chosen.size,
+                        MergeTask(item.key, self.endpoints, self.bucket, chosen.inputs, output, chosen.overlapping),
+                    )
+                )
+        tasks.sort(key=lambda sized: -sized[0])  # largest first: the last tasks to start are the short ones
+        started = time.monotonic()
+        outcomes = self._tasks(merge, [task for _, task in tasks], f"compactor: write {len(tasks)} files")
+        self.say(f"wrote {len(tasks)} files for {len(items)} partitions in {time.monotonic() - started:.1f} s")
+        by_work = _grouped(outcomes)
+        done = []
+        for item in items:
+            mine = by_work.get(item.key, [])
+            errors = [f"{o['output']}: {o['error']}" for o in mine if "error" in o]
+            read = {key for o in mine if "error" not in o for key in o["input_rows"]}
+            if errors:
+                item.fail("write: " + "; ".join(errors))
+            elif read != set(item.manifest.inputs):
+                item.fail(f"write: inputs not read: {sorted(set(item.manifest.inputs) - read)}")
+            else:
+                total = sum((KeyDigest.from_json(o["inputs"]) for o in mine), KeyDigest())
+                dropped = sum((KeyDigest.from_json(o["dropped"]) for o in mine), KeyDigest())
+                item.manifest.expected = (total - dropped).to_json()
+                item.manifest.dropped = dropped.keys
+                item.manifest.outputs = {o["output"]: o["bytes"] for o in mine}
+                item.seconds["write"] += sum(o["seconds"] for o in mine)
+                done.append(item)
+        return done
 
-    def _write(self, manifest: Manifest) -> None:
-        """Bin-pack to the target size: written once at the estimate, measured, and re-packed from memory only
-        when the files miss the target by more than the tolerance."""
-        rows = self._read(sorted(manifest.inputs)).persist()
-        self._inputs = (manifest.run_id, rows)
-        files = estimated_file_count(sum(manifest.inputs.values()), self.knobs.target_file_bytes)
-        for _ in range(2):
-            for stale in self._list(manifest.output_prefix):  # a crashed or resized attempt: start over
-                self.s3.delete_object(Bucket=self.bucket, Key=stale)
-            merge(rows, files).write.mode("overwrite").parquet(S3Location(self.bucket, manifest.output_prefix).uri())
-            manifest.outputs = self._list(manifest.output_prefix)
-            wanted = repacked_file_count(list(manifest.outputs.values()), self.knobs.target_file_bytes)
-            if wanted is None:
-                break
-            sizes = ", ".join(f"{size / 2**20:.0f}" for size in sorted(manifest.outputs.values()))
-            self.say(f"{manifest.partition}: {files} files ({sizes} MiB) miss the target; re-packing into {wanted}")
-            files = wanted
+    def _input_files(self, item: _Work) -> list[InputFile]:
+        """Each input's key range: from its name (raw files), the earlier manifest (compacted files) or its
+        footer; and its size scaled by the stored-data share of a sample of footers."""
+        ranges = item.manifest.output_ranges
+        bounds: dict[str, tuple[Key, Key]] = {}
+        for key in item.manifest.inputs:
+            try:
+                parsed = parse_data_key(key)
+                bounds[key] = (
+                    (parsed.kafka_partition, parsed.first_offset),
+                    (parsed.kafka_partition, parsed.last_offset),
+                )
+            except LayoutError:
+                if key in ranges:
+                    bounds[key] = (min((p, f) for p, f, _ in ranges[key]), max((p, last) for p, _, last in ranges[key]))
+        sample = sorted(item.manifest.inputs)[:: max(1, len(item.manifest.inputs) // FOOTER_SAMPLE)][:FOOTER_SAMPLE]
+        unknown = [k for k in item.manifest.inputs if k not in bounds]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            footers = dict(zip(sample + unknown, pool.map(self._footer, sample + unknown), strict=True))
+        for key in unknown:
+            bounds[key] = _footer_bounds(footers[key])
+        stored = sum(_stored_bytes(footers[k]) for k in sample)
+        share = stored / sum(item.manifest.inputs[k] for k in sample) if stored else 1.0
+        return [InputFile(k, max(1, int(size * share)), *bounds[k]) for k, size in item.manifest.inputs.items()]
 
-    def _drop_inputs(self) -> None:
-        if self._inputs is not None:
-            self._inputs[1].unpersist()
-            self._inputs = None
+    def _footer(self, key: str) -> pq.FileMetaData:
+        return pq.ParquetFile(RangeFile(self.s3, self.bucket, key)).metadata
 
-    def _verify(self, manifest: Manifest) -> None:
-        """One pass over inputs and every file in the run directory: each input (partition, offset) is in
-        exactly one output row and no output row comes from elsewhere. The offset ranges each output file
-        covers go into the manifest."""
-        manifest.outputs = self._list(manifest.output_prefix)  # what readers will see once swapped, not a memory
-        outputs = self._read(sorted(manifest.outputs)).select(*MERGE_KEYS, F.input_file_name().alias("file")).persist()
-        try:
-            cached = self._inputs[1] if self._inputs and self._inputs[0] == manifest.run_id else None
-            inputs = cached if cached is not None else self._read(sorted(manifest.inputs))  # after a crash: re-read
-            check = coverage(inputs, outputs)
-            if check["missing"] or check["extra"] or check["duplicates"]:
-                raise VerificationFailed(f"{manifest.partition}: output does not hold exactly the inputs: {check}")
-            ranges = (
-                outputs.groupBy("file", "_kafka_partition")
-                .agg(F.min("_kafka_offset").alias("first"), F.max("_kafka_offset").alias("last"))
-                .collect()
+    # --- verify --------------------------------------------------------------------------------------------------
+    def _verify(self, items: list[_Work]) -> None:
+        """Everything in each run directory, from footers and key columns only, against the write's digest."""
+        listed = {}
+        for item in items:
+            listed[item.key] = self._isolated(
+                item, "verify", lambda i: list_objects(self.s3, self.bucket, i.manifest.output_prefix)
             )
-        finally:
-            outputs.unpersist()
-        manifest.rows = check["rows"]
-        manifest.output_ranges = {}
-        for row in sorted(ranges, key=lambda r: (r["file"], r["_kafka_partition"])):
-            name = parse_s3_uri(row["file"]).key
-            manifest.output_ranges.setdefault(name, []).append([row["_kafka_partition"], row["first"], row["last"]])
+        tasks = [
+            InspectTask(item.key, self.endpoints, self.bucket, key)
+            for item in items
+            if not item.failure
+            for key in sorted(listed[item.key] or {})
+            if key.endswith(".parquet")
+        ]
+        started = time.monotonic()
+        reports = _grouped(self._tasks(inspect, tasks, f"compactor: inspect {len(tasks)} files"))
+        self.say(f"inspected {len(tasks)} files in {time.monotonic() - started:.1f} s")
+        for item in items:
+            if item.failure:
+                continue
+            problems = _problems(item.manifest, listed[item.key] or {}, reports.get(item.key, []))
+            if problems:
+                item.fail(
+                    f"verify: {VerificationFailed.__name__}: output does not hold exactly the inputs: "
+                    + "; ".join(problems)
+                )
+                # roll back: the next run writes the run directory again
+                self._isolated(item, "verify", lambda i: self._advance(i, ManifestState.PLANNED))
+                continue
+            mine = reports[item.key]
+            item.seconds["verify"] += sum(r["seconds"] for r in mine)
+            item.manifest.outputs = dict(listed[item.key] or {})
+            item.manifest.rows = sum(r["rows"] for r in mine)
+            item.manifest.output_ranges = {r["key"]: r["ranges"] for r in sorted(mine, key=lambda r: r["key"])}
+            self._isolated(item, "verify", lambda i: self._advance(i, ManifestState.VERIFIED))
 
-    def _swap(self, manifest: Manifest, glue_partition: dict[str, Any]) -> None:
-        descriptor = dict(glue_partition["StorageDescriptor"])
+    # --- swap and clean ------------------------------------------------------------------------------------------
+    def _swap(self, item: _Work) -> None:
+        started = time.monotonic()
+        manifest = item.manifest
+        descriptor = dict(item.glue_partition["StorageDescriptor"])
         descriptor["Location"] = s3_uri(self.bucket, manifest.output_prefix)
         update = {
             "Values": manifest.partition,
             "StorageDescriptor": descriptor,
-            "Parameters": {**glue_partition.get("Parameters", {}), RUN_PARAMETER: manifest.run_id},
+            "Parameters": {**item.glue_partition.get("Parameters", {}), RUN_PARAMETER: manifest.run_id},
         }
         self.glue.update_partition(
-            DatabaseName=self.topic.database,
-            TableName=self.topic.table,
+            DatabaseName=item.topic.database,
+            TableName=item.topic.table,
             PartitionValueList=manifest.partition,
             PartitionInput=update,
         )
+        manifest.swapped_at = self.now().isoformat()
+        self._advance(item, ManifestState.SWAPPED)
+        item.seconds["swap"] += time.monotonic() - started
+
+    def _advance(self, item: _Work, state: ManifestState) -> None:
+        item.manifest.advance(state, self.now())
+        self.manifests.save(item.key, item.manifest)
 
     def _clean(self, manifest: Manifest, key: str) -> None:
         """Delete the inputs (raw files and replaced compacted files) once the grace period has passed."""
@@ -271,32 +384,114 @@ class Compactor:
         manifest.advance(ManifestState.CLEANED, self.now())
         self.manifests.save(key, manifest)
 
+    # --- plumbing ------------------------------------------------------------------------------------------------
+    def _tasks(self, function: Callable[[Any], dict[str, Any]], tasks: list[Any], what: str) -> list[dict[str, Any]]:
+        if not tasks:
+            return []
+        context = self.spark.sparkContext
+        context.setJobDescription(what)
+        try:
+            return context.parallelize(tasks, len(tasks)).map(function).collect()
+        finally:
+            context.setJobDescription(None)  # type: ignore[arg-type]
 
-def coverage(inputs: DataFrame, outputs: DataFrame) -> dict[str, int]:
-    """Per (Kafka partition, offset): inputs with no output row (missing), output rows with no input (extra),
-    output rows beyond the first (duplicates), and the output rows."""
-    tagged = inputs.select(*MERGE_KEYS, F.lit(1).alias("ins"), F.lit(0).alias("outs")).unionByName(
-        outputs.select(*MERGE_KEYS, F.lit(0).alias("ins"), F.lit(1).alias("outs"))
-    )
-    per_key = tagged.groupBy(*MERGE_KEYS).agg(F.sum("ins").alias("ins"), F.sum("outs").alias("outs"))
-    check = per_key.agg(
-        F.sum(F.when(F.col("outs") == 0, 1).otherwise(0)).alias("missing"),
-        F.sum(F.when(F.col("ins") == 0, 1).otherwise(0)).alias("extra"),
-        F.sum(F.greatest(F.col("outs") - 1, F.lit(0))).alias("duplicates"),
-        F.sum("outs").alias("rows"),
-    ).first()
-    return {k: int(check[k] or 0) if check else 0 for k in ("missing", "extra", "duplicates", "rows")}
+    def _isolated(self, item: _Work, step: str, action: Callable[[_Work], T]) -> T | None:
+        try:
+            return action(item)
+        except Exception as exc:  # noqa: BLE001 - one partition's failure never stops the others: reported
+            item.fail(f"{step}: {_describe(exc)}")
+            return None
+
+    def _result(self, item: _Work) -> PartitionResult:
+        manifest = item.manifest
+        done = not item.failure and manifest.state in DONE_STATES
+        result = PartitionResult(
+            _table(item.topic),
+            manifest.partition,
+            Action.COMPACTED if done else Action.FAILED,
+            files_before=len(manifest.inputs),
+            files_after=len(manifest.outputs),
+            bytes_before=sum(manifest.inputs.values()),
+            bytes_after=sum(manifest.outputs.values()),
+            rows=manifest.rows,
+            repacked=item.repacked,
+            seconds={k: round(v, 3) for k, v in item.seconds.items()},
+            reason=item.failure,
+        )
+        if done:
+            self.say(
+                f"{item.name}: {result.files_before} files ({result.bytes_before / 2**20:.1f} MiB) → "
+                f"{result.files_after} ({result.bytes_after / 2**20:.1f} MiB), {result.rows} rows; "
+                + ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+            )
+        return result
 
 
-def merge(frame: DataFrame, files: int) -> DataFrame:
-    """Rows sorted by Kafka partition and offset, one duplicate (partition, offset) kept, in ``files`` ranges."""
-    # Range partitioning by the keys already clusters duplicates, so the de-duplication needs no second shuffle
-    # (measured on 420 files / 320 MiB: 51 s against 56 s de-duplicating first).
-    return frame.repartitionByRange(files, *MERGE_KEYS).dropDuplicates(MERGE_KEYS).sortWithinPartitions(*MERGE_KEYS)
+def _table(topic: Topic) -> str:
+    return f"{topic.database}.{topic.table}"
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _grouped(outcomes: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for outcome in outcomes:
+        grouped[outcome["work"]].append(outcome)
+    return grouped
+
+
+def _footer_bounds(footer: pq.FileMetaData) -> tuple[Key, Key]:
+    """The lowest and highest (partition, offset) the footer's statistics allow; unbounded without them."""
+    names = footer.schema.names
+    if not set(KEY_COLUMNS) <= set(names) or footer.num_row_groups == 0:
+        return UNBOUNDED
+    lows, highs = [], []
+    for index in range(footer.num_row_groups):
+        group = footer.row_group(index)
+        stats = [group.column(names.index(name)).statistics for name in KEY_COLUMNS]
+        if any(s is None or not s.has_min_max for s in stats):
+            return UNBOUNDED
+        lows.append((stats[0].min, stats[1].min))
+        highs.append((stats[0].max, stats[1].max))
+    return (min(p for p, _ in lows), min(o for _, o in lows)), (max(p for p, _ in highs), max(o for _, o in highs))
+
+
+def _stored_bytes(footer: pq.FileMetaData) -> int:
+    groups = (footer.row_group(i) for i in range(footer.num_row_groups))
+    return sum(group.column(c).total_compressed_size for group in groups for c in range(group.num_columns))
+
+
+def _problems(manifest: Manifest, listed: dict[str, int], reports: list[dict[str, Any]]) -> list[str]:
+    """Why a run directory does not hold exactly the inputs' keys, one per line; none when it does."""
+    problems = []
+    unexpected = sorted(set(listed) - set(manifest.outputs))
+    if unexpected:
+        problems.append(f"files the write did not produce: {unexpected}")
+    missing = sorted(set(manifest.outputs) - set(listed))
+    if missing:
+        problems.append(f"written files missing: {missing}")
+    problems += [f"{r['key']} unreadable: {r['error']}" for r in reports if "error" in r]
+    readable = [r for r in reports if "error" not in r]
+    problems += [
+        f"{r['key']}: row {r['disorder']} repeats or precedes a key (duplicates)"
+        for r in readable
+        if r["disorder"] is not None
+    ]
+    if len({r["schema"] for r in readable}) > 1:
+        problems.append("the outputs' schemas differ")
+    spans = sorted((p, first, last, r["key"]) for r in readable for p, first, last in r["ranges"])
+    for (p, _, last, key), (q, first, _, other) in itertools.pairwise(spans):
+        if p == q and first <= last:
+            problems.append(f"{key} and {other} share keys of Kafka partition {p} (duplicates)")
+    found = sum((KeyDigest.from_json(r["digest"]) for r in readable), KeyDigest())
+    problems += found.differences(KeyDigest.from_json(manifest.expected))
+    return problems
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="compactor", description="Compact closed partitions of a table.")
+    parser = argparse.ArgumentParser(prog="compactor", description="Compact the closed partitions of tables.")
     parser.add_argument("--table", action="append", required=True, help="topic, Kafka topic or db.table; repeatable")
     parser.add_argument("--env", required=True)
     parser.add_argument("--catalog", type=Path, required=True, help="topic catalog folder")
@@ -307,7 +502,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``entrypoint.py compact --env staging --catalog catalog --table sensor-readings`` (EMR Serverless)."""
+    """``entrypoint.py compact --env staging --catalog catalog --table a --table b`` (EMR Serverless): one JSON
+    line per partition; exits 1 when any table or partition failed, after all the others were done."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     endpoints = Endpoints.from_env(os.environ)
     catalog = load_catalog(args.catalog)
@@ -316,7 +512,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         min_input_files=args.min_input_files,
         grace_period=timedelta(minutes=args.grace_minutes),
     )
-    spark = job_session("kafkalake-compactor")
-    for table in args.table:
-        for result in Compactor(spark, endpoints, catalog.get(table, args.env), knobs).run():
-            print(json.dumps({"table": table, **asdict(result)}))
+    topics, results = [], []
+    for name in args.table:
+        try:
+            topics.append(catalog.get(name, args.env))
+        except KeyError as exc:
+            results.append(PartitionResult(name, [], Action.FAILED, reason=str(exc.args[0])))
+    results += Compactor(job_session("kafkalake-compactor"), endpoints, topics, knobs).run()
+    for result in results:
+        print(json.dumps(asdict(result)), flush=True)
+    if any(result.action == Action.FAILED for result in results):
+        sys.exit(1)

@@ -1,10 +1,11 @@
 """The compactor's per-partition commit record (``state/<topic path>/compaction/<partition>/manifest.json``).
 
-    planned   inputs listed once (the current compacted files plus raw files no earlier run took)
-    written   merged files in ``compacted/<topic path>/<partition>/run=<id>/`` (never inside a raw directory)
-    verified  output rows and the set of (Kafka partition, offset) equal the inputs', no duplicates
-    swapped   the Glue partition points at the run's directory (one UpdatePartition: readers switch at once)
-    cleaned   inputs deleted, but only once the grace period after the swap has passed
+planned   inputs listed once (the current compacted files plus raw files no earlier run took)
+written   merged files in ``compacted/<topic path>/<partition>/run=<id>/`` (never inside a raw directory), and
+          the digest of the input keys taken while writing them
+verified  the run directory holds only those files, and their key columns match the digest, no duplicates
+swapped   the Glue partition points at the run's directory (one UpdatePartition: readers switch at once)
+cleaned   inputs deleted, but only once the grace period after the swap has passed
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ class Manifest:
     output_ranges: dict[str, list[list[int]]] = field(default_factory=dict)
     """Output key → [[kafka partition, first offset, last offset], ...]."""
     rows: int = 0
+    expected: dict[str, list[int]] = field(default_factory=dict)
+    """The digest (``spark_jobs.digest``) of the distinct input keys, taken while writing: what verification
+    expects of the run directory, also after a crash between the write and the verification."""
+    dropped: int = 0
+    """Input rows whose (Kafka partition, offset) another input already held."""
     superseded: dict[str, int] = field(default_factory=dict)
     """Inputs of earlier runs on this partition whose deletion is still due (their grace period restarts)."""
     previous_location: str | None = None

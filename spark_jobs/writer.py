@@ -74,7 +74,7 @@ _WRITTEN_ARROW = pa.schema(
 
 
 @functools.cache
-def _s3_client(endpoints: Endpoints) -> Any:
+def worker_s3_client(endpoints: Endpoints) -> Any:
     """One client per Python worker process (workers are reused across tasks; building a client costs ~0.1 s)."""
     from kafkalake.aws import make_client
 
@@ -88,7 +88,7 @@ class _GroupWriter:
         self.spec = spec
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        self.s3 = _s3_client(self.spec.endpoints)
+        self.s3 = worker_s3_client(self.spec.endpoints)
         self.written: list[dict[str, Any]] = []
         self.pending: list[pa.Table] = []
         self.pending_rows = 0

@@ -22,9 +22,9 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.layout import DataKey, Partition
 from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import register_complete_partition, with_bucket
-from spark_jobs.compactor import Compactor, Knobs, VerificationFailed
+from spark_jobs.compactor import Compactor, Knobs
 from spark_jobs.manifest import ManifestState
-from tests.crashes import DeletesThenCrash, InjectedCrash, crash_after_saving
+from tests.crashes import DeletesThenCrash, crash_after_saving
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-compactor-tests"
@@ -101,7 +101,7 @@ class Lake:
 
 def compactor(spark: SparkSession, lake: Lake, now: datetime = NOW, **knobs: Any) -> Compactor:
     settings = {"target_file_bytes": 64 * 1024, "min_input_files": 10, "grace_period": timedelta(hours=1), **knobs}
-    return Compactor(spark, lake.endpoints, lake.topic, Knobs(**settings), now=lambda: now)
+    return Compactor(spark, lake.endpoints, [lake.topic], Knobs(**settings), now=lambda: now)
 
 
 def assert_exact(spark: SparkSession, lake: Lake, rows: int) -> None:
@@ -157,15 +157,14 @@ def test_killed_compactor_rolls_forward(
     later = NOW + timedelta(hours=2)
     if crash_at == "mid_delete":
         compactor(spark, lake).run()
-        cleaner = Compactor(spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: later)
+        cleaner = compactor(spark, lake, now=later)
         cleaner.s3 = DeletesThenCrash(cleaner.s3, deletes=30)  # half of the 60 inputs
-        with pytest.raises(InjectedCrash):
-            cleaner.run()
+        [crashed] = cleaner.run()
     else:
         with monkeypatch.context() as patch:
             crash_after_saving(patch, AFTER[crash_at])
-            with pytest.raises(InjectedCrash):
-                Compactor(spark, endpoints, lake.topic, Knobs(target_file_bytes=64 * 1024), now=lambda: NOW).run()
+            [crashed] = compactor(spark, lake).run()
+    assert crashed.action == "failed" and "injected crash" in crashed.reason, crashed
     assert_exact(spark, lake, rows)  # readers are fine at every step
     compactor(spark, lake).run()
     compactor(spark, lake, now=later).run()
@@ -301,12 +300,13 @@ def test_output_that_does_not_match_the_inputs_is_never_swapped_in(
     raw_location = lake.location()
     with monkeypatch.context() as patch:
         crash_after_saving(patch, ManifestState.WRITTEN)
-        with pytest.raises(InjectedCrash):
-            compactor(spark, lake).run()
+        [crashed] = compactor(spark, lake).run()
+    assert "injected crash" in crashed.reason
     [output, *_] = lake.manifest()["outputs"]
     lake.s3.copy_object(Bucket=BUCKET, Key=output.replace(".parquet", "-copy.parquet"), CopySource=f"{BUCKET}/{output}")
-    with pytest.raises(VerificationFailed, match="duplicates"):
-        compactor(spark, lake).run()
+    [refused] = compactor(spark, lake).run()
+    assert refused.action == "failed" and "VerificationFailed" in refused.reason, refused
+    assert "-copy.parquet" in refused.reason and "duplicates" in refused.reason, refused
     assert lake.location() == raw_location  # readers never see the bad output
     assert lake.manifest()["state"] == "planned"  # rolled back: the next run writes the output again
     compactor(spark, lake).run()

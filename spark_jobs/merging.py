@@ -1,0 +1,229 @@
+"""The compactor's executor side: merge one bin of input files into one output file, and inspect an output.
+
+Both run as plain Spark tasks over pyarrow and boto3 (as ``spark_jobs.writer`` does), so a task does exactly one
+bin or one file and reports what it saw; any error is returned as the task's result rather than raised, so one
+partition's bad input fails only that partition. Neither persists anything in Spark: the merge streams files in
+key order into row groups, and takes the digest of every key on the way (``spark_jobs.digest``); the inspection
+reads only an output's footer and key columns, through ranged GETs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kafkalake.settings import Endpoints
+from spark_jobs.digest import KeyDigest, first_disorder, repeats
+from spark_jobs.writer import worker_s3_client
+
+KEY_COLUMNS = ("_kafka_partition", "_kafka_offset")
+ROW_GROUP_BYTES = 128 * 1024 * 1024
+"""In-memory bytes buffered per row group: memory stays near this whatever the bin's size (streamed bins)."""
+
+
+@dataclass(frozen=True)
+class MergeTask:
+    work: str
+    """The partition (its manifest key) the output belongs to."""
+    endpoints: Endpoints
+    bucket: str
+    inputs: tuple[str, ...]
+    output: str
+    overlapping: bool
+    compression: str = "snappy"
+
+
+@dataclass(frozen=True)
+class InspectTask:
+    work: str
+    endpoints: Endpoints
+    bucket: str
+    key: str
+
+
+class _Unordered(Exception):
+    """A streamed bin whose rows are not in strictly increasing key order, or whose schemas differ."""
+
+
+def key_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    return table.column(KEY_COLUMNS[0]).to_numpy(), table.column(KEY_COLUMNS[1]).to_numpy()
+
+
+def read_object(s3: Any, bucket: str, key: str) -> pa.Table:
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return pq.ParquetFile(pa.BufferReader(body)).read()
+
+
+class _Output:
+    """A Parquet file in a local temporary path, written one row group per ``ROW_GROUP_BYTES`` buffered."""
+
+    def __init__(self, schema: pa.Schema, compression: str) -> None:
+        handle, self.path = tempfile.mkstemp(suffix=".parquet")
+        os.close(handle)
+        self.schema = schema
+        self.writer = pq.ParquetWriter(self.path, schema, compression=compression)
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+        self.rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.pending_bytes += table.nbytes
+        self.rows += table.num_rows
+        if self.pending_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            table = pa.concat_tables(self.pending)
+            self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self.pending, self.pending_bytes = [], 0
+
+    def upload(self, s3: Any, bucket: str, key: str) -> int:
+        self._flush()
+        self.writer.close()
+        try:
+            s3.upload_file(self.path, bucket, key)
+            return os.path.getsize(self.path)
+        finally:
+            os.unlink(self.path)
+
+    def discard(self) -> None:
+        self.writer.close()
+        os.unlink(self.path)
+
+
+def merge(task: MergeTask) -> dict[str, Any]:
+    """Write ``task.output`` from ``task.inputs``; report rows, the inputs' and dropped keys' digests, bytes."""
+    started = time.monotonic()
+    try:
+        s3 = worker_s3_client(task.endpoints)
+        outcome = None if task.overlapping else _stream(s3, task)
+        if outcome is None:
+            outcome = _sort(s3, task)
+        return {"work": task.work, "output": task.output, "seconds": time.monotonic() - started, **outcome}
+    except Exception as exc:  # noqa: BLE001 - reported as this partition's failure; the other partitions go on
+        return {"work": task.work, "output": task.output, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _stream(s3: Any, task: MergeTask) -> dict[str, Any] | None:
+    """Inputs concatenated in order, never all in memory; None when they turn out unordered (then sorted)."""
+    output: _Output | None = None
+    digest, input_rows, last = KeyDigest(), {}, None
+    try:
+        for key in task.inputs:
+            table = read_object(s3, task.bucket, key)
+            input_rows[key] = table.num_rows
+            output = output or _Output(table.schema, task.compression)
+            if not table.schema.equals(output.schema):
+                raise _Unordered(key)
+            if table.num_rows == 0:
+                continue
+            partitions, offsets = key_arrays(table)
+            checked: tuple[np.ndarray, np.ndarray] | None = (
+                (np.concatenate([[last[0]], partitions]), np.concatenate([[last[1]], offsets])) if last else None
+            )
+            if first_disorder(*(checked or (partitions, offsets))) is not None:
+                raise _Unordered(key)
+            digest += KeyDigest.of(partitions, offsets)
+            last = (partitions[-1], offsets[-1])
+            output.add(table)
+        if output is None:
+            raise ValueError(f"no inputs for {task.output}")
+        written = output.upload(s3, task.bucket, task.output)
+    except _Unordered:
+        if output:
+            output.discard()
+        return None
+    return {"rows": digest.keys, "bytes": written, "input_rows": input_rows, "inputs": digest.to_json(), "dropped": {}}
+
+
+def _sort(s3: Any, task: MergeTask) -> dict[str, Any]:
+    """All inputs in memory, schemas unified, sorted by key, one row kept per key."""
+    tables = [read_object(s3, task.bucket, key) for key in task.inputs]
+    input_rows = {key: t.num_rows for key, t in zip(task.inputs, tables, strict=True)}
+    merged = pa.concat_tables(tables, promote_options="permissive").sort_by([(k, "ascending") for k in KEY_COLUMNS])
+    partitions, offsets = key_arrays(merged)
+    repeated = repeats(partitions, offsets)
+    kept = merged.filter(pa.array(~repeated))
+    output = _Output(kept.schema, task.compression)
+    output.add(kept)
+    written = output.upload(s3, task.bucket, task.output)
+    return {
+        "rows": kept.num_rows,
+        "bytes": written,
+        "input_rows": input_rows,
+        "inputs": KeyDigest.of(partitions, offsets).to_json(),
+        "dropped": KeyDigest.of(partitions[repeated], offsets[repeated]).to_json(),
+    }
+
+
+class RangeFile(io.RawIOBase):
+    """A read-only, seekable view of an S3 object: every read is one ranged GET (footers, single columns)."""
+
+    def __init__(self, s3: Any, bucket: str, key: str) -> None:
+        super().__init__()
+        self.s3, self.bucket, self.key = s3, bucket, key
+        self.size = int(s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = min(max(base + offset, 0), self.size)
+        return self.position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self.position + size)
+        if end <= self.position:
+            return b""
+        answer = self.s3.get_object(Bucket=self.bucket, Key=self.key, Range=f"bytes={self.position}-{end - 1}")
+        data: bytes = answer["Body"].read()
+        self.position += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def inspect(task: InspectTask) -> dict[str, Any]:
+    """An output's rows, schema, key digest, key ranges per Kafka partition and first out-of-order row, from
+    its footer and key columns only."""
+    started = time.monotonic()
+    try:
+        parquet = pq.ParquetFile(RangeFile(worker_s3_client(task.endpoints), task.bucket, task.key))
+        partitions, offsets = key_arrays(parquet.read(columns=list(KEY_COLUMNS)))
+        ranges = []
+        for partition in np.unique(partitions):
+            mine = offsets[partitions == partition]
+            ranges.append([int(partition), int(mine.min()), int(mine.max())])
+        return {
+            "work": task.work,
+            "key": task.key,
+            "rows": parquet.metadata.num_rows,
+            "schema": parquet.schema_arrow.remove_metadata().to_string(),
+            "digest": KeyDigest.of(partitions, offsets).to_json(),
+            "ranges": ranges,
+            "disorder": first_disorder(partitions, offsets),
+            "seconds": time.monotonic() - started,
+        }
+    except Exception as exc:  # noqa: BLE001 - an unreadable output fails its partition's verification only
+        return {"work": task.work, "key": task.key, "error": f"{type(exc).__name__}: {exc}"}
