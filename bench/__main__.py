@@ -6,7 +6,12 @@ import sys
 
 from bench import archiver, compactor, maintainer
 
-BENCHMARKS = {"maintainer": maintainer.main, "archiver": archiver.main, "compactor": compactor.main}
+BENCHMARKS = {
+    "maintainer": maintainer.main,
+    "archiver": archiver.main,
+    "compactor": compactor.main,
+    "compactor-fleet": compactor.fleet,
+}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or list(BENCHMARKS):

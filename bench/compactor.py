@@ -1,15 +1,18 @@
-"""Compactor: the compactor against a plain Spark read + write of the same bytes, and reader scans before vs after.
+"""Compactor benchmarks: the compactor against a plain Spark read + write of the same bytes, in one run each.
 
-One partition of BENCH_COMPACT_FILES (default 420) small Parquet files, about BENCH_COMPACT_MB (default 320) MB in
-all, shaped like the archiver's output (one Kafka partition and offset range per file, random payloads that do not
-compress away). In one run, on one Spark session:
+B3 (``python -m bench compactor``): one partition of BENCH_COMPACT_FILES (default 420) small Parquet files, about
+BENCH_COMPACT_MB (default 320) MB in all, shaped like the archiver's output (one Kafka partition and offset range
+per file, random payloads that do not compress away). On one Spark session:
 
 1. scans before: a full count and a filtered count over the location Glue holds (the raw partition directory);
 2. baseline: ``spark.read.parquet(inputs).write.parquet(elsewhere)``, the least a merge can cost;
-3. the compactor on the same partition (snapshot, write, measure and re-pack, verify, swap);
+3. the compactor on the same partition (plan, write, inspect, swap);
 4. the same scans after, over the location Glue now holds (the compaction output).
 
 Each scan is repeated BENCH_SCAN_REPEATS (default 3) times; the median is reported.
+
+B3-fleet (``python -m bench compactor-fleet``): 5 tables, 10 partitions each, 40 small files each (BENCH_FLEET_MB,
+default 200 MB, in all): one compactor run over the five tables against one plain read + write of all 50 partitions.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from kafkalake.layout import DataKey, Partition
 from kafkalake.settings import Endpoints
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.sandbox import register_complete_partition, with_bucket
+from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
 from kafkalake_dev.spark import local_session
 from spark_jobs.compactor import Compactor, Knobs
 
@@ -68,28 +71,40 @@ def small_file(rng: np.random.Generator, kafka_partition: int, first: int, rows:
     return out.getvalue()
 
 
-def rows_per_file(rng: np.random.Generator) -> int:
-    """Rows that make one file of about TOTAL_MB / FILES, measured on a sample."""
+FLEET_TABLES, FLEET_PARTITIONS, FLEET_FILES = 5, 10, 40
+FLEET_MB = int(os.environ.get("BENCH_FLEET_MB", "200"))
+
+
+def rows_per_file(rng: np.random.Generator, file_bytes: float) -> int:
+    """Rows that make one file of about ``file_bytes``, measured on a sample."""
     sample = 10_000
-    return max(1, int(sample * TOTAL_MB * 1024 * 1024 / FILES / len(small_file(rng, 0, 0, sample))))
+    return max(1, int(sample * file_bytes / len(small_file(rng, 0, 0, sample))))
 
 
-def put_inputs(endpoints: Endpoints, topic: Topic) -> tuple[int, int]:
-    s3, rng = make_client(endpoints, "s3"), np.random.default_rng(7)
-    rows, offsets, total_bytes = rows_per_file(rng), [0] * KAFKA_PARTITIONS, 0
-    for index in range(FILES):
+def put_partition(s3: Any, bucket: str, topic: Topic, partition: Partition, *, files: int, rows: int) -> int:
+    """``files`` archiver-shaped files of ``rows`` rows in one partition; the bytes written."""
+    rng, offsets, total_bytes = np.random.default_rng(7), [0] * KAFKA_PARTITIONS, 0
+    for index in range(files):
         kafka_partition = index % KAFKA_PARTITIONS
         first = offsets[kafka_partition]
         body = small_file(rng, kafka_partition, first, rows)
-        key = DataKey(topic.prefix, PARTITION, kafka_partition, first, first + rows - 1).key()
-        s3.put_object(Bucket=endpoints.bucket, Key=key, Body=body)
+        key = DataKey(topic.prefix, partition, kafka_partition, first, first + rows - 1).key()
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
         offsets[kafka_partition] += rows
         total_bytes += len(body)
-        if index % 50 == 0:
-            print(f"[bench] wrote {index + 1}/{FILES} input files ({total_bytes / 2**20:.0f} MiB)", flush=True)
-    sample = pq.read_schema(io.BytesIO(small_file(rng, 0, 0, 1)))
-    register_complete_partition(make_client(endpoints, "glue"), topic, endpoints.bucket, sample, PARTITION)
-    return rows * FILES, total_bytes
+    return total_bytes
+
+
+def register(endpoints: Endpoints, topic: Topic, partitions: list[Partition]) -> None:
+    sample = pq.read_schema(io.BytesIO(small_file(np.random.default_rng(7), 0, 0, 1)))
+    register_complete_partitions(make_client(endpoints, "glue"), topic, endpoints.bucket, sample, partitions)
+
+
+def bench_topic(tag: str) -> Topic:
+    suffix = uuid.uuid4().hex[:8]
+    template = load_catalog(catalog_dir()).get("sensor-readings", "staging")
+    spec = template.spec.model_copy(update={"database": f"bench_{tag}_{suffix}"})
+    return dataclasses.replace(template, env=f"b{suffix}", spec=spec)
 
 
 def glue_location(endpoints: Endpoints, topic: Topic) -> str:
@@ -119,29 +134,35 @@ def scans(spark: SparkSession, location: str) -> dict[str, Any]:
     return {"files": files, "answers": answers, **{f"{k}_seconds": statistics.median(v) for k, v in measured.items()}}
 
 
+def say(line: str) -> None:
+    print(f"[bench] {line}", flush=True)
+
+
 def main() -> None:
+    """B3: one partition."""
     with stack.running():
         endpoints = with_bucket(local_endpoints(), BUCKET)
-        suffix = uuid.uuid4().hex[:8]
-        template = load_catalog(catalog_dir()).get("sensor-readings", "staging")
-        spec = template.spec.model_copy(update={"database": f"bench_compact_{suffix}"})
-        topic = dataclasses.replace(template, env=f"b{suffix}", spec=spec)
-        rows, input_bytes = put_inputs(endpoints, topic)
+        topic = bench_topic("compact")
+        rows_each = rows_per_file(np.random.default_rng(7), TOTAL_MB * 1024 * 1024 / FILES)
+        input_bytes = put_partition(make_client(endpoints, "s3"), BUCKET, topic, PARTITION, files=FILES, rows=rows_each)
+        rows = rows_each * FILES
+        say(f"wrote {FILES} input files ({input_bytes / 2**20:.0f} MiB, {rows} rows)")
+        register(endpoints, topic, [PARTITION])
         spark = local_session(endpoints, "kafkalake-bench-compactor")
         try:
             raw = glue_location(endpoints, topic)
             spark.read.parquet(raw).count()  # warm the JVM and the S3A connection pool before anything is timed
             before = scans(spark, raw)
-            print(f"[bench] scans before: {before}", flush=True)
-            target = f"s3a://{BUCKET}/bench/plain-{suffix}/"
+            say(f"scans before: {before}")
+            target = f"s3a://{BUCKET}/bench/plain-{topic.env}/"
             plain_seconds, _ = timed(lambda: spark.read.parquet(raw).write.parquet(target))
             plain_files = len(spark.read.parquet(target).inputFiles())
-            print(f"[bench] plain read + write: {plain_seconds:.1f}s, {plain_files} files", flush=True)
-            compactor = Compactor(spark, endpoints, topic, Knobs(), say=lambda line: print(f"[bench] {line}"))
+            say(f"plain read + write: {plain_seconds:.1f}s, {plain_files} files")
+            compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
             compact_seconds, [result] = timed(compactor.run)
-            print(f"[bench] compactor: {compact_seconds:.1f}s, {result}", flush=True)
+            say(f"compactor: {compact_seconds:.1f}s, {result}")
             after = scans(spark, glue_location(endpoints, topic))
-            print(f"[bench] scans after: {after}", flush=True)
+            say(f"scans after: {after}")
         finally:
             spark.stop()
         if before["answers"] != after["answers"] or result.rows != rows:
@@ -160,5 +181,53 @@ def main() -> None:
                 "scans_after": after,
                 "speedup_count": before["count_seconds"] / after["count_seconds"],
                 "speedup_filtered_count": before["filtered_count_seconds"] / after["filtered_count_seconds"],
+            },
+        )
+
+
+def fleet() -> None:
+    """B3-fleet: five tables of ten partitions of 40 small files, in one compactor run."""
+    partitions = [Partition(1, date(2026, 11, 20), hour) for hour in range(FLEET_PARTITIONS)]
+    files = FLEET_TABLES * FLEET_PARTITIONS * FLEET_FILES
+    with stack.running():
+        endpoints = with_bucket(local_endpoints(), BUCKET)
+        s3 = make_client(endpoints, "s3")
+        rows_each = rows_per_file(np.random.default_rng(7), FLEET_MB * 1024 * 1024 / files)
+        topics = [bench_topic(f"fleet{i}") for i in range(FLEET_TABLES)]
+        input_bytes = 0
+        for topic in topics:
+            for partition in partitions:
+                input_bytes += put_partition(s3, BUCKET, topic, partition, files=FLEET_FILES, rows=rows_each)
+            register(endpoints, topic, partitions)
+            say(f"wrote {FLEET_PARTITIONS * FLEET_FILES} files for {topic.database} ({input_bytes / 2**20:.0f} MiB)")
+        rows = rows_each * files
+        spark = local_session(endpoints, "kafkalake-bench-compactor-fleet")
+        try:
+            sources = [f"s3a://{BUCKET}/{t.prefix.data_prefix()}{p.path()}" for t in topics for p in partitions]
+            spark.read.parquet(sources[0]).count()  # warm the JVM and the S3A connection pool
+            target = f"s3a://{BUCKET}/bench/plain-fleet-{topics[0].env}/"
+            plain_seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
+            plain_files = len(spark.read.parquet(target).inputFiles())
+            say(f"plain read + write of all {len(sources)} partitions: {plain_seconds:.1f}s, {plain_files} files")
+            compact_seconds, results = timed(Compactor(spark, endpoints, topics, Knobs(), say=say).run)
+            say(f"compactor over {len(topics)} tables: {compact_seconds:.1f}s")
+        finally:
+            spark.stop()
+        compacted = [r for r in results if r.action == "compacted"]
+        if len(compacted) != len(sources) or sum(r.rows for r in compacted) != rows:
+            raise RuntimeError(f"the run did not compact every partition exactly: {results}")
+        write_result(
+            "compactor-fleet",
+            {
+                "tables": FLEET_TABLES,
+                "partitions": len(sources),
+                "input_files": files,
+                "input_bytes": input_bytes,
+                "rows": rows,
+                "files_after": sum(r.files_after for r in compacted),
+                "bytes_after": sum(r.bytes_after for r in compacted),
+                "compactor_seconds": compact_seconds,
+                "plain_read_write": {"seconds": plain_seconds, "files": plain_files},
+                "ratio_compactor_to_plain_read_write": compact_seconds / plain_seconds,
             },
         )

@@ -167,4 +167,3 @@ def summarize(  # noqa: PLR0917 - the measurements of one run
         "left_for_retry": report.counts["left_for_retry"],
         "counts": dict(sorted(report.counts.items())),
     }
-

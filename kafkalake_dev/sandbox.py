@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +52,18 @@ def with_bucket(endpoints: Endpoints, bucket: str) -> Endpoints:
     return dataclasses.replace(endpoints, bucket=bucket)
 
 
-def register_complete_partition(glue: Any, topic: Topic, bucket: str, schema: pa.Schema, partition: Partition) -> None:
-    """Create the topic's database and table with ``schema`` and one raw partition the maintainer has marked
+def register_complete_partitions(
+    glue: Any, topic: Topic, bucket: str, schema: pa.Schema, partitions: Sequence[Partition]
+) -> None:
+    """Create the topic's database and table with ``schema`` and raw ``partitions`` the maintainer has marked
     complete, as the compactor finds them after an hour has closed."""
     location = s3_uri(bucket, topic.prefix.data_prefix())
     glue.create_database(DatabaseInput={"Name": topic.database})
     table = table_input(topic.table, location, glue_columns(schema), {})
     glue.create_table(DatabaseName=topic.database, TableInput=table)
-    glue.create_partition(
-        DatabaseName=topic.database,
-        TableName=topic.table,
-        PartitionInput=partition_input(table, location + partition.path(), partition, {COMPLETE_PARAMETER: "true"}),
-    )
+    for partition in partitions:
+        glue.create_partition(
+            DatabaseName=topic.database,
+            TableName=topic.table,
+            PartitionInput=partition_input(table, location + partition.path(), partition, {COMPLETE_PARAMETER: "true"}),
+        )

@@ -259,6 +259,8 @@ class Compactor:
                         MergeTask(item.key, self.endpoints, self.bucket, chosen.inputs, output, chosen.overlapping),
                     )
                 )
+        if not tasks:
+            return []
         tasks.sort(key=lambda sized: -sized[0])  # largest first: the last tasks to start are the short ones
         started = time.monotonic()
         outcomes = self._tasks(merge, [task for _, task in tasks], f"compactor: write {len(tasks)} files")

@@ -7,8 +7,14 @@ import io
 import itertools
 import json
 import math
+import os
+import random
+import signal
+import subprocess
+import sys
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -21,8 +27,8 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.layout import DataKey, Partition
 from kafkalake.settings import Endpoints
-from kafkalake_dev.sandbox import register_complete_partition, with_bucket
-from spark_jobs.compactor import Compactor, Knobs
+from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
+from spark_jobs.compactor import Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
 from tests.crashes import DeletesThenCrash, crash_after_saving
 
@@ -54,49 +60,50 @@ def small_file(kafka_partition: int, first: int, rows: int) -> bytes:
 
 
 class Lake:
-    def __init__(self, endpoints: Endpoints) -> None:
-        topic = CATALOG.get("sensor-readings", "staging")
-        suffix = uuid.uuid4().hex[:8]
-        spec = topic.spec.model_copy(update={"database": f"compact_{suffix}"})
-        self.topic: Topic = dataclasses.replace(topic, env=f"t{suffix}", spec=spec)
-        self.endpoints = endpoints
+    def __init__(self, endpoints: Endpoints, topic: Topic | None = None) -> None:
+        if topic is None:
+            template = CATALOG.get("sensor-readings", "staging")
+            suffix = uuid.uuid4().hex[:8]
+            spec = template.spec.model_copy(update={"database": f"compact_{suffix}"})
+            topic = dataclasses.replace(template, env=f"t{suffix}", spec=spec)
+        self.topic: Topic = topic
+        self.endpoints, self.bucket = endpoints, endpoints.bucket
         self.s3, self.glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
         self.next_offset = {0: 0, 1: 0, 2: 0}
 
-    def put_files(self, count: int) -> int:
-        body = b""
+    def put_files(self, count: int, partition: Partition = PARTITION) -> int:
         for i in range(count):
             kafka_partition = i % 3
             first = self.next_offset[kafka_partition]
             body = small_file(kafka_partition, first, ROWS_PER_FILE)
-            key = DataKey(self.topic.prefix, PARTITION, kafka_partition, first, first + ROWS_PER_FILE - 1).key()
-            self.s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+            key = DataKey(self.topic.prefix, partition, kafka_partition, first, first + ROWS_PER_FILE - 1).key()
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
             self.next_offset[kafka_partition] += ROWS_PER_FILE
         return count * ROWS_PER_FILE
 
-    def register(self) -> None:
+    def register(self, partitions: list[Partition] | None = None) -> None:
         sample = pq.read_schema(io.BytesIO(small_file(0, 0, 1)))
-        register_complete_partition(self.glue, self.topic, BUCKET, sample, PARTITION)
+        register_complete_partitions(self.glue, self.topic, self.bucket, sample, partitions or [PARTITION])
 
     def manifest(self) -> Any:
         [key] = [k for k in self.keys(self.topic.prefix.state_prefix()) if k.endswith("manifest.json")]
-        return json.loads(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        return json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
 
-    def location(self) -> str:
+    def location(self, partition: Partition = PARTITION) -> str:
         part = self.glue.get_partition(
-            DatabaseName=self.topic.database, TableName=self.topic.table, PartitionValues=PARTITION.values()
+            DatabaseName=self.topic.database, TableName=self.topic.table, PartitionValues=partition.values()
         )["Partition"]
         return str(part["StorageDescriptor"]["Location"])
 
     def keys(self, prefix: str) -> dict[str, int]:
-        return list_objects(self.s3, BUCKET, prefix)
+        return list_objects(self.s3, self.bucket, prefix)
 
     def raw(self) -> dict[str, int]:
         return self.keys(self.topic.prefix.data_prefix())
 
-    def read_current(self, spark: SparkSession) -> Any:
+    def read_current(self, spark: SparkSession, partition: Partition = PARTITION) -> Any:
         """What a reader sees: the files at the location Glue holds."""
-        return spark.read.parquet(self.location().replace("s3://", "s3a://"))
+        return spark.read.parquet(self.location(partition).replace("s3://", "s3a://"))
 
 
 def compactor(spark: SparkSession, lake: Lake, now: datetime = NOW, **knobs: Any) -> Compactor:
@@ -109,7 +116,7 @@ def assert_exact(spark: SparkSession, lake: Lake, rows: int) -> None:
     assert frame.count() == rows
     assert frame.select("_kafka_partition", "_kafka_offset").distinct().count() == rows
     assert lake.location().endswith("/")
-    assert lake.keys(lake.location().split(f"{BUCKET}/", 1)[1]), "the partition points at a missing location"
+    assert lake.keys(lake.location().split(f"{lake.bucket}/", 1)[1]), "the partition points at a missing location"
 
 
 def test_500_small_files_become_target_sized_files(spark: SparkSession, endpoints: Endpoints) -> None:
@@ -311,3 +318,90 @@ def test_output_that_does_not_match_the_inputs_is_never_swapped_in(
     assert lake.manifest()["state"] == "planned"  # rolled back: the next run writes the output again
     compactor(spark, lake).run()
     assert_exact(spark, lake, rows)
+
+
+def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The job's own entry point over three tables of an isolated environment: one has data on S3 but no table in
+    Glue, one's output fails verification (an extra copy of a file appears in its run directory), one is fine."""
+    env, catalog_folder, _ = isolated_env(tmp_path)
+    missing, refused, good = (Lake(endpoints, topic) for topic in load_catalog(catalog_folder).for_env(env.name)[:3])
+    rows = {lake.topic.name: lake.put_files(30) for lake in (missing, refused, good)}
+    refused.register()
+    good.register()
+    refused_location = refused.location()
+    with monkeypatch.context() as patch:
+        crash_after_saving(patch, ManifestState.WRITTEN)
+        compactor(spark, refused).run()
+    [output, *_] = refused.manifest()["outputs"]
+    refused.s3.copy_object(
+        Bucket=BUCKET, Key=output.replace(".parquet", "-copy.parquet"), CopySource=f"{BUCKET}/{output}"
+    )
+    for name, value in endpoints.to_env().items():
+        monkeypatch.setenv(name, value)
+    tables = [a for lake in (missing, refused, good) for a in ("--table", lake.topic.name)]
+    with pytest.raises(SystemExit) as exited:
+        main(["--env", env.name, "--catalog", str(catalog_folder), "--target-file-mb", "1", *tables])
+    assert exited.value.code == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    by_table = {line["table"]: line for line in lines}
+    assert by_table[f"{good.topic.database}.{good.topic.table}"]["action"] == "compacted"
+    assert_exact(spark, good, rows[good.topic.name])
+    assert good.location().startswith(f"s3://{BUCKET}/compacted/")
+    reported = by_table[f"{missing.topic.database}.{missing.topic.table}"]
+    assert reported["action"] == "failed" and "is not in Glue" in reported["reason"], reported
+    assert missing.keys(missing.topic.prefix.compacted_prefix()) == {}
+    reported = by_table[f"{refused.topic.database}.{refused.topic.table}"]
+    assert reported["action"] == "failed" and "VerificationFailed" in reported["reason"], reported
+    assert refused.location() == refused_location  # left as it was
+    assert refused.read_current(spark).count() == rows[refused.topic.name]
+
+
+def test_sigkill_at_random_moments_then_a_clean_run(
+    spark: SparkSession, local_stack: Endpoints, tmp_path: Path
+) -> None:
+    """`kafkalake compact run` over three tables of six partitions each is killed with SIGKILL (its whole process
+    group) three times at random moments, then left to finish; inputs are deleted as soon as a run allows
+    (--grace-minutes 0), so kills land in every step, cleaning included."""
+    env, catalog_folder, environments = isolated_env(tmp_path)
+    endpoints = with_bucket(local_stack, env.bucket)
+    hours = [Partition(1, date(2026, 11, 20), hour) for hour in range(6)]
+    lakes = [Lake(endpoints, topic) for topic in load_catalog(catalog_folder).for_env(env.name)[:3]]
+    rows = {}
+    for lake in lakes:
+        rows[lake.topic.name] = {hour: lake.put_files(40, hour) for hour in hours}
+        lake.register(hours)
+    kafkalake = str(Path(sys.executable).parent / "kafkalake")
+    command = [kafkalake, "compact", "run", "--env", env.name, "--catalog", str(catalog_folder)]
+    command += ["--target-file-mb", "1", "--grace-minutes", "0", "--min-input-files", "2"]
+    environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
+    seed = random.randrange(1_000_000)
+    moments = random.Random(seed).sample(range(6, 30), 3)
+    killed = 0
+    for moment in moments:
+        child = subprocess.Popen(
+            command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            child.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            killed += 1
+    assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the compactor still running"
+    for _ in range(2):  # the first finishes what the kills left; the second deletes inputs swapped by the first
+        final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
+        assert final.returncode == 0, f"seed {seed}, kills at {moments} s: {final.stdout[-3000:]}{final.stderr[-3000:]}"
+    for lake in lakes:
+        for hour in hours:
+            frame = lake.read_current(spark, hour).select("_kafka_partition", "_kafka_offset")
+            assert (frame.count(), frame.distinct().count()) == (rows[lake.topic.name][hour],) * 2, (seed, moments)
+            assert lake.location(hour).startswith(f"s3://{lake.bucket}/compacted/"), (seed, moments)
+        assert lake.raw() == {}, f"seed {seed}: inputs left behind"
+        runs = {k.rsplit("/", 1)[0] for k in lake.keys(lake.topic.prefix.compacted_prefix())}
+        assert runs == {lake.location(hour).split(f"{lake.bucket}/", 1)[1].rstrip("/") for hour in hours}, seed
