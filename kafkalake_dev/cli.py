@@ -427,7 +427,7 @@ def compact_run(
     summary = Table(title=f"compaction of {len(topics)} tables in {env}")
     for column in ("table", "partition", "action", "files before → after", "MiB before → after", "rows", "why"):
         summary.add_column(column)
-    for result in results:
+    for result in (r for r in results if r.action != Action.SKIPPED):
         summary.add_row(
             result.table,
             "/".join(result.partition),
@@ -438,6 +438,8 @@ def compact_run(
             result.reason,
         )
     console.print(summary)
+    skipped = sum(r.action == Action.SKIPPED for r in results)
+    console.print(f"{skipped} partitions skipped (too few new files, or nothing new since their last compaction)")
     console.print(f"compacted files are under s3://{endpoints.bucket}/compacted/ (manifests under /state/)")
     if any(result.action == Action.FAILED for result in results):
         raise typer.Exit(1)

@@ -3,6 +3,7 @@ databases and S3 prefixes, so they never touch what the demo (or another run) ma
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import uuid
@@ -58,7 +59,8 @@ def register_complete_partitions(
     """Create the topic's database and table with ``schema`` and raw ``partitions`` the maintainer has marked
     complete, as the compactor finds them after an hour has closed."""
     location = s3_uri(bucket, topic.prefix.data_prefix())
-    glue.create_database(DatabaseInput={"Name": topic.database})
+    with contextlib.suppress(glue.exceptions.AlreadyExistsException):  # topics of one domain share a database
+        glue.create_database(DatabaseInput={"Name": topic.database})
     table = table_input(topic.table, location, glue_columns(schema), {})
     glue.create_table(DatabaseName=topic.database, TableInput=table)
     for partition in partitions:

@@ -330,7 +330,8 @@ class Compactor:
         ]
         started = time.monotonic()
         reports = _grouped(self._tasks(inspect, tasks, f"compactor: inspect {len(tasks)} files"))
-        self.say(f"inspected {len(tasks)} files in {time.monotonic() - started:.1f} s")
+        if tasks:
+            self.say(f"inspected {len(tasks)} files in {time.monotonic() - started:.1f} s")
         for item in items:
             if item.failure:
                 continue

@@ -7,8 +7,11 @@ not import it).
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -90,3 +93,20 @@ class DeletesThenCrash:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._s3, name)
+
+
+def kill_at(command: Sequence[str], environ: Mapping[str, str], moments: Sequence[int]) -> int:
+    """Start ``command`` once per moment and SIGKILL its whole process group (Spark's JVM included) after that
+    many seconds unless it ended first; how many runs were killed."""
+    killed = 0
+    for moment in moments:
+        child = subprocess.Popen(
+            command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            child.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            killed += 1
+    return killed

@@ -9,7 +9,6 @@ import json
 import math
 import os
 import random
-import signal
 import subprocess
 import sys
 import uuid
@@ -30,7 +29,7 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compactor import Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
-from tests.crashes import DeletesThenCrash, crash_after_saving
+from tests.crashes import DeletesThenCrash, crash_after_saving, kill_at
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-compactor-tests"
@@ -381,18 +380,9 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     command += ["--target-file-mb", "1", "--grace-minutes", "0", "--min-input-files", "2"]
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
     seed = random.randrange(1_000_000)
-    moments = random.Random(seed).sample(range(6, 30), 3)
-    killed = 0
-    for moment in moments:
-        child = subprocess.Popen(
-            command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        try:
-            child.wait(timeout=moment)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            killed += 1
+    # a run takes about 15 s here (Spark starts in ~6 s); later runs have less left to do, so they die sooner
+    moments = sorted(random.Random(seed).sample(range(5, 15), 3), reverse=True)
+    killed = kill_at(command, environ, moments)
     assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the compactor still running"
     for _ in range(2):  # the first finishes what the kills left; the second deletes inputs swapped by the first
         final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)

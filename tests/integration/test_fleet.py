@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from kafkalake_dev.sandbox import isolated_env, with_bucket
 from kafkalake_dev.workload import sample_value
 from spark_jobs.fleet import catch_up
 from spark_jobs.metrics import metric_data, publish
+from tests.crashes import kill_at
 from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
 
 pytestmark = pytest.mark.stack
@@ -158,21 +158,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}
     seed = random.randrange(1_000_000)
     moments = random.Random(seed).sample(range(10, 40), 3)
-    killed = 0
-    for moment in moments:
-        child = subprocess.Popen(
-            [kafkalake, *fleet.command(topic.name)],
-            env=environ,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            child.wait(timeout=moment)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            killed += 1
+    killed = kill_at([kafkalake, *fleet.command(topic.name)], environ, moments)
     assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the archiver still running"
     command = [kafkalake, *fleet.command(topic.name)]
     final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)

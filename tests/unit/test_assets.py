@@ -47,10 +47,13 @@ JOBS = CORE | {
     for name in (
         "__init__",
         "archiver",
+        "binning",
         "compactor",
+        "digest",
         "entrypoint",
         "fleet",
         "manifest",
+        "merging",
         "metrics",
         "offsets",
         "plan",

@@ -1,11 +1,10 @@
-"""The archiver's and compactor's pure transforms on a bare local session (chispa: DataFrame equality)."""
+"""The archiver's pure transforms on a bare local session (chispa-style: no stack, no connectors)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -13,7 +12,6 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from kafkalake.catalog import TimeCandidate, TimeFormat
 from kafkalake.wire import encode
 from spark_jobs import transform
-from spark_jobs.compactor import coverage, merge
 
 SCHEMA = '{"type":"record","name":"R","fields":[{"name":"id","type":"string"}]}'
 T0 = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
@@ -113,24 +111,6 @@ def test_data_quarantine_and_tombstone_rows(bare_spark: SparkSession) -> None:
         (0, False, "a"),
         (1, True, None),
     ]
-
-
-def test_merge_keeps_one_row_per_offset_sorted_in_the_requested_files(bare_spark: SparkSession) -> None:
-    rows = [(p, o, f"v{p}-{o}") for p in (1, 0) for o in (7, 3, 5, 3, 1, 5)]  # offsets 3 and 5 twice
-    frame = bare_spark.createDataFrame(rows, "_kafka_partition int, _kafka_offset long, v string")
-    merged = merge(frame, 2)
-    assert merged.rdd.getNumPartitions() == 2
-    assert [tuple(r) for r in merged.collect()] == sorted(set(rows))  # partition order, then offset order
-    expected = bare_spark.createDataFrame(sorted(set(rows)), "_kafka_partition int, _kafka_offset long, v string")
-    assert_df_equality(merged, expected, ignore_row_order=True)
-
-
-def test_coverage_counts_missing_extra_and_duplicate_offsets(bare_spark: SparkSession) -> None:
-    schema = "_kafka_partition int, _kafka_offset long"
-    inputs = bare_spark.createDataFrame([(0, 1), (0, 2), (0, 3), (1, 1)], schema)
-    outputs = bare_spark.createDataFrame([(0, 1), (0, 2), (0, 2), (1, 1), (1, 9)], schema)
-    assert coverage(inputs, outputs) == {"missing": 1, "extra": 1, "duplicates": 1, "rows": 5}
-    assert coverage(inputs, inputs) == {"missing": 0, "extra": 0, "duplicates": 0, "rows": 4}
 
 
 @pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata"])

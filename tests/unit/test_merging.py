@@ -1,0 +1,108 @@
+"""The compactor's executor tasks against in-process S3: streamed and sorted merges, the fallback from one to the
+other, the digests they report, the inspection of an output, and errors returned rather than raised."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import boto3
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from moto import mock_aws
+
+from kafkalake.settings import Endpoints
+from spark_jobs.digest import KeyDigest
+from spark_jobs.merging import InspectTask, MergeTask, inspect, merge
+from spark_jobs.writer import worker_s3_client
+
+ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
+
+
+@pytest.fixture(autouse=True)
+def s3() -> Iterator[object]:
+    with mock_aws():
+        worker_s3_client.cache_clear()  # a client from another test's mock would not see this one's bucket
+        client = boto3.client("s3", region_name="eu-west-1")
+        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        yield client
+        worker_s3_client.cache_clear()
+
+
+def put(s3: object, key: str, partition: int, offsets: range) -> None:
+    table = pa.table(
+        {
+            "id": [f"{partition}-{o}" for o in offsets],
+            "_kafka_partition": pa.array([partition] * len(offsets), pa.int32()),
+            "_kafka_offset": pa.array(list(offsets), pa.int64()),
+        }
+    )
+    body = io.BytesIO()
+    pq.write_table(table, body)
+    s3.put_object(Bucket="lake", Key=key, Body=body.getvalue())  # type: ignore[attr-defined]
+
+
+def keys_digest(partition: int, offsets: range) -> dict[str, list[int]]:
+    return KeyDigest.of(np.full(len(offsets), partition), np.array(list(offsets))).to_json()
+
+
+def read(s3: object, key: str) -> pa.Table:
+    return pq.read_table(io.BytesIO(s3.get_object(Bucket="lake", Key=key)["Body"].read()))  # type: ignore[attr-defined]
+
+
+def task(inputs: tuple[str, ...], overlapping: bool) -> MergeTask:
+    return MergeTask("work", ENDPOINTS, "lake", inputs, "out/part-00000.parquet", overlapping)
+
+
+def test_ordered_files_are_streamed_and_their_keys_digested(s3: object) -> None:
+    put(s3, "a", 0, range(0, 10))
+    put(s3, "b", 0, range(10, 20))
+    put(s3, "c", 1, range(0, 5))
+    outcome = merge(task(("a", "b", "c"), overlapping=False))
+    assert (outcome["rows"], outcome["input_rows"], outcome["dropped"]) == (25, {"a": 10, "b": 10, "c": 5}, {})
+    expected = KeyDigest.from_json(keys_digest(0, range(20))) + KeyDigest.from_json(keys_digest(1, range(5)))
+    assert KeyDigest.from_json(outcome["inputs"]) == expected
+    written = read(s3, "out/part-00000.parquet")
+    assert written.column("id").to_pylist() == [f"0-{o}" for o in range(20)] + [f"1-{o}" for o in range(5)]
+    report = inspect(InspectTask("work", ENDPOINTS, "lake", "out/part-00000.parquet"))
+    assert (report["rows"], report["disorder"], report["ranges"]) == (25, None, [[0, 0, 19], [1, 0, 4]])
+    assert KeyDigest.from_json(report["digest"]) == expected
+
+
+def test_overlapping_files_are_sorted_and_each_key_kept_once(s3: object) -> None:
+    put(s3, "a", 0, range(0, 10))
+    put(s3, "late", 0, range(5, 15))
+    outcome = merge(task(("a", "late"), overlapping=True))
+    assert outcome["rows"] == 15
+    assert outcome["dropped"] == keys_digest(0, range(5, 10))
+    kept = KeyDigest.from_json(outcome["inputs"]) - KeyDigest.from_json(outcome["dropped"])
+    assert kept.to_json() == keys_digest(0, range(15))
+    assert read(s3, "out/part-00000.parquet").column("_kafka_offset").to_pylist() == list(range(15))
+
+
+def test_a_bin_that_turns_out_unordered_falls_back_to_the_sort(s3: object) -> None:
+    put(s3, "b", 0, range(10, 20))
+    put(s3, "a", 0, range(0, 10))
+    outcome = merge(task(("b", "a"), overlapping=False))  # the planner believed them ordered; they are not
+    assert (outcome["rows"], outcome["dropped"]) == (20, {})
+    assert read(s3, "out/part-00000.parquet").column("_kafka_offset").to_pylist() == list(range(20))
+
+
+def test_errors_are_returned_as_the_tasks_result(s3: object) -> None:
+    put(s3, "a", 0, range(0, 10))
+    outcome = merge(task(("a", "gone"), overlapping=False))
+    assert "NoSuchKey" in outcome["error"] and outcome["output"] == "out/part-00000.parquet"
+    report = inspect(InspectTask("work", ENDPOINTS, "lake", "nothing-here.parquet"))
+    assert "error" in report and report["key"] == "nothing-here.parquet"
+
+
+def test_inspection_finds_the_first_repeated_key(s3: object) -> None:
+    put(s3, "out/repeated.parquet", 0, range(3))
+    table = pa.concat_tables([read(s3, "out/repeated.parquet")] * 2)
+    body = io.BytesIO()
+    pq.write_table(table, body)
+    s3.put_object(Bucket="lake", Key="out/repeated.parquet", Body=body.getvalue())  # type: ignore[attr-defined]
+    report = inspect(InspectTask("work", ENDPOINTS, "lake", "out/repeated.parquet"))
+    assert (report["rows"], report["disorder"]) == (6, 3)
