@@ -23,6 +23,9 @@ QUARANTINE_ROOT: Final = "quarantine"
 COMPACTED_ROOT: Final = "compacted"
 STAGING_ROOT: Final = "staging"
 STATE_ROOT: Final = "state"
+LATE_DATA_FILE: Final = "late.json"
+LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
+"""Every topic's late-data markers, as an IAM object pattern (see ``TablePrefix.late_data_prefix``)."""
 NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STAGING_ROOT, STATE_ROOT)
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
@@ -114,6 +117,14 @@ class TablePrefix:
     def plan_key(self) -> str:
         """The archiver's durable plan for this topic (present only while a plan is being carried out)."""
         return f"{self.state_prefix()}plan.json"
+
+    def late_data_prefix(self) -> str:
+        """Markers of partitions that received objects after they were compacted: the maintainer writes one, the
+        compactor takes those partitions first and deletes the marker once it compacted them again."""
+        return f"{self.state_prefix()}late/"
+
+    def late_data_key(self, partition: Partition) -> str:
+        return f"{self.late_data_prefix()}{partition.path()}{LATE_DATA_FILE}"
 
     def compaction_manifest_key(self, partition: Partition) -> str:
         """The compactor's manifest for one partition: the record of its commit protocol."""

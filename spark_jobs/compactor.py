@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import LayoutError, Partition, parse_data_key, s3_uri
+from kafkalake.layout import LATE_DATA_FILE, LayoutError, Partition, parse_data_key, s3_uri
 from kafkalake.settings import Endpoints
 from spark_jobs.binning import UNBOUNDED, InputFile, Key, plan_bins
 from spark_jobs.digest import KeyDigest
@@ -77,6 +77,8 @@ class PartitionResult:
     bytes_after: int = 0
     rows: int = 0
     repacked: bool = False
+    late: bool = False
+    """Taken first: the maintainer saw objects land after the partition's last compaction."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Task seconds spent writing and inspecting this partition's files, wall seconds of its swap."""
     reason: str = ""
@@ -94,6 +96,8 @@ class _Work:
     glue_partition: dict[str, Any]
     manifest: Manifest
     key: str
+    late: bool = False
+    """The maintainer left a late-data marker for this partition: its marker goes once the swap is done."""
     failure: str = ""
     repacked: bool = False
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -124,19 +128,34 @@ class Compactor:
         self.manifests = ManifestStore(self.s3, self.bucket)
 
     def run(self) -> list[PartitionResult]:
-        """Every due partition of every table; failures are in the results (``Action.FAILED``), never raised."""
+        """Every due partition of every table, those with late data first; failures are in the results
+        (``Action.FAILED``), never raised."""
         results: list[PartitionResult] = []
-        work: list[_Work] = []
-        budget = self.knobs.max_bytes_per_run
+        candidates: list[tuple[bool, Topic, dict[str, Any]]] = []
         for topic in self.topics:
             try:
-                found, skipped = self._due(topic, budget)
+                candidates += [(late, topic, p) for late, p in self._candidates(topic)]
             except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others: reported
                 results.append(PartitionResult(_table(topic), [], Action.FAILED, reason=_describe(exc)))
+        work: list[_Work] = []
+        broken: set[str] = set()
+        budget = self.knobs.max_bytes_per_run
+        for late, topic, glue_partition in sorted(candidates, key=lambda c: not c[0]):  # stable: late ones first
+            if _table(topic) in broken:
                 continue
-            work += found
-            results += skipped
-            budget -= sum(sum(w.manifest.inputs.values()) for w in found)
+            try:
+                planned = self._plan(topic, glue_partition, budget, late=late)
+            except Exception as exc:  # noqa: BLE001 - as above; the table's other partitions are left for later
+                broken.add(_table(topic))
+                results.append(
+                    PartitionResult(_table(topic), glue_partition["Values"], Action.FAILED, reason=_describe(exc))
+                )
+                continue
+            if isinstance(planned, PartitionResult):
+                results.append(planned)
+            else:
+                work.append(planned)
+                budget -= sum(planned.manifest.inputs.values())
         self._write([w for w in work if w.manifest.state == ManifestState.PLANNED])
         self._verify([w for w in work if w.manifest.state == ManifestState.WRITTEN and not w.failure])
         for item in work:
@@ -149,8 +168,8 @@ class Compactor:
         return results
 
     # --- selection -----------------------------------------------------------------------------------------------
-    def _due(self, topic: Topic, budget: int) -> tuple[list[_Work], list[PartitionResult]]:
-        """The table's partitions to carry forward (unfinished manifests first), and those it skips."""
+    def _candidates(self, topic: Topic) -> list[tuple[bool, dict[str, Any]]]:
+        """The table's closed partitions, each with whether the maintainer saw late data land in it."""
         partitions = table_partitions(self.glue, topic.database, topic.table)
         if partitions is None:
             if list_objects(self.s3, self.bucket, topic.prefix.data_prefix(), ".parquet"):
@@ -160,19 +179,13 @@ class Compactor:
                     "(`kafkalake maintain --once`) or `kafkalake reconcile`, then compact again"
                 )
             self.say(f"{_table(topic)}: nothing archived yet, nothing to compact")
-            return [], []
-        work: list[_Work] = []
-        skipped: list[PartitionResult] = []
-        for glue_partition in sorted(partitions, key=lambda p: p["Values"]):
-            if not self._closed(glue_partition):
-                continue
-            planned = self._plan(topic, glue_partition, budget)
-            if isinstance(planned, PartitionResult):
-                skipped.append(planned)
-            else:
-                work.append(planned)
-                budget -= sum(planned.manifest.inputs.values())
-        return work, skipped
+            return []
+        markers = set(list_objects(self.s3, self.bucket, topic.prefix.late_data_prefix(), LATE_DATA_FILE))
+        return [
+            (topic.prefix.late_data_key(Partition.from_values(p["Values"])) in markers, p)
+            for p in sorted(partitions, key=lambda p: p["Values"])
+            if self._closed(p)
+        ]
 
     def _closed(self, partition: dict[str, Any]) -> bool:
         """Marked complete by the maintainer, or older than the safety delay."""
@@ -180,7 +193,9 @@ class Compactor:
             return True
         return Partition.from_values(partition["Values"]).end + self.knobs.safety_delay <= self.now()
 
-    def _plan(self, topic: Topic, glue_partition: dict[str, Any], budget: int) -> _Work | PartitionResult:
+    def _plan(
+        self, topic: Topic, glue_partition: dict[str, Any], budget: int, *, late: bool
+    ) -> _Work | PartitionResult:
         values = glue_partition["Values"]
         partition = Partition.from_values(values)
         key = topic.prefix.compaction_manifest_key(partition)
@@ -189,17 +204,19 @@ class Compactor:
             self.say(f"{_table(topic)} {'/'.join(values)}: carrying forward a manifest in state {manifest.state!r}")
             if manifest.state == ManifestState.WRITTEN and not manifest.expected:  # from before digests
                 manifest.advance(ManifestState.PLANNED, self.now())
-            return _Work(topic, glue_partition, manifest, key)
+            return _Work(topic, glue_partition, manifest, key, late=late)
         if manifest is not None and manifest.state == ManifestState.SWAPPED:
             self._clean(manifest, key)
         current = glue_partition["StorageDescriptor"]["Location"]
         taken = set(manifest.inputs) | set(manifest.superseded) if manifest else set()
         raw = list_objects(self.s3, self.bucket, topic.prefix.data_prefix() + partition.path(), ".parquet")
-        late = {k: size for k, size in raw.items() if k not in taken}
+        untaken = {k: size for k, size in raw.items() if k not in taken}
         base = manifest.outputs if manifest and current.rstrip("/").endswith(manifest.run_id) else {}
-        inputs = {**base, **late}
+        inputs = {**base, **untaken}
         needed = self.knobs.min_input_files if not base else 1
-        if len(late) < needed or not late or sum(inputs.values()) > budget:
+        if late and not untaken:  # an earlier run already took the late files: the marker is stale
+            self.s3.delete_object(Bucket=self.bucket, Key=topic.prefix.late_data_key(partition))
+        if len(untaken) < needed or not untaken or sum(inputs.values()) > budget:
             return PartitionResult(_table(topic), values, Action.SKIPPED, files_before=len(inputs))
         run_id = hashlib.sha256("\n".join(sorted(inputs)).encode()).hexdigest()[:16]
         due = manifest.due_for_deletion() if manifest and manifest.state != ManifestState.CLEANED else {}
@@ -214,7 +231,7 @@ class Compactor:
         )
         fresh.advance(ManifestState.PLANNED, self.now())
         self.manifests.save(key, fresh)
-        return _Work(topic, glue_partition, fresh, key)
+        return _Work(topic, glue_partition, fresh, key, late=late)
 
     # --- write ---------------------------------------------------------------------------------------------------
     def _write(self, items: list[_Work]) -> None:
@@ -370,6 +387,9 @@ class Compactor:
         )
         manifest.swapped_at = self.now().isoformat()
         self._advance(item, ManifestState.SWAPPED)
+        if item.late:  # a file landing after the plan was listed is in no manifest: the next run takes it anyway
+            partition = Partition.from_values(manifest.partition)
+            self.s3.delete_object(Bucket=self.bucket, Key=item.topic.prefix.late_data_key(partition))
         item.seconds["swap"] += time.monotonic() - started
 
     def _advance(self, item: _Work, state: ManifestState) -> None:
@@ -418,6 +438,7 @@ class Compactor:
             bytes_after=sum(manifest.outputs.values()),
             rows=manifest.rows,
             repacked=item.repacked,
+            late=item.late,
             seconds={k: round(v, 3) for k, v in item.seconds.items()},
             reason=item.failure,
         )

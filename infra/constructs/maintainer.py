@@ -21,7 +21,7 @@ from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.layout import DATA_ROOT
+from kafkalake.layout import DATA_ROOT, LATE_DATA_MARKERS
 from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE
 from kafkalake.naming import TableInference, crawler_name_for
 from kafkalake.settings import MaintainerEnvironment
@@ -94,7 +94,7 @@ class Maintainer(Construct):
         self.dead_letters = dead_letter_queue(
             self, "InvocationDlq", key=queue_key, purpose="the dead-letter queue of the maintainer's invocations"
         )
-        role = self._role(log_group, topics, databases, bucket, [lake_key, queue_key], queue, bus)
+        role = self._role(log_group, topics, databases, bucket, (lake_key, queue_key), queue, bus)
         self.function = self._function(name, settings, topics, role, log_group, queue, bus, build_dir)
         rule = events.Rule(
             self,
@@ -168,11 +168,12 @@ class Maintainer(Construct):
         topics: list[Topic],
         databases: list[str],
         bucket: s3.IBucket,
-        keys: list[kms.IKey],
+        keys: tuple[kms.IKey, kms.IKey],
         queue: sqs.IQueue,
         bus: events.IEventBus,
     ) -> iam.Role:
         stack = Stack.of(self)
+        lake_key, _ = keys
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
         crawlers = crawler_patterns(topics, databases)
         statements = [
@@ -185,6 +186,8 @@ class Maintainer(Construct):
             (list(MAINTAINER_GLUE_ACTIONS), glue_table_resources(stack, databases)),
             (["glue:GetCrawler", "glue:StartCrawler"], [f"{glue_arn(stack)}:crawler/{c}" for c in crawlers]),
             (["s3:GetObject"], [bucket.arn_for_objects(f"{DATA_ROOT}/*")]),
+            (["s3:PutObject"], [bucket.arn_for_objects(LATE_DATA_MARKERS)]),
+            (["kms:GenerateDataKey"], [lake_key.key_arn]),
             (["events:PutEvents"], [bus.event_bus_arn]),
         ]
         for actions, resources in statements:
@@ -193,9 +196,11 @@ class Maintainer(Construct):
             role,
             "X-Ray trace upload has no resource-level permissions (AWS requires *). Tables and crawlers are "
             "created at run time, so their ARNs end in a wildcard scoped to our databases and crawler naming "
-            "convention; data objects are read by key under the data prefix.",
+            "convention; data objects are read by key under the data prefix, and late-data markers are written "
+            "by key under each topic's state prefix.",
             "AwsSolutions-IAM5[Resource::*]",
             object_finding(bucket, DATA_ROOT),
+            object_finding(bucket, LATE_DATA_MARKERS.removesuffix("/*")),
             *glue_table_findings(stack, databases),
             *[
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:{stack.region}:<AWS::AccountId>:crawler/{c}]"

@@ -216,6 +216,10 @@ class GlueCatalog:
     def update_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
         return batch_update_partitions(self.glue, database, table, inputs)
 
+    def put_json(self, key: str, document: dict[str, Any]) -> None:
+        """A small state document in the lake bucket (the late-data markers)."""
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(document, sort_keys=True).encode())
+
     def footer_columns(self, key: str) -> list[dict[str, Any]]:
         """Glue columns from a data object's Parquet footer."""
         return read_footer_columns(self.s3, self.bucket, key)

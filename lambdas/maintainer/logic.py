@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from kafkalake.glue import COMPLETE_PARAMETER, SCHEMA_VERSIONS_PARAMETER, partition_input, table_input, table_input_from
-from kafkalake.layout import PARTITION_KEYS, DataKey, LayoutError, Partition, TablePrefix, s3_uri
+from kafkalake.layout import COMPACTED_ROOT, PARTITION_KEYS, DataKey, LayoutError, Partition, TablePrefix, s3_uri
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import Count
 from kafkalake.naming import TableInference, crawler_name_for, default_names
@@ -257,7 +257,9 @@ class _TableSync:
         accepted = self._check_versions(table_cfg, table, keys)
         confirmed = self._add_partitions(table_cfg, {k.partition for k in accepted})
         self._mark_complete(table_cfg, {k.partition for k in accepted})
-        return {k for k in accepted if k.partition in confirmed}
+        done = {k for k in accepted if k.partition in confirmed}
+        self._note_late(table_cfg, done)
+        return done
 
     def _resolve(self, prefix: TablePrefix) -> TableSettings | None:
         known = self.settings.tables.get(prefix)
@@ -355,6 +357,34 @@ class _TableSync:
         for partition in confirmed:
             cache.put((cfg.database, cfg.table, tuple(partition.values())), True)
         return known | confirmed
+
+    def _note_late(self, cfg: TableSettings, keys: set[DataKey]) -> None:
+        """Objects in partitions a compaction may already have replaced (closed: their hour ended more than the
+        completeness delay ago) are looked up fresh, never from the cache; those whose Glue location is a
+        compaction run directory get a marker for the compactor and a ``LateData`` event."""
+        delay = timedelta(seconds=self.settings.completeness_delay_seconds)
+        closed = {k for k in keys if k.partition.end + delay <= self.now}
+        if not closed:
+            return
+        found = self.glue.partitions(cfg.database, cfg.table, {tuple(k.partition.values()) for k in closed})
+        compacted = s3_uri(self.settings.bucket, f"{COMPACTED_ROOT}/")
+        for values, partition in sorted(found.items()):
+            location = partition["StorageDescriptor"]["Location"]
+            if not location.startswith(compacted):
+                continue
+            late = sorted(k for k in closed if tuple(k.partition.values()) == values)
+            objects = [k.key() for k in late]
+            marker = {
+                "partition": list(values),
+                "location": location,
+                "objects": objects,
+                "noticed_at": self.now.isoformat(),
+            }
+            self.glue.put_json(late[0].table.late_data_key(late[0].partition), marker)
+            self.report.counts[Count.LATE_OBJECTS] += len(objects)
+            self._event(
+                "LateData", cfg, partition=dict(zip(PARTITION_KEYS, values, strict=True)), objects=objects[:MAX_SAMPLES]
+            )
 
     def _mark_complete(self, cfg: TableSettings, partitions: Iterable[Partition]) -> None:
         """Mark the hours before those with new data complete (see ``completion_candidates``)."""

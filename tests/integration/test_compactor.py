@@ -16,7 +16,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -30,6 +29,7 @@ from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, wi
 from spark_jobs.compactor import Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
 from tests.crashes import DeletesThenCrash, crash_after_saving, kill_at
+from tests.integration.lake_files import small_file
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-compactor-tests"
@@ -42,20 +42,6 @@ ROWS_PER_FILE = 40
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
     return with_bucket(local_stack, BUCKET)
-
-
-def small_file(kafka_partition: int, first: int, rows: int) -> bytes:
-    table = pa.table(
-        {
-            "id": [f"r-{kafka_partition}-{first + i}" for i in range(rows)],
-            "payload": [f"{'x' * 60}-{first + i}" for i in range(rows)],
-            "_kafka_partition": pa.array([kafka_partition] * rows, pa.int32()),
-            "_kafka_offset": pa.array(range(first, first + rows), pa.int64()),
-        }
-    )
-    out = io.BytesIO()
-    pq.write_table(table, out)
-    return out.getvalue()
 
 
 class Lake:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import random
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from botocore.awsrequest import AWSResponse
+from pyspark.sql import SparkSession
 
 from kafkalake.aws import count_calls, make_client
 from kafkalake.catalog import Catalog, load_catalog, tables_document
@@ -28,6 +30,8 @@ from kafkalake_dev.provision import provision
 from kafkalake_dev.sandbox import isolated_env
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
+from spark_jobs.compactor import Compactor, Knobs
+from tests.integration.lake_files import small_file
 
 pytestmark = pytest.mark.stack
 BUCKET_IN_EVENTS = "lake"
@@ -576,3 +580,44 @@ def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
     )
     third = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
     assert "EMPTY 1/2026-11-20/01" in third.output
+
+
+def test_a_late_row_is_visible_after_one_maintainer_and_compactor_cycle(lake: Lake, spark: SparkSession) -> None:
+    """A file lands in a partition after its compaction: the next drain records it (marker, LateData event), the
+    next compactor run takes that partition first, and readers then see the late rows once."""
+    topic = lake.catalog.get("card-authorized", lake.env.name)
+    hour = Partition(1, date(2026, 11, 20), 7)
+    endpoints = dataclasses.replace(lake.endpoints, bucket=lake.p.bucket)
+
+    def put(first: int) -> str:
+        data_key = DataKey(topic.prefix, hour, 0, first, first + 9).key()
+        lake.s3.put_object(Bucket=lake.p.bucket, Key=data_key, Body=small_file(0, first, 10))
+        return data_key
+
+    for first in range(0, 120, 10):
+        put(first)
+    assert lake.run().counts["partitions_added"] == 1
+    compactor = Compactor(spark, endpoints, [topic], Knobs(min_input_files=10), now=lambda: NOW)
+    [compacted] = compactor.run()
+    assert (compacted.action, compacted.late, compacted.rows) == ("compacted", False, 120)
+
+    def visible() -> tuple[int, int]:
+        location = lake.glue.get_partition(
+            DatabaseName=topic.database, TableName=topic.table, PartitionValues=hour.values()
+        )["Partition"]["StorageDescriptor"]["Location"]
+        frame = spark.read.parquet(location.replace("s3://", "s3a://")).select("_kafka_partition", "_kafka_offset")
+        return frame.count(), frame.distinct().count()
+
+    late_key = put(120)
+    assert visible() == (120, 120)  # invisible until the compactor's next run
+    report = lake.run()
+    assert report.counts["late_objects"] == 1
+    [event] = [e for e in report.events if e["type"] == "LateData"]
+    assert event["objects"] == [late_key] and event["table"] == topic.table
+    marker = topic.prefix.late_data_key(hour)
+    assert json.loads(lake.s3.get_object(Bucket=lake.p.bucket, Key=marker)["Body"].read())["objects"] == [late_key]
+    [again] = compactor.run()
+    assert (again.action, again.late, again.rows, again.files_before) == ("compacted", True, 130, 2)
+    assert visible() == (130, 130)  # the late rows once, nothing twice
+    assert marker not in {o["Key"] for o in lake.s3.list_objects_v2(Bucket=lake.p.bucket).get("Contents", [])}
+    assert lake.run().counts["late_objects"] == 0  # the drain has nothing new to record

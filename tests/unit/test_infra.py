@@ -197,12 +197,16 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
         "glue:GetCrawler",
         "glue:StartCrawler",
         "s3:GetObject",
+        "s3:PutObject",  # late-data markers only (below)
+        "kms:GenerateDataKey",  # for those markers, with the lake's key
         "events:PutEvents",
         "sqs:SendMessage",  # its invocation dead-letter queue
         "xray:PutTraceSegments",
         "xray:PutTelemetryRecords",
     }
-    assert not any(a.startswith("s3:Put") or a.startswith("s3:Delete") for a in actions)
+    assert not any(a.startswith("s3:Delete") for a in actions)
+    [put] = [s for s in statements if s["Action"] == "s3:PutObject"]
+    assert json.dumps(put["Resource"]).endswith('/state/*/late/*"]]}'), put["Resource"]
     glue = next(s for s in statements if "glue:BatchCreatePartition" in s["Action"])
     rendered = json.dumps(glue["Resource"])
     for database in {t.database for t in CATALOG.for_env(env)}:

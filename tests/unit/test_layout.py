@@ -1,3 +1,4 @@
+import fnmatch
 from datetime import date
 from urllib.parse import quote
 
@@ -6,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalake.layout import (
+    LATE_DATA_MARKERS,
     DataKey,
     LayoutError,
     Partition,
@@ -125,3 +127,12 @@ def test_to_segment() -> None:
     assert to_segment("Card.Authorized") == "card-authorized"
     with pytest.raises(LayoutError, match="no usable path segment"):
         to_segment("...")
+
+
+def test_late_data_markers_are_under_the_state_prefix_and_the_iam_pattern() -> None:
+    prefix = TablePrefix("staging", "acme", "payments", "card-authorized")
+    marker = prefix.late_data_key(Partition(2, date(2026, 11, 20), 7))
+    assert marker == "state/staging/acme/payments/card-authorized/late/schema_version=2/dt=2026-11-20/hour=07/late.json"
+    assert marker.startswith(prefix.late_data_prefix()) and fnmatch.fnmatchcase(marker, LATE_DATA_MARKERS)
+    with pytest.raises(LayoutError, match="state"):
+        parse_data_key(marker)
