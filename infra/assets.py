@@ -96,13 +96,13 @@ def _copy_packages(names: tuple[str, ...], target: Path) -> None:
 
 
 def maintainer_bundle(out_dir: Path, topics: list[Topic]) -> Path:
-    """The Lambda's code: the core package, the handler, and the catalog as ``tables.json`` beside it.
-    Third-party dependencies come from layers (environments.yaml: maintainer_layers)."""
+    """The Lambdas' code (maintainer and reconciler): the core package, the handlers, and the catalog as
+    ``lambdas/tables.json``. Third-party dependencies come from layers (environments.yaml: maintainer_layers)."""
     target = out_dir / "maintainer"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     _copy_packages(LAMBDA_PACKAGES, target)
-    (target / "lambdas" / "maintainer" / TABLES_FILE).write_text(json.dumps(tables_document(topics), indent=1))
+    (target / "lambdas" / TABLES_FILE).write_text(json.dumps(tables_document(topics), indent=1))
     return target
 
 

@@ -14,9 +14,7 @@ def acknowledge(scope: IConstruct, reason: str, *findings: str) -> None:
         Validations.of(scope).acknowledge(Acknowledgment(id=finding, reason=reason))
 
 
-def skip_scanners(
-    scope: IConstruct, reason: str, *, cfn_lint: Sequence[str] = (), checkov: Sequence[str] = ()
-) -> None:
+def skip_scanners(scope: IConstruct, reason: str, *, cfn_lint: Sequence[str] = (), checkov: Sequence[str] = ()) -> None:
     """Suppress cfn-lint rules and checkov checks on every CloudFormation resource under ``scope``, with the
     reason beside them in the template (``kafkalake:why``)."""
     for construct in scope.node.find_all():

@@ -16,6 +16,7 @@ from infra.constructs.jobs import Jobs
 from infra.constructs.maintainer import Maintainer
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.notifications import Notifications
+from infra.constructs.reconciler import Reconciler
 from infra.constructs.storage import Storage
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
@@ -61,6 +62,16 @@ class KafkalakeStack(Stack):
             bus=self.notifications.bus,
             build_dir=build_dir / settings.name,
         )
+        self.reconciler = Reconciler(
+            self,
+            "Reconciler",
+            settings=settings,
+            databases=self.catalog.databases,
+            bucket=bucket,
+            key=self.key,
+            queue_key=self.notifications.key,
+            code=self.maintainer.code,
+        )
         self.jobs = Jobs(
             self,
             "Jobs",
@@ -84,9 +95,11 @@ class KafkalakeStack(Stack):
             dead_letter_queues={
                 "NotificationsDlq": self.notifications.dlq,
                 "MaintainerDlq": self.maintainer.dead_letters,
+                "ReconcilerDlq": self.reconciler.dead_letters,
                 "ScheduleDlq": self.jobs.dead_letters,
             },
             maintainer=self.maintainer.function,
+            reconciler=self.reconciler.function,
             applications=self.jobs.applications,
             schedule_group=self.jobs.group.ref,
         )

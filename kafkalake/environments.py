@@ -34,6 +34,9 @@ class EnvironmentSettings(BaseModel):
     archiver_schedule_minutes: int = Field(default=20, ge=5)
     cache_ttl_seconds: int = Field(default=600, ge=0)
     completeness_delay_seconds: int = Field(default=900, ge=0)
+    reconcile_schedule: str = Field(default="cron(30 3 * * ? *)", pattern=r"^(rate|cron)\(.+\)$")
+    """When the reconciler compares S3 with Glue (an EventBridge schedule expression; daily by default)."""
+    reconciler_timeout_seconds: int = Field(default=900, ge=60, le=900)
     # Deployment (read by the CDK app only)
     account: str | None = None
     region: str = "eu-west-1"

@@ -9,6 +9,18 @@ from typing import Final
 NAMESPACE: Final = "kafkalake"
 MAINTAINER_SERVICE: Final = "kafkalake-maintainer"
 """The Powertools service name: the ``service`` dimension of every maintainer metric."""
+RECONCILER_SERVICE: Final = "kafkalake-reconciler"
+"""The ``service`` dimension of the reconciler's metrics."""
+
+
+class ReconcileMetric(StrEnum):
+    """What one scheduled reconciliation publishes (dimension ``service``)."""
+
+    PARTITIONS_REPAIRED = "ReconcilePartitionsRepaired"
+    """Partitions found on S3 and missing in Glue, now added: non-zero means S3 events were lost."""
+    EMPTY_LOCATIONS = "ReconcileEmptyLocations"
+    """Glue partitions whose location holds no object."""
+    TABLES_FAILED = "ReconcileTablesFailed"
 
 
 class Count(StrEnum):

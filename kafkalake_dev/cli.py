@@ -148,21 +148,22 @@ def maintain(
 def reconcile(env: EnvOption = "staging", catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
     from kafkalake.aws import make_client
-    from lambdas.reconciler.logic import reconcile_table
+    from lambdas.reconciler.logic import TableTarget, reconcile_tables
 
     endpoints = local_endpoints(environment(env).bucket)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
-    for topic in load_catalog(catalog).for_env(env):
-        prefix = topic.prefix.data_prefix()
-        done = reconcile_table(
-            s3, glue, endpoints.bucket, database=topic.database, table=topic.table, data_prefix=prefix
-        )
-        state = done.skipped or f"{len(done.added)} partitions added, {len(done.empty_locations)} with no objects"
-        typer.echo(f"  {done.table:<45} {state}")
+    targets = [TableTarget(t.database, t.table, t.prefix.data_prefix()) for t in load_catalog(catalog).for_env(env)]
+    results = reconcile_tables(s3, glue, endpoints.bucket, targets)
+    for done in results:
+        added, empty = len(done.added), len(done.empty_locations)
+        state = done.failed or done.skipped or f"{added} partitions added, {empty} with no objects"
+        typer.echo(f"  {done.table:<45} {'FAILED ' if done.failed else ''}{state}")
         for values in done.added:
             typer.echo(f"    added {'/'.join(values)} (its S3 events were lost)")
         for values in done.empty_locations:
             typer.echo(f"    EMPTY {'/'.join(values)}: the Glue partition's location holds no object")
+    if any(done.failed for done in results):
+        raise typer.Exit(1)
 
 
 dlq_app = typer.Typer(help="The notification dead-letter queue.", no_args_is_help=True)

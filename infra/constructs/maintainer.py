@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -16,8 +16,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.assets import maintainer_bundle
+from infra.constructs.functions import function_logs, invocation_dlq, python_function
 from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resources, object_finding
-from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
@@ -83,19 +83,25 @@ class Maintainer(Construct):
         super().__init__(scope, construct_id)
         name = f"kafkalake-{settings.name}-maintainer"
         self.key = lake_key
-        log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=f"/aws/lambda/{name}",
-            retention=logs.RetentionDays.THREE_MONTHS,
-            encryption_key=self.key,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.dead_letters = dead_letter_queue(
-            self, "InvocationDlq", key=queue_key, purpose="the dead-letter queue of the maintainer's invocations"
-        )
+        log_group = function_logs(self, name, self.key)
+        self.dead_letters = invocation_dlq(self, "the maintainer", queue_key)
         role = self._role(log_group, topics, databases, bucket, (lake_key, queue_key), queue, bus)
-        self.function = self._function(name, settings, topics, role, log_group, queue, bus, build_dir)
+        self.code = lambda_.Code.from_asset(str(maintainer_bundle(build_dir, topics)))
+        """The Lambdas' bundle, shared with the reconciler."""
+        self.function = python_function(
+            self,
+            settings=settings,
+            name=name,
+            handler="lambdas.maintainer.handler.handler",
+            code=self.code,
+            role=role,
+            log_group=log_group,
+            dead_letters=self.dead_letters,
+            key=self.key,
+            timeout=Duration.seconds(settings.maintainer_timeout_seconds),
+            environment=function_environment(settings, queue, bus, Stack.of(self).region),
+            reserved_concurrency=settings.maintainer_reserved_concurrency,
+        )
         rule = events.Rule(
             self,
             "Schedule",
@@ -108,59 +114,6 @@ class Maintainer(Construct):
             "permission's function ARN with the config's function name and does not see it.",
             cfn_lint=["ES1007"],
         )
-
-    def _function(  # noqa: PLR0917 - what the function is built from
-        self,
-        name: str,
-        settings: EnvironmentSettings,
-        topics: list[Topic],
-        role: iam.IRole,
-        log_group: logs.ILogGroup,
-        queue: sqs.IQueue,
-        bus: events.IEventBus,
-        build_dir: Path,
-    ) -> lambda_.Function:
-        function = lambda_.Function(
-            self,
-            "Function",
-            function_name=name,
-            runtime=lambda_.Runtime.PYTHON_3_13,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="lambdas.maintainer.handler.handler",
-            code=lambda_.Code.from_asset(str(maintainer_bundle(build_dir, topics))),
-            layers=[
-                lambda_.LayerVersion.from_layer_version_arn(self, f"Layer{i}", arn)
-                for i, arn in enumerate(settings.maintainer_layers)
-            ],
-            memory_size=1024,
-            timeout=Duration.seconds(settings.maintainer_timeout_seconds),
-            reserved_concurrent_executions=settings.maintainer_reserved_concurrency,
-            retry_attempts=0,  # a failed drain is not retried: the next scheduled one takes its messages
-            max_event_age=Duration.hours(1),
-            dead_letter_queue=self.dead_letters,
-            environment_encryption=self.key,
-            role=role,
-            log_group=log_group,
-            tracing=lambda_.Tracing.ACTIVE,
-            environment=function_environment(settings, queue, bus, Stack.of(self).region),
-        )
-        skip_scanners(
-            function,
-            "The maintainer calls only AWS APIs (SQS, Glue, S3, EventBridge) over TLS with IAM; in a VPC it would need "
-            "endpoints or a NAT for each, and it reaches no VPC resource. CDK adds the role dependency itself. "
-            "Reserved concurrency is a setting (maintainer_reserved_concurrency), unset by default: reserving fails "
-            "in accounts with the default quota; drains stay single-flight as the schedule interval exceeds the "
-            "timeout and failed invocations are not retried.",
-            cfn_lint=["W3005"],
-            checkov=["CKV_AWS_117", "CKV_AWS_115"],
-        )
-        acknowledge(
-            function,
-            "Pinned to python3.13, the runtime of the Powertools and SDK-for-pandas layers "
-            "configured in environments.yaml; upgrade together with the layers.",
-            "AwsSolutions-L1",
-        )
-        return function
 
     def _role(  # noqa: PLR0917 - the resources the role grants access to
         self,

@@ -19,8 +19,10 @@ from kafkalake.metrics import (
     ENVIRONMENT_DIMENSION,
     MAINTAINER_SERVICE,
     NAMESPACE,
+    RECONCILER_SERVICE,
     ArchiverMetric,
     Count,
+    ReconcileMetric,
 )
 
 PERIOD = Duration.minutes(5)
@@ -37,6 +39,7 @@ class Monitoring(Construct):
         queue: sqs.Queue,
         dead_letter_queues: dict[str, sqs.Queue],
         maintainer: lambda_.Function,
+        reconciler: lambda_.Function,
         applications: dict[str, emr.CfnApplication],
         schedule_group: str,
     ) -> None:
@@ -48,6 +51,7 @@ class Monitoring(Construct):
         thresholds = {"OldestNotification": settings.oldest_notification_alarm_seconds}
         self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
         self.alarms |= self._archiver_alarms(settings, action)
+        self.alarms |= self._reconciler_alarms(reconciler, action)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
@@ -155,6 +159,24 @@ class Monitoring(Construct):
                 "ArchiverTopicsFailed", metric(ArchiverMetric.TOPICS_FAILED, "Maximum"), 0, action
             ),
             "ArchiverLagGrowing": self._alarm("ArchiverLagGrowing", lag_growth, 0, action, periods=3),
+        }
+
+    def _reconciler_alarms(
+        self, reconciler: lambda_.Function, action: cloudwatch.IAlarmAction
+    ) -> dict[str, cloudwatch.Alarm]:
+        """The reconciler repaired something (S3 events were lost: look at the notification DLQ and
+        configuration), or it failed; one day, as it runs daily."""
+        period = Duration.days(1)
+        repaired = cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=ReconcileMetric.PARTITIONS_REPAIRED,
+            statistic="Sum",
+            period=period,
+            dimensions_map={"service": RECONCILER_SERVICE},
+        )
+        return {
+            "ReconcilerRepairedPartitions": self._alarm("ReconcilerRepairedPartitions", repaired, 0, action),
+            "ReconcilerErrors": self._alarm("ReconcilerErrors", reconciler.metric_errors(period=period), 0, action),
         }
 
     def _alarm(

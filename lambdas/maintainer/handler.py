@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -15,9 +13,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from kafkalake.aws import make_client
 from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE, Count
-from kafkalake.settings import MaintainerEnvironment, SettingsError
+from kafkalake.settings import MaintainerEnvironment
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
+from lambdas.tables import read_tables
 
 logger = Logger(service=MAINTAINER_SERVICE)
 tracer = Tracer(service=MAINTAINER_SERVICE)
@@ -36,15 +35,12 @@ _runtime: Runtime | None = None
 
 
 def settings_from(environment: MaintainerEnvironment) -> Settings:
-    """The drain's settings, with the tables of the bundled catalog (a missing file is an error, not 'no tables')."""
-    tables_file = Path(__file__).parent / environment.tables_file
-    if not tables_file.is_file():
-        raise SettingsError(f"{tables_file} is missing: the maintainer bundle must carry the catalog's tables")
+    """The drain's settings, with the tables of the bundled catalog."""
     return Settings(
         queue_url=environment.queue_url,
         bucket=environment.bucket,
         event_bus=environment.event_bus,
-        tables=tables_from_document(json.loads(tables_file.read_text()), environment.bucket),
+        tables=tables_from_document(read_tables(environment.tables_file), environment.bucket),
         max_messages=environment.max_messages,
         safety_margin_ms=environment.safety_margin_ms,
         cache_ttl_seconds=environment.cache_ttl_seconds,

@@ -7,13 +7,42 @@ S3 is listed with a delimiter, level by level (schema_version=, dt=, hour=), nev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from kafkalake.glue import batch_create_partitions, partition_input, table_partitions
-from kafkalake.layout import PARTITION_KEYS, LayoutError, Partition, parse_s3_uri, partition_segment_value, s3_uri
+from kafkalake.layout import (
+    PARTITION_KEYS,
+    LayoutError,
+    Partition,
+    TablePrefix,
+    parse_s3_uri,
+    partition_segment_value,
+    s3_uri,
+)
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    """A table to reconcile: its Glue names and its data prefix."""
+
+    database: str
+    table: str
+    data_prefix: str
+
+
+def targets_from_document(document: Iterable[dict[str, str]]) -> list[TableTarget]:
+    """The tables of the bundled ``tables.json`` (``kafkalake.catalog.tables_document``)."""
+    return [
+        TableTarget(
+            item["database"],
+            item["table"],
+            TablePrefix(item["env"], item["company"], item["domain"], item["topic"]).data_prefix(),
+        )
+        for item in document
+    ]
 
 
 @dataclass
@@ -25,6 +54,8 @@ class TableReconciliation:
     """Glue partitions whose location holds no object."""
     skipped: str | None = None
     """Why the table was not reconciled (for example: not in Glue yet; the maintainer creates it)."""
+    failed: str | None = None
+    """What went wrong (access denied, throttling that outlasted the retries); the other tables went on."""
 
 
 def _folders(s3: Any, bucket: str, prefix: str) -> Iterator[str]:
@@ -82,3 +113,20 @@ def _holds_objects(s3: Any, location: str, raw_folders: set[str]) -> bool:
     if s3_uri(where.bucket, where.as_prefix()) in raw_folders:
         return True
     return bool(s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1).get("KeyCount"))
+
+
+def reconcile_tables(s3: Any, glue: Any, bucket: str, targets: Iterable[TableTarget]) -> list[TableReconciliation]:
+    """``reconcile_table`` for each target; one table's failure is recorded in its result and never stops the
+    others."""
+    results = []
+    for target in targets:
+        try:
+            results.append(
+                reconcile_table(
+                    s3, glue, bucket, database=target.database, table=target.table, data_prefix=target.data_prefix
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - reported in the result; the other tables go on
+            failed = TableReconciliation(f"{target.database}.{target.table}", failed=f"{type(exc).__name__}: {exc}")
+            results.append(failed)
+    return results

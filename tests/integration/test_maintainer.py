@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from kafkalake.environments import EnvironmentSettings
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
+from kafkalake_dev.maintainer import invoke_reconciler_locally
 from kafkalake_dev.provision import provision
 from kafkalake_dev.sandbox import isolated_env
 from lambdas.maintainer.dal import Clients, State
@@ -543,10 +545,11 @@ def test_dlq_redrive_moves_messages_back_and_the_next_drain_registers_them(
 
 
 def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Events deleted from the queue before the maintainer ran: `kafkalake reconcile` adds exactly the missing
-    partitions (found by listing S3 level by level) and nothing else; a second run changes nothing."""
+    """Events deleted from the queue before the maintainer ran: the scheduled reconciler (its Lambda handler, as
+    the daily schedule invokes it) adds exactly the missing partitions (found by listing S3 level by level) and
+    nothing else, and publishes how many it repaired; `kafkalake reconcile` then finds nothing to do."""
     from typer.testing import CliRunner
 
     from kafkalake_dev.cli import app
@@ -561,14 +564,17 @@ def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
     before = lake.partitions(lake.card)
     catalog, environments = lake.files
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    first = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
-    assert first.exit_code == 0, first.output
+    capsys.readouterr()
+    first = invoke_reconciler_locally(lake.endpoints, lake.env, lake.catalog, os.environ)
     restored = {tuple(k.partition.values()) for k in lost}
     assert lake.partitions(lake.card) == before | restored
-    assert f"{lake.acme}.card_authorized" in first.output and "3 partitions added, 0 with no objects" in first.output
-    assert "no table in Glue yet" in first.output  # the crawler-mode tables nobody created
+    assert first["partitions_repaired"] == 3 and first["failed"] == {}
+    assert sorted(first["repaired"][f"{lake.acme}.card_authorized"]) == sorted("/".join(v) for v in restored)
+    [emf] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"CloudWatchMetrics"' in line]
+    assert emf["ReconcilePartitionsRepaired"] == [3.0] and emf["service"] == "kafkalake-reconciler"
     second = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
-    assert "0 partitions added, 0 with no objects" in second.output
+    assert second.exit_code == 0 and "0 partitions added, 0 with no objects" in second.output
+    assert "no table in Glue yet" in second.output  # the crawler-mode tables nobody created
     assert lake.partitions(lake.card) == before | restored
     lake.glue.create_partition(  # a partition whose objects were deleted by hand
         DatabaseName=lake.acme,

@@ -38,9 +38,11 @@ LAMBDA = CORE | {
     "lambdas/maintainer/inference.py",
     "lambdas/maintainer/logic.py",
     "lambdas/maintainer/models.py",
-    "lambdas/maintainer/tables.json",
+    "lambdas/tables.json",
+    "lambdas/tables.py",
     "lambdas/reconciler/__init__.py",
-    "lambdas/reconciler/logic.py",  # S3↔Glue reconciliation; its scheduled handler is still to come (#14)
+    "lambdas/reconciler/handler.py",
+    "lambdas/reconciler/logic.py",
 }
 JOBS = CORE | {
     f"spark_jobs/{name}.py"

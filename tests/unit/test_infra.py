@@ -308,7 +308,7 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 14)
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 17)  # 14 + reconciler: repaired, errors, its DLQ
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -333,6 +333,57 @@ def test_monitoring(stacks: Any, env: str) -> None:
     )
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm", {"MetricName": "FailedJobs", "Namespace": "AWS/EMRServerless"}
+    )
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_reconciler_runs_daily_lists_only_our_prefixes_and_alarms_when_it_repairs(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    tpl.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "FunctionName": f"kafkalake-{env}-reconciler",
+            "Handler": "lambdas.reconciler.handler.handler",
+            "Timeout": settings.reconciler_timeout_seconds,
+            "Environment": {"Variables": Match.object_like({"KAFKALAKE_BUCKET": settings.bucket})},
+        },
+    )
+    functions = resources(tpl, "AWS::Lambda::Function")
+    codes = {
+        json.dumps(f["Properties"]["Code"], sort_keys=True)
+        for f in functions.values()
+        if "FunctionName" in f["Properties"] and "kafkalake-" in f["Properties"]["FunctionName"]
+    }
+    assert len(codes) == 1, "the maintainer and the reconciler share one bundle"
+    rules = [r["Properties"] for r in resources(tpl, "AWS::Events::Rule").values()]
+    assert any(r.get("ScheduleExpression") == settings.reconcile_schedule for r in rules)
+    statements = role_statements(tpl, "ReconcilerRole")
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "glue:GetTable",
+        "glue:GetPartitions",
+        "glue:BatchCreatePartition",
+        "s3:ListBucket",
+        "sqs:SendMessage",  # its invocation dead-letter queue
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+    }
+    [listing] = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["data/*", "compacted/*"]}}
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ReconcilePartitionsRepaired",
+            "Namespace": "kafkalake",
+            "Dimensions": [{"Name": "service", "Value": "kafkalake-reconciler"}],
+            "Statistic": "Sum",
+            "Period": 86400,
+            "Threshold": 0,
+            "ComparisonOperator": "GreaterThanThreshold",
+        },
     )
 
 
@@ -381,7 +432,7 @@ def test_maintainer_asset_imports_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     """The bundle plus the layers' packages (Powertools, pydantic, pyarrow; boto3 is in the runtime) is enough."""
     bundle = maintainer_bundle(tmp_path / "build", CATALOG.for_env("staging"))
     assert (bundle / "kafkalake" / "layout.py").exists()
-    assert json.loads((bundle / "lambdas" / "maintainer" / "tables.json").read_text())[0]["env"] == "staging"
+    assert json.loads((bundle / "lambdas" / "tables.json").read_text())[0]["env"] == "staging"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pins = {

@@ -1,0 +1,97 @@
+"""The reconciler: a Lambda that compares S3 with Glue on a schedule (daily by default) and adds the partitions
+whose S3 events were lost; its metric ``ReconcilePartitionsRepaired`` has an alarm in ``Monitoring``."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.constructs.functions import function_logs, invocation_dlq, python_function
+from infra.constructs.iam import glue_table_findings, glue_table_resources
+from infra.nag import acknowledge, skip_scanners
+from kafkalake.environments import EnvironmentSettings
+from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT
+from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE
+from kafkalake.settings import ReconcilerEnvironment
+
+RECONCILER_GLUE_ACTIONS = ("glue:GetTable", "glue:GetPartitions", "glue:BatchCreatePartition")
+
+
+class Reconciler(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: EnvironmentSettings,
+        databases: list[str],
+        bucket: s3.IBucket,
+        key: kms.IKey,
+        queue_key: kms.IKey,
+        code: lambda_.Code,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        name = f"kafkalake-{settings.name}-reconciler"
+        log_group = function_logs(self, name, key)
+        self.dead_letters = invocation_dlq(self, "the reconciler", queue_key)
+        environment = ReconcilerEnvironment.model_validate(
+            {"KAFKALAKE_BUCKET": settings.bucket, "AWS_REGION": Stack.of(self).region}
+        )
+        powertools = {"POWERTOOLS_SERVICE_NAME": RECONCILER_SERVICE, "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE}
+        self.function = python_function(
+            self,
+            settings=settings,
+            name=name,
+            handler="lambdas.reconciler.handler.handler",
+            code=code,
+            role=self._role(log_group, databases, bucket),
+            log_group=log_group,
+            dead_letters=self.dead_letters,
+            key=key,
+            timeout=Duration.seconds(settings.reconciler_timeout_seconds),
+            environment={**environment.to_env(), **powertools},
+        )
+        rule = events.Rule(
+            self,
+            "Schedule",
+            schedule=events.Schedule.expression(settings.reconcile_schedule),
+            targets=[targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0)],
+        )
+        skip_scanners(
+            rule,
+            "The function has an EventInvokeConfig (no retries, events at most an hour old); the rule compares the "
+            "permission's function ARN with the config's function name and does not see it.",
+            cfn_lint=["ES1007"],
+        )
+
+    def _role(self, log_group: logs.ILogGroup, databases: list[str], bucket: s3.IBucket) -> iam.Role:
+        """Logs, our Glue tables (read, add partitions), and listing the data and compaction prefixes."""
+        stack = Stack.of(self)
+        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        listing = {"StringLike": {"s3:prefix": [f"{DATA_ROOT}/*", f"{COMPACTED_ROOT}/*"]}}
+        statements = [
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            ),
+            iam.PolicyStatement(
+                actions=list(RECONCILER_GLUE_ACTIONS), resources=glue_table_resources(stack, databases)
+            ),
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions=listing),
+        ]
+        for statement in statements:
+            role.add_to_policy(statement)
+        acknowledge(
+            role,
+            "X-Ray trace upload has no resource-level permissions (AWS requires *). Tables are created at run time "
+            "by the maintainer, so their ARNs end in a wildcard scoped to our databases.",
+            "AwsSolutions-IAM5[Resource::*]",
+            *glue_table_findings(stack, databases),
+        )
+        return role

@@ -1,0 +1,68 @@
+"""The reconciler Lambda: a Powertools decorator stack over ``logic.reconcile_tables`` (scheduled, daily by default).
+
+Publishes ``ReconcilePartitionsRepaired`` (non-zero means S3 events were lost; an alarm watches it),
+``ReconcileEmptyLocations`` and ``ReconcileTablesFailed``, logs each repair and each empty location, and fails the
+invocation at the end when any table failed (after every other table was reconciled).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from kafkalake.aws import make_client
+from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE, ReconcileMetric
+from kafkalake.settings import ReconcilerEnvironment
+from lambdas.reconciler.logic import TableReconciliation, reconcile_tables, targets_from_document
+from lambdas.tables import read_tables
+
+logger = Logger(service=RECONCILER_SERVICE)
+tracer = Tracer(service=RECONCILER_SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=RECONCILER_SERVICE)
+
+
+class TablesFailed(RuntimeError):
+    """Some tables could not be reconciled; the others were."""
+
+
+def summary(results: list[TableReconciliation]) -> dict[str, Any]:
+    return {
+        "tables": len(results),
+        "partitions_repaired": sum(len(r.added) for r in results),
+        "empty_locations": sum(len(r.empty_locations) for r in results),
+        "failed": {r.table: r.failed for r in results if r.failed},
+        "repaired": {r.table: ["/".join(v) for v in r.added] for r in results if r.added},
+        "empty": {r.table: ["/".join(v) for v in r.empty_locations] for r in results if r.empty_locations},
+    }
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    environment = ReconcilerEnvironment.from_environ(os.environ)
+    s3, glue = make_client(environment, "s3"), make_client(environment, "glue")
+    targets = targets_from_document(read_tables(environment.tables_file))
+    done = summary(reconcile_tables(s3, glue, environment.bucket, targets))
+    metrics.add_metric(
+        name=ReconcileMetric.PARTITIONS_REPAIRED, unit=MetricUnit.Count, value=done["partitions_repaired"]
+    )
+    metrics.add_metric(name=ReconcileMetric.EMPTY_LOCATIONS, unit=MetricUnit.Count, value=done["empty_locations"])
+    metrics.add_metric(name=ReconcileMetric.TABLES_FAILED, unit=MetricUnit.Count, value=len(done["failed"]))
+    for table, partitions in done["repaired"].items():
+        logger.warning(
+            "partitions on S3 were missing in Glue (their events were lost): added",
+            extra={"table": table, "partitions": partitions},
+        )
+    for table, partitions in done["empty"].items():
+        logger.warning(
+            "Glue partitions whose location holds no object", extra={"table": table, "partitions": partitions}
+        )
+    logger.info("reconciliation finished", extra=done)
+    if done["failed"]:
+        raise TablesFailed(f"{len(done['failed'])} of {done['tables']} tables failed: {done['failed']}")
+    return done
