@@ -6,7 +6,6 @@ from pathlib import Path
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -16,9 +15,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.assets import maintainer_bundle
-from infra.constructs.functions import function_logs, invocation_dlq, python_function
+from infra.constructs.functions import function_logs, invocation_dlq, python_function, schedule
 from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resources, object_finding
-from infra.nag import acknowledge, skip_scanners
+from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import DATA_ROOT, LATE_DATA_MARKERS
@@ -102,18 +101,8 @@ class Maintainer(Construct):
             environment=function_environment(settings, queue, bus, Stack.of(self).region),
             reserved_concurrency=settings.maintainer_reserved_concurrency,
         )
-        rule = events.Rule(
-            self,
-            "Schedule",
-            schedule=events.Schedule.rate(Duration.minutes(settings.maintainer_schedule_minutes)),
-            targets=[targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=2)],
-        )
-        skip_scanners(
-            rule,
-            "The function has an EventInvokeConfig (no retries, events at most an hour old); the rule compares the "
-            "permission's function ARN with the config's function name and does not see it.",
-            cfn_lint=["ES1007"],
-        )
+        minutes = Duration.minutes(settings.maintainer_schedule_minutes)
+        schedule(self, self.function, events.Schedule.rate(minutes), self.dead_letters)
 
     def _role(  # noqa: PLR0917 - the resources the role grants access to
         self,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -13,9 +12,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.constructs.functions import function_logs, invocation_dlq, python_function
+from infra.constructs.functions import function_logs, invocation_dlq, python_function, schedule
 from infra.constructs.iam import glue_table_findings, glue_table_resources
-from infra.nag import acknowledge, skip_scanners
+from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT
 from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE
@@ -58,18 +57,7 @@ class Reconciler(Construct):
             timeout=Duration.seconds(settings.reconciler_timeout_seconds),
             environment={**environment.to_env(), **powertools},
         )
-        rule = events.Rule(
-            self,
-            "Schedule",
-            schedule=events.Schedule.expression(settings.reconcile_schedule),
-            targets=[targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0)],
-        )
-        skip_scanners(
-            rule,
-            "The function has an EventInvokeConfig (no retries, events at most an hour old); the rule compares the "
-            "permission's function ARN with the config's function name and does not see it.",
-            cfn_lint=["ES1007"],
-        )
+        schedule(self, self.function, events.Schedule.expression(settings.reconcile_schedule), self.dead_letters)
 
     def _role(self, log_group: logs.ILogGroup, databases: list[str], bucket: s3.IBucket) -> iam.Role:
         """Logs, our Glue tables (read, add partitions), and listing the data and compaction prefixes."""
