@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_cdk import Stack, Tags
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.constructs.catalog import GlueCatalog
@@ -62,16 +63,7 @@ class KafkalakeStack(Stack):
             bus=self.notifications.bus,
             build_dir=build_dir / settings.name,
         )
-        self.reconciler = Reconciler(
-            self,
-            "Reconciler",
-            settings=settings,
-            databases=self.catalog.databases,
-            bucket=bucket,
-            key=self.key,
-            queue_key=self.notifications.key,
-            code=self.maintainer.code,
-        )
+        self.reconciler = self._reconciler(settings, bucket)
         self.jobs = Jobs(
             self,
             "Jobs",
@@ -84,6 +76,18 @@ class KafkalakeStack(Stack):
             build_dir=build_dir / settings.name,
         )
         self.monitoring = self._monitoring(settings)
+
+    def _reconciler(self, settings: EnvironmentSettings, bucket: s3.IBucket) -> Reconciler:
+        return Reconciler(
+            self,
+            "Reconciler",
+            settings=settings,
+            databases=self.catalog.databases,
+            bucket=bucket,
+            key=self.key,
+            queue_key=self.notifications.key,
+            code=self.maintainer.code,
+        )
 
     def _monitoring(self, settings: EnvironmentSettings) -> Monitoring:
         return Monitoring(

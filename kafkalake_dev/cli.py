@@ -166,6 +166,43 @@ def reconcile(env: EnvOption = "staging", catalog: CatalogOption = DEFAULT_CATAL
         raise typer.Exit(1)
 
 
+@app.command("audit")
+def audit_offsets(
+    topic: Annotated[str, typer.Option("--topic", help="Topic name, Kafka topic or database.table.")],
+    env: EnvOption = "staging",
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Show, per Kafka partition, that every offset from the first archived to the committed one is accounted for
+    once (a data row, a quarantined record or a dropped tombstone); exit 1 on any gap or overlap."""
+    from rich.table import Table
+
+    from kafkalake.aws import make_client
+    from kafkalake_dev.audit import audit, committed_offsets, read_lake
+
+    found = load_catalog(catalog).get(topic, env)
+    endpoints = local_endpoints(environment(env).bucket)
+    console = wide_console()
+    with console.status(f"reading receipts, manifests and footers of {found.kafka_topic} ..."):
+        lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, found)
+    results = audit(lake, committed_offsets(endpoints.kafka_bootstrap, found.kafka_topic))
+    summary = Table(title=f"offset audit of {found.kafka_topic} ({len(lake.receipts)} receipts)")
+    columns = ("partition", "offsets", "committed", "read", "stored", "quarantined", "tombstones", "found", "status")
+    for column in columns:
+        summary.add_column(column)
+    for r in results:
+        span = f"{r.first}-{r.end - 1}" if r.first is not None and r.end is not None else "-"
+        status = "ok" if not r.problems else f"{len(r.problems)} problems"
+        values = (r.committed, r.read, r.stored, r.quarantined, r.dropped_tombstones, r.found)
+        summary.add_row(str(r.kafka_partition), span, *(str(v) for v in values), status)
+    console.print(summary)
+    problems = [p for r in results for p in r.problems]
+    for problem in problems:
+        console.print(f"  {problem}", markup=False)
+    console.print(f"receipts under s3://{endpoints.bucket}/{found.prefix.state_prefix()}receipts/")
+    if problems:
+        raise typer.Exit(1)
+
+
 dlq_app = typer.Typer(help="The notification dead-letter queue.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 

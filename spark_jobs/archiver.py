@@ -22,13 +22,14 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, ValueFormat
 from kafkalake.layout import DataKey, Partition, TablePrefix, parse_data_key
+from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from spark_jobs import transform
@@ -63,6 +64,9 @@ class Summary:
     per_partition: dict[int, dict[str, int]] = field(default_factory=dict)
     latest_hour: dict[int, str] = field(default_factory=dict)
     """Kafka partition → the start (ISO, UTC) of the latest business hour it wrote data to."""
+    stored: list[StoredObject] = field(default_factory=list)
+    """Data objects written (rows include kept tombstones), for the plan's receipt."""
+    quarantine_objects: list[StoredObject] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds per phase: read (Kafka, classified and counted), decode, write (data and quarantine), commit."""
     redone_plan: bool = False
@@ -197,7 +201,7 @@ class TopicArchiver:
         say: Callable[[str], None] = print,
     ) -> None:
         self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
-        s3 = make_client(endpoints, "s3")
+        self.s3 = s3 = make_client(endpoints, "s3")
         secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
         self.access = kafka_access(endpoints, secrets)
         self.offsets = Offsets(self.access, topic.kafka_topic)
@@ -232,6 +236,8 @@ class TopicArchiver:
         summary = Summary(topic.kafka_topic, plan.ranges, redone_plan=redone)
         if plan.ranges:
             carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
+            done = receipt(topic, plan, summary)
+            self.s3.put_object(Bucket=self.endpoints.bucket, Key=done.key(topic.prefix), Body=done.to_json().encode())
         with summary.phase("commit"):
             self.offsets.commit(plan.ranges)
             self.store.delete()
@@ -292,7 +298,8 @@ def carry_out(
             write_data(endpoints, topic, data_frames(timed, classified, topic), summary, say)
             if summary.quarantine_by_reason:  # nothing to quarantine: no job
                 quarantine = write_groups(quarantine_frame(classified, timed), quarantine_spec(endpoints, topic))
-                summary.quarantined = sum(r["rows"] for r in quarantine.collect())
+                summary.quarantine_objects = [stored_object(r) for r in quarantine.collect()]
+                summary.quarantined = sum(o.rows for o in summary.quarantine_objects)
     finally:
         for frame in cached:
             frame.unpersist()
@@ -325,6 +332,7 @@ def write_data(
             rows -= summary.tombstones
         summary.objects += len(written)
         summary.written += rows
+        summary.stored += [stored_object(r) for r in written]
         for row in written:
             key = parse_data_key(row["key"])
             per = summary.per_partition.setdefault(key.kafka_partition, {})
@@ -336,6 +344,23 @@ def write_data(
             f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {len(written)} objects under "
             f"s3://{endpoints.bucket}/{prefix.data_prefix()}schema_version={version}/"
         )
+
+
+def stored_object(row: Row) -> StoredObject:
+    return StoredObject(row["key"], row["kafka_partition"], row["first_offset"], row["last_offset"], row["rows"])
+
+
+def receipt(topic: Topic, plan: Plan, summary: Summary) -> Receipt:
+    """How each Kafka partition's records of the plan were accounted for, and the objects written."""
+    accounts = {}
+    for partition, (start, end) in sorted(plan.ranges.items()):
+        per = summary.per_partition.get(partition, {})
+        dropped = 0 if topic.spec.tombstones == "keep" else per.get("tombstones", 0)
+        stored = sum(o.rows for o in summary.stored if o.kafka_partition == partition)
+        accounts[partition] = PartitionAccount(
+            start, end, per.get("read", 0), stored, per.get("quarantined", 0), dropped
+        )
+    return Receipt(plan.kafka_topic, plan.created_at, accounts, summary.stored, summary.quarantine_objects)
 
 
 def quarantine_spec(endpoints: Endpoints, topic: Topic) -> WriteSpec:

@@ -316,7 +316,8 @@ class Compactor:
                 )
             except LayoutError:
                 if key in ranges:
-                    bounds[key] = (min((p, f) for p, f, _ in ranges[key]), max((p, last) for p, _, last in ranges[key]))
+                    spans = ranges[key]  # [kafka partition, first, last(, rows)] each
+                    bounds[key] = (min((r[0], r[1]) for r in spans), max((r[0], r[2]) for r in spans))
         sample = sorted(item.manifest.inputs)[:: max(1, len(item.manifest.inputs) // FOOTER_SAMPLE)][:FOOTER_SAMPLE]
         unknown = [k for k in item.manifest.inputs if k not in bounds]
         with ThreadPoolExecutor(max_workers=16) as pool:
@@ -505,7 +506,7 @@ def _problems(manifest: Manifest, listed: dict[str, int], reports: list[dict[str
     ]
     if len({r["schema"] for r in readable}) > 1:
         problems.append("the outputs' schemas differ")
-    spans = sorted((p, first, last, r["key"]) for r in readable for p, first, last in r["ranges"])
+    spans = sorted((p, first, last, r["key"]) for r in readable for p, first, last, _ in r["ranges"])
     for (p, _, last, key), (q, first, _, other) in itertools.pairwise(spans):
         if p == q and first <= last:
             problems.append(f"{key} and {other} share keys of Kafka partition {p} (duplicates)")

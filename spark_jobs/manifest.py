@@ -41,7 +41,8 @@ class Manifest:
     state: ManifestState = ManifestState.PLANNED
     outputs: dict[str, int] = field(default_factory=dict)
     output_ranges: dict[str, list[list[int]]] = field(default_factory=dict)
-    """Output key → [[kafka partition, first offset, last offset], ...]."""
+    """Output key → [[kafka partition, first offset, last offset, rows], ...] (manifests before the offset audit
+    lack the rows)."""
     rows: int = 0
     expected: dict[str, list[int]] = field(default_factory=dict)
     """The digest (``spark_jobs.digest``) of the distinct input keys, taken while writing: what verification

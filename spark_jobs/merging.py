@@ -205,7 +205,7 @@ class RangeFile(io.RawIOBase):
 
 
 def inspect(task: InspectTask) -> dict[str, Any]:
-    """An output's rows, schema, key digest, key ranges per Kafka partition and first out-of-order row, from
+    """An output's rows, schema, key digest, key ranges and rows per Kafka partition and first out-of-order row, from
     its footer and key columns only."""
     started = time.monotonic()
     try:
@@ -214,7 +214,7 @@ def inspect(task: InspectTask) -> dict[str, Any]:
         ranges = []
         for partition in np.unique(partitions):
             mine = offsets[partitions == partition]
-            ranges.append([int(partition), int(mine.min()), int(mine.max())])
+            ranges.append([int(partition), int(mine.min()), int(mine.max()), len(mine)])
         return {
             "work": task.work,
             "key": task.key,

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from kafkalake.settings import Endpoints
 
-WRITTEN_SCHEMA = "key string, rows long, first_offset long, last_offset long, bytes long"
+WRITTEN_SCHEMA = "key string, kafka_partition int, rows long, first_offset long, last_offset long, bytes long"
 KeyFor = Callable[[dict[str, Any], int, int], str]
 """(group values, first offset, last offset) -> object key."""
 
@@ -65,6 +65,7 @@ def group_starts(table: pa.Table, columns: Sequence[str]) -> list[int]:
 _WRITTEN_ARROW = pa.schema(
     [
         ("key", pa.string()),
+        ("kafka_partition", pa.int32()),
         ("rows", pa.int64()),
         ("first_offset", pa.int64()),
         ("last_offset", pa.int64()),
@@ -128,7 +129,14 @@ class _GroupWriter:
         key = self.spec.key_for(group, first, last)
         self.s3.put_object(Bucket=self.spec.bucket, Key=key, Body=body.getvalue())
         self.written.append(
-            {"key": key, "rows": table.num_rows, "first_offset": first, "last_offset": last, "bytes": body.tell()}
+            {
+                "key": key,
+                "kafka_partition": group["_kafka_partition"],
+                "rows": table.num_rows,
+                "first_offset": first,
+                "last_offset": last,
+                "bytes": body.tell(),
+            }
         )
 
 

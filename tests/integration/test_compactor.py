@@ -120,7 +120,7 @@ def test_500_small_files_become_target_sized_files(spark: SparkSession, endpoint
     assert_exact(spark, lake, rows)
     covered = sorted(r for ranges in lake.manifest()["output_ranges"].values() for r in ranges)
     for kafka_partition in range(3):  # the recorded ranges tile each Kafka partition's offsets without a gap
-        mine = [(first, last) for p, first, last in covered if p == kafka_partition]
+        mine = [(first, last) for p, first, last, _ in covered if p == kafka_partition]
         assert mine[0][0] == 0 and mine[-1][1] == lake.next_offset[kafka_partition] - 1
         assert all(later[0] == earlier[1] + 1 for earlier, later in itertools.pairwise(mine))
     assert set(lake.manifest()["output_ranges"]) == set(outputs)

@@ -24,6 +24,7 @@ CORE = {
         "layout",
         "metrics",
         "naming",
+        "receipts",
         "registry",
         "settings",
         "wire",

@@ -67,7 +67,7 @@ def test_ordered_files_are_streamed_and_their_keys_digested(s3: object) -> None:
     written = read(s3, "out/part-00000.parquet")
     assert written.column("id").to_pylist() == [f"0-{o}" for o in range(20)] + [f"1-{o}" for o in range(5)]
     report = inspect(InspectTask("work", ENDPOINTS, "lake", "out/part-00000.parquet"))
-    assert (report["rows"], report["disorder"], report["ranges"]) == (25, None, [[0, 0, 19], [1, 0, 4]])
+    assert (report["rows"], report["disorder"], report["ranges"]) == (25, None, [[0, 0, 19, 20], [1, 0, 4, 5]])
     assert KeyDigest.from_json(report["digest"]) == expected
 
 
