@@ -44,6 +44,8 @@ from spark_jobs.session import job_session
 from spark_jobs.sizing import estimated_file_count, repacked_file_count
 
 RUN_PARAMETER = "kafkalake.compaction_run"
+MAX_REASON = 500
+"""Characters of a failed Spark job's message a result repeats (Java stack traces run to pages)."""
 FOOTER_SAMPLE = 8
 """Input footers read per partition to estimate the output's size (stored bytes of data per file byte)."""
 
@@ -416,6 +418,12 @@ class Compactor:
         context.setJobDescription(what)
         try:
             return context.parallelize(tasks, len(tasks)).map(function).collect()
+        except Exception as exc:  # noqa: BLE001 - a lost worker fails the Spark job after its retries, not the run
+            reason = f"the Spark job failed: {_describe(exc)[:MAX_REASON]}"
+            return [
+                {"work": t.work, "output": getattr(t, "output", ""), "key": getattr(t, "key", ""), "error": reason}
+                for t in tasks
+            ]
         finally:
             context.setJobDescription(None)  # type: ignore[arg-type]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import boto3
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.settings import Endpoints
+from spark_jobs.compactor import Compactor, Knobs
 from spark_jobs.digest import KeyDigest
 from spark_jobs.merging import InspectTask, MergeTask, inspect, merge
 from spark_jobs.writer import worker_s3_client
@@ -106,3 +108,24 @@ def test_inspection_finds_the_first_repeated_key(s3: object) -> None:
     s3.put_object(Bucket="lake", Key="out/repeated.parquet", Body=body.getvalue())  # type: ignore[attr-defined]
     report = inspect(InspectTask("work", ENDPOINTS, "lake", "out/repeated.parquet"))
     assert (report["rows"], report["disorder"]) == (6, 3)
+
+
+def test_a_spark_job_that_fails_reports_each_of_its_tasks_failed() -> None:
+    """A lost executor fails the whole Spark job once its retries are spent: every partition of that job is then
+    reported failed (and left as it was), instead of the run stopping."""
+
+    def parallelize(*_: object) -> object:
+        raise RuntimeError("Job aborted due to stage failure: Python worker exited unexpectedly (crashed)")
+
+    context = SimpleNamespace(setJobDescription=lambda _: None, parallelize=parallelize)
+    compactor = Compactor(SimpleNamespace(sparkContext=context), ENDPOINTS, [], Knobs())  # type: ignore[arg-type]
+    outcomes = compactor._tasks(merge, [task(("a",), overlapping=False)], "write")
+    assert outcomes == [
+        {
+            "work": "work",
+            "output": "out/part-00000.parquet",
+            "key": "",
+            "error": "the Spark job failed: RuntimeError: Job aborted due to stage failure: Python worker exited "
+            "unexpectedly (crashed)",
+        }
+    ]
