@@ -70,7 +70,8 @@ class State:
     clock: Callable[[], float] = time.monotonic
     crawlers: TtlCache[str, bool] = field(init=False)
     tables: TtlCache[tuple[str, str], dict[str, Any]] = field(init=False)
-    partitions: TtlCache[PartitionKey, bool] = field(init=False)
+    partitions: TtlCache[PartitionKey, str] = field(init=False)
+    """Partitions known to exist → their location (empty when Glue holds none, as crawlers may leave it)."""
     versions: TtlCache[tuple[str, str, int], bool] = field(init=False)
     completed: TtlCache[PartitionKey, bool] = field(init=False)
 

@@ -339,7 +339,7 @@ class _TableSync:
 
     def _add_partitions(self, cfg: TableSettings, partitions: set[Partition]) -> set[Partition]:
         cache = self.state.partitions
-        known = {p for p in partitions if cache.get((cfg.database, cfg.table, tuple(p.values())))}
+        known = {p for p in partitions if cache.get((cfg.database, cfg.table, tuple(p.values()))) is not None}
         unknown = partitions - known
         if not unknown:
             return known
@@ -353,38 +353,39 @@ class _TableSync:
         for values, code in sorted(outcome.failed.items()):
             self.report.counts[Count.PARTITION_ERRORS] += 1
             self.report.errors.append(f"{cfg.database}.{cfg.table} {list(values)}: {code}")
-        confirmed = {p for p in unknown if tuple(p.values()) in existing or tuple(p.values()) in outcome.done}
-        for partition in confirmed:
-            cache.put((cfg.database, cfg.table, tuple(partition.values())), True)
+        confirmed = set()
+        for partition in unknown:
+            values = tuple(partition.values())
+            if values in existing:
+                location = existing[values].get("StorageDescriptor", {}).get("Location", "")
+            elif values in outcome.done:
+                location = f"{cfg.location}{partition.path()}"
+            else:
+                continue
+            cache.put((cfg.database, cfg.table, values), location)
+            confirmed.add(partition)
         return known | confirmed
 
     def _note_late(self, cfg: TableSettings, keys: set[DataKey]) -> None:
-        """Objects in partitions a compaction may already have replaced (closed: their hour ended more than the
-        completeness delay ago) are looked up fresh, never from the cache; those whose Glue location is a
-        compaction run directory get a marker for the compactor and a ``LateData`` event."""
+        """Objects in closed hours (ended more than the completeness delay ago) whose partition's location is a
+        compaction run directory get a marker for the compactor and a ``LateData`` event. The location comes from
+        the partition cache, like every lookup: a compaction that swapped the partition after it was cached is
+        seen once the entry expires (the compactor takes the late file at its next run either way)."""
         delay = timedelta(seconds=self.settings.completeness_delay_seconds)
-        closed = {k for k in keys if k.partition.end + delay <= self.now}
-        if not closed:
-            return
-        found = self.glue.partitions(cfg.database, cfg.table, {tuple(k.partition.values()) for k in closed})
         compacted = s3_uri(self.settings.bucket, f"{COMPACTED_ROOT}/")
-        for values, partition in sorted(found.items()):
-            location = partition["StorageDescriptor"]["Location"]
-            if not location.startswith(compacted):
-                continue
-            late = sorted(k for k in closed if tuple(k.partition.values()) == values)
-            objects = [k.key() for k in late]
-            marker = {
-                "partition": list(values),
-                "location": location,
-                "objects": objects,
-                "noticed_at": self.now.isoformat(),
-            }
-            self.glue.put_json(late[0].table.late_data_key(late[0].partition), marker)
+        late: dict[tuple[str, ...], list[DataKey]] = defaultdict(list)
+        for key in keys:
+            values = tuple(key.partition.values())
+            location = self.state.partitions.get((cfg.database, cfg.table, values)) or ""
+            if key.partition.end + delay <= self.now and location.startswith(compacted):
+                late[values].append(key)
+        for values, found in sorted(late.items()):
+            objects = sorted(k.key() for k in found)
+            marker = {"partition": list(values), "objects": objects, "noticed_at": self.now.isoformat()}
+            self.glue.put_json(found[0].table.late_data_key(found[0].partition), marker)
             self.report.counts[Count.LATE_OBJECTS] += len(objects)
-            self._event(
-                "LateData", cfg, partition=dict(zip(PARTITION_KEYS, values, strict=True)), objects=objects[:MAX_SAMPLES]
-            )
+            partition = dict(zip(PARTITION_KEYS, values, strict=True))
+            self._event("LateData", cfg, partition=partition, objects=objects[:MAX_SAMPLES])
 
     def _mark_complete(self, cfg: TableSettings, partitions: Iterable[Partition]) -> None:
         """Mark the hours before those with new data complete (see ``completion_candidates``)."""

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.kafka import ensure_topic
+from kafkalake.receipts import receipts_prefix
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
@@ -73,7 +74,9 @@ def test_archives_two_avro_versions_and_json_exactly(spark: SparkSession, endpoi
         assert versions == expected
         committed, ends = committed_and_end(endpoints, topic)
         assert committed == ends
-        assert keys(endpoints, topic.prefix.state_prefix()) == set()
+        assert keys(endpoints, topic.prefix.state_prefix()) == keys(
+            endpoints, receipts_prefix(topic.prefix)
+        )  # no plan left
 
 
 def normalized(endpoints: Endpoints, topic: Topic) -> set[str]:

@@ -366,8 +366,9 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     command += ["--target-file-mb", "1", "--grace-minutes", "0", "--min-input-files", "2"]
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
     seed = random.randrange(1_000_000)
-    # a run takes about 15 s here (Spark starts in ~6 s); later runs have less left to do, so they die sooner
-    moments = sorted(random.Random(seed).sample(range(5, 15), 3), reverse=True)
+    # a run takes about 15 s here alone (Spark starts in ~6 s): each kill comes later than the one before, while
+    # the earlier kills left most of the work to do
+    moments = sorted(random.Random(seed).sample(range(5, 14), 3))
     killed = kill_at(command, environ, moments)
     assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the compactor still running"
     for _ in range(2):  # the first finishes what the kills left; the second deletes inputs swapped by the first

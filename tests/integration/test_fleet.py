@@ -22,6 +22,7 @@ from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.kafka import ensure_topic
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
+from kafkalake.receipts import receipts_prefix
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
@@ -169,4 +170,6 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills at {moments} s"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
-    assert keys(fleet.endpoints, topic.prefix.state_prefix()) == set()
+    assert keys(fleet.endpoints, topic.prefix.state_prefix()) == keys(
+        fleet.endpoints, receipts_prefix(topic.prefix)
+    )  # no plan left
