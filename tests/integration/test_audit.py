@@ -5,19 +5,22 @@ from __future__ import annotations
 import io
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
+from typer.testing import CliRunner
 
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import Topic
+from kafkalake.catalog import Topic, load_catalog
 from kafkalake.layout import parse_data_key
 from kafkalake.settings import Endpoints
 from kafkalake_dev.audit import PartitionAudit, audit, committed_offsets, read_lake
-from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
+from kafkalake_dev.cli import app
+from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compactor import Compactor, Knobs
 from spark_jobs.fleet import catch_up
 from tests.integration.archive_helpers import committed_and_end, fresh, produce
@@ -101,3 +104,28 @@ def test_a_retention_loss_accepted_is_reported_as_a_gap_at_its_offsets(
         future.result(timeout=30)
     archive(spark, endpoints, topic)  # accept_data_loss: partition 0 goes on from the earliest retained offset
     assert problems(audited(endpoints, topic)) == [(0, start, lost_until, "gap")]
+
+
+def test_the_command_prints_the_table_and_exits_non_zero_on_a_gap(
+    spark: SparkSession, local_stack: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kafkalake archive` then `kafkalake audit` on an isolated environment: exit 0 while the books balance,
+    1 with the gap named once a data object is deleted."""
+    env, catalog_folder, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    topic = load_catalog(catalog_folder).get("card-authorized", env.name)
+    bucket_endpoints = with_bucket(local_stack, env.bucket)
+    produce(bucket_endpoints, topic, 300)
+    where = ["--env", env.name, "--catalog", str(catalog_folder)]
+    archived = CliRunner().invoke(app, ["archive", *where, "--topic", topic.name])
+    assert archived.exit_code == 0, archived.output
+    balanced = CliRunner().invoke(app, ["audit", *where, "--topic", topic.name])
+    assert balanced.exit_code == 0, balanced.output
+    assert f"offset audit of {topic.kafka_topic}" in balanced.output and "problems" not in balanced.output
+    s3 = make_client(bucket_endpoints, "s3")
+    victim = sorted(list_objects(s3, env.bucket, topic.prefix.data_prefix(), ".parquet"))[0]
+    s3.delete_object(Bucket=env.bucket, Key=victim)
+    gone = parse_data_key(victim)
+    unbalanced = CliRunner().invoke(app, ["audit", *where, "--topic", topic.name])
+    assert unbalanced.exit_code == 1, unbalanced.output
+    assert f"partition {gone.kafka_partition} offsets {gone.first_offset}-{gone.last_offset}: gap" in unbalanced.output
