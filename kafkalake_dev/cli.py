@@ -274,7 +274,7 @@ def demo(
         f"Next: `kafkalake inventory --env {env}`, `kafkalake catalog show <topic>`, "
         f"`kafkalake compact run --table <topic>`, `kafkalake maintain --once`.\n"
         f"S3 (moto at {local_endpoints().aws_endpoint_url}): s3://{report.bucket}/data/ (raw), /compacted/, "
-        f"/quarantine/, /state/ (plans, offsets, compaction manifests)."
+        f"/quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, late-data markers)."
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
     console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
