@@ -279,26 +279,14 @@ def _replaced(stored: StoredObject, lake: Lake) -> bool:
 
 
 def _quarantined(result: PartitionAudit, stored: StoredObject, lake: Lake) -> None:
+    """A quarantine object the receipt names must be there with the records it says."""
     if stored.key not in lake.quarantine:
-        result.problems.append(
-            Problem(
-                result.kafka_partition,
-                stored.first,
-                stored.last + 1,
-                "gap",
-                f"quarantine object {stored.key} ({stored.rows} records) is gone",
-            )
-        )
+        detail = f"quarantine object {stored.key} ({stored.rows} records) is gone"
     elif lake.rows[stored.key] != stored.rows:
-        result.problems.append(
-            Problem(
-                result.kafka_partition,
-                stored.first,
-                stored.last + 1,
-                "gap",
-                f"{stored.key} holds {lake.rows[stored.key]} records, its receipt says {stored.rows}",
-            )
-        )
+        detail = f"{stored.key} holds {lake.rows[stored.key]} records, its receipt says {stored.rows}"
+    else:
+        return
+    result.problems.append(Problem(result.kafka_partition, stored.first, stored.last + 1, "gap", detail))
 
 
 def committed_offsets(bootstrap: str, kafka_topic: str) -> dict[int, int | None]:

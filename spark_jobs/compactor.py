@@ -44,6 +44,7 @@ from spark_jobs.session import job_session
 from spark_jobs.sizing import estimated_file_count, repacked_file_count
 
 RUN_PARAMETER = "kafkalake.compaction_run"
+VERIFICATION_FAILED = "verification failed: the output does not hold exactly the inputs"
 MAX_REASON = 500
 """Characters of a failed Spark job's message a result repeats (Java stack traces run to pages)."""
 FOOTER_SAMPLE = 8
@@ -84,10 +85,6 @@ class PartitionResult:
     seconds: dict[str, float] = field(default_factory=dict)
     """Task seconds spent writing and inspecting this partition's files, wall seconds of its swap."""
     reason: str = ""
-
-
-class VerificationFailed(RuntimeError):
-    """The merged files do not hold exactly the input rows; the partition is left as it was."""
 
 
 @dataclass
@@ -357,11 +354,8 @@ class Compactor:
                 continue
             problems = _problems(item.manifest, listed[item.key] or {}, reports.get(item.key, []))
             if problems:
-                item.fail(
-                    f"verify: {VerificationFailed.__name__}: output does not hold exactly the inputs: "
-                    + "; ".join(problems)
-                )
-                # roll back: the next run writes the run directory again
+                item.fail(f"{VERIFICATION_FAILED}: {'; '.join(problems)}")
+                # the partition is left as it was; roll back: the next run writes the run directory again
                 self._isolated(item, "verify", lambda i: self._advance(i, ManifestState.PLANNED))
                 continue
             mine = reports[item.key]

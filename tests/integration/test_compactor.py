@@ -26,7 +26,7 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.layout import DataKey, Partition
 from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
-from spark_jobs.compactor import Compactor, Knobs, main
+from spark_jobs.compactor import VERIFICATION_FAILED, Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
 from tests.crashes import DeletesThenCrash, crash_after_saving, kill_at
 from tests.integration.lake_files import small_file
@@ -297,7 +297,7 @@ def test_output_that_does_not_match_the_inputs_is_never_swapped_in(
     [output, *_] = lake.manifest()["outputs"]
     lake.s3.copy_object(Bucket=BUCKET, Key=output.replace(".parquet", "-copy.parquet"), CopySource=f"{BUCKET}/{output}")
     [refused] = compactor(spark, lake).run()
-    assert refused.action == "failed" and "VerificationFailed" in refused.reason, refused
+    assert refused.action == "failed" and VERIFICATION_FAILED in refused.reason, refused
     assert "-copy.parquet" in refused.reason and "duplicates" in refused.reason, refused
     assert lake.location() == raw_location  # readers never see the bad output
     assert lake.manifest()["state"] == "planned"  # rolled back: the next run writes the output again
@@ -342,7 +342,7 @@ def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
     assert reported["action"] == "failed" and "is not in Glue" in reported["reason"], reported
     assert missing.keys(missing.topic.prefix.compacted_prefix()) == {}
     reported = by_table[f"{refused.topic.database}.{refused.topic.table}"]
-    assert reported["action"] == "failed" and "VerificationFailed" in reported["reason"], reported
+    assert reported["action"] == "failed" and VERIFICATION_FAILED in reported["reason"], reported
     assert refused.location() == refused_location  # left as it was
     assert refused.read_current(spark).count() == rows[refused.topic.name]
 
