@@ -15,15 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.parquet as pq
 from confluent_kafka import Consumer, TopicPartition
 
 from kafkalake.aws import list_objects, read_json
 from kafkalake.catalog import Topic
+from kafkalake.footer import read_footer
 from kafkalake.layout import LayoutError, parse_data_key
 from kafkalake.receipts import PartitionAccount, Receipt, StoredObject, receipts_prefix
 from spark_jobs.manifest import DONE_STATES, Manifest
-from spark_jobs.merging import RangeFile
 from spark_jobs.offsets import consumer_group
 
 
@@ -95,7 +94,7 @@ def read_lake(s3: Any, bucket: str, topic: Topic) -> Lake:
     counted = sorted(raw | compacted | {o.key for r in receipts for o in r.quarantine if o.key in quarantine})
 
     def rows(key: str) -> int:
-        return int(pq.ParquetFile(RangeFile(s3, bucket, key)).metadata.num_rows)
+        return int(read_footer(s3, bucket, key).num_rows)
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         footer_rows = dict(zip(counted, pool.map(rows, counted), strict=True))

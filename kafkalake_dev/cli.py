@@ -148,11 +148,12 @@ def maintain(
 def reconcile(env: EnvOption = "staging", catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
     from kafkalake.aws import make_client
-    from lambdas.reconciler.logic import TableTarget, reconcile_tables
+    from kafkalake.catalog import tables_document
+    from lambdas.reconciler.logic import reconcile_tables, targets_from_document
 
     endpoints = local_endpoints(environment(env).bucket)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
-    targets = [TableTarget(t.database, t.table, t.prefix.data_prefix()) for t in load_catalog(catalog).for_env(env)]
+    targets = targets_from_document(tables_document(load_catalog(catalog).for_env(env)))  # as the Lambda reads them
     results = reconcile_tables(s3, glue, endpoints.bucket, targets)
     for done in results:
         added, empty = len(done.added), len(done.empty_locations)

@@ -33,13 +33,14 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
+from kafkalake.footer import read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
 from kafkalake.layout import LATE_DATA_FILE, LayoutError, Partition, parse_data_key, s3_uri
 from kafkalake.settings import Endpoints
 from spark_jobs.binning import UNBOUNDED, InputFile, Key, plan_bins
 from spark_jobs.digest import KeyDigest
 from spark_jobs.manifest import DONE_STATES, Manifest, ManifestState, ManifestStore
-from spark_jobs.merging import KEY_COLUMNS, InspectTask, MergeTask, RangeFile, inspect, merge
+from spark_jobs.merging import KEY_COLUMNS, InspectTask, MergeTask, inspect, merge
 from spark_jobs.session import job_session
 from spark_jobs.sizing import estimated_file_count, repacked_file_count
 
@@ -320,15 +321,13 @@ class Compactor:
         sample = sorted(item.manifest.inputs)[:: max(1, len(item.manifest.inputs) // FOOTER_SAMPLE)][:FOOTER_SAMPLE]
         unknown = [k for k in item.manifest.inputs if k not in bounds]
         with ThreadPoolExecutor(max_workers=16) as pool:
-            footers = dict(zip(sample + unknown, pool.map(self._footer, sample + unknown), strict=True))
+            read = pool.map(lambda key: read_footer(self.s3, self.bucket, key), sample + unknown)
+            footers = dict(zip(sample + unknown, read, strict=True))
         for key in unknown:
             bounds[key] = _footer_bounds(footers[key])
         stored = sum(_stored_bytes(footers[k]) for k in sample)
         share = stored / sum(item.manifest.inputs[k] for k in sample) if stored else 1.0
         return [InputFile(k, max(1, int(size * share)), *bounds[k]) for k, size in item.manifest.inputs.items()]
-
-    def _footer(self, key: str) -> pq.FileMetaData:
-        return pq.ParquetFile(RangeFile(self.s3, self.bucket, key)).metadata
 
     # --- verify --------------------------------------------------------------------------------------------------
     def _verify(self, items: list[_Work]) -> None:

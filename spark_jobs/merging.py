@@ -72,12 +72,10 @@ class _Output:
         self.writer = pq.ParquetWriter(self.path, schema, compression=compression)
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
-        self.rows = 0
 
     def add(self, table: pa.Table) -> None:
         self.pending.append(table)
         self.pending_bytes += table.nbytes
-        self.rows += table.num_rows
         if self.pending_bytes >= ROW_GROUP_BYTES:
             self._flush()
 
@@ -128,10 +126,7 @@ def _stream(s3: Any, task: MergeTask) -> dict[str, Any] | None:
             if table.num_rows == 0:
                 continue
             partitions, offsets = key_arrays(table)
-            checked: tuple[np.ndarray, np.ndarray] | None = (
-                (np.concatenate([[last[0]], partitions]), np.concatenate([[last[1]], offsets])) if last else None
-            )
-            if first_disorder(*(checked or (partitions, offsets))) is not None:
+            if not _continues(last, partitions, offsets):
                 raise _Unordered(key)
             digest += KeyDigest.of(partitions, offsets)
             last = (partitions[-1], offsets[-1])
@@ -144,6 +139,13 @@ def _stream(s3: Any, task: MergeTask) -> dict[str, Any] | None:
             output.discard()
         return None
     return {"rows": digest.keys, "bytes": written, "input_rows": input_rows, "inputs": digest.to_json(), "dropped": {}}
+
+
+def _continues(last: tuple[int, int] | None, partitions: np.ndarray, offsets: np.ndarray) -> bool:
+    """The rows' keys rise strictly, starting after ``last`` (the key the output ended with so far)."""
+    if last is not None:
+        partitions, offsets = np.concatenate([[last[0]], partitions]), np.concatenate([[last[1]], offsets])
+    return first_disorder(partitions, offsets) is None
 
 
 def _sort(s3: Any, task: MergeTask) -> dict[str, Any]:

@@ -64,6 +64,10 @@ def role_statements(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
     ]
 
 
+def statement_actions(statements: list[dict[str, Any]]) -> set[str]:
+    return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_lake_bucket_is_private_encrypted_tls_only_with_lifecycle(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
@@ -184,7 +188,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
     )
     tpl.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(10 minutes)"})
     statements = role_statements(tpl, "MaintainerRole")
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = statement_actions(statements)
     assert actions == {
         "logs:CreateLogStream",
         "logs:PutLogEvents",
@@ -359,7 +363,7 @@ def test_reconciler_runs_daily_lists_only_our_prefixes_and_alarms_when_it_repair
     rules = [r["Properties"] for r in resources(tpl, "AWS::Events::Rule").values()]
     assert any(r.get("ScheduleExpression") == settings.reconcile_schedule for r in rules)
     statements = role_statements(tpl, "ReconcilerRole")
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = statement_actions(statements)
     assert actions == {
         "logs:CreateLogStream",
         "logs:PutLogEvents",
@@ -566,7 +570,7 @@ def test_crawlers_depend_on_their_database_and_can_write_encrypted_logs(stacks: 
     crawler_roles = [r for k, r in resources(tpl, "AWS::IAM::Role").items() if "CrawlerRole" in k]
     assert len(crawler_roles) == 1 and "ManagedPolicyArns" not in crawler_roles[0]["Properties"]
     statements = role_statements(tpl, "CrawlerRole")
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = statement_actions(statements)
     assert "logs:AssociateKmsKey" in actions and not any(a.endswith(":*") or a == "*" for a in actions)
     lake_key = next(k for k, r in resources(tpl, "AWS::KMS::Key").items() if k.startswith("LakeKey"))
     policy = resources(tpl, "AWS::KMS::Key")[lake_key]["Properties"]["KeyPolicy"]["Statement"]
