@@ -13,6 +13,7 @@ from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import with_bucket
 from kafkalake_dev.spark import local_session
+from spark_jobs.archiver import PHASES
 from spark_jobs.fleet import archive_fleet
 
 SCHEMA_FILE = "bench.v1.avsc"
@@ -43,7 +44,7 @@ def main() -> None:
     if failed:
         raise SystemExit(f"archiver failed: {failed}")
     run_seconds = time.monotonic() - started - session_seconds
-    timings = {phase: sum(r.timings()[phase] for r in results) for phase in ("read", "decode", "write", "commit")}
+    timings = {phase: sum(r.timings()[phase] for r in results) for phase in PHASES}
     outcome = {
         "topics": len(topics),
         "records": sum(r.totals()["read"] for r in results),

@@ -402,7 +402,8 @@ def print_archive_summary(lines: list[dict[str, Any]], bucket: str) -> None:
 
     table = Table(title=f"archived to s3://{bucket}/")
     columns = ("topic", "status", "plans", "read", "written", "files", "quarantined", "tombstones", "lag", "seconds")
-    for column in (*columns, "read / decode / write / commit s", "error"):
+    phases = " / ".join(lines[0]["timings"]) if lines else "phases"
+    for column in (*columns, f"{phases} s (task-seconds for read_decode and write)", "error"):
         table.add_column(column, overflow="fold")
     for line in lines:
         reasons = sorted(line["quarantine_by_reason"].items())

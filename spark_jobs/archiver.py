@@ -6,8 +6,9 @@ Exactly once: the plan (``spark_jobs.plan``) is stored before anything is writte
 only on the plan and Kafka's immutable records, so a redo rewrites the same objects. Offsets (``spark_jobs.offsets``)
 are committed only after every object is in S3; then the plan is deleted.
 
-Each plan's records are read once and decoded once (both cached for the plan's duration): the counts, the data
-objects and the quarantine objects all come from those caches.
+Each plan is one Spark job and one pass over its records: read, classified, decoded (every schema version at
+once) and routed by the writer (``spark_jobs.writer``) to data, delete-log and quarantine objects, with the counts
+taken on the way. Nothing is cached, sorted or shuffled in Spark.
 """
 
 from __future__ import annotations
@@ -18,26 +19,29 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, ValueFormat
-from kafkalake.layout import DataKey, Partition, TablePrefix, parse_data_key
+from kafkalake.layout import parse_data_key
 from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from spark_jobs import transform
 from spark_jobs.offsets import Offsets, consumer_group
 from spark_jobs.plan import Plan, PlanStore, plan_ranges
-from spark_jobs.writer import WriteSpec, write_groups
+from spark_jobs.writer import COUNT, OUTCOME_SCHEMA, QUARANTINE, WAITED, WROTE, PlanLayout, PlanWriter
 
-PHASES = ("read", "decode", "write", "commit")
+PHASES = ("plan", "read_decode", "write", "commit")
+"""Seconds per phase of a plan: plan (offsets and the stored plan) and commit (receipt, offsets, plan deleted) are
+wall time; read_decode (waiting for Spark's Kafka read and decode) and write (splitting, Parquet, uploads) are
+summed over the plan's tasks, which run at once: read and decode are one fused Spark stage, so they cannot be
+timed apart without a second pass."""
 FETCH_MAX_WAIT_MS = 20
 """How long a fetch waits for data the broker does not have yet. The plan's ranges end at or below the high
 watermark, so only the consumer's read-ahead past a range's end waits: with Kafka's default (500 ms) every Kafka
@@ -68,7 +72,7 @@ class Summary:
     """Data objects written (rows include kept tombstones), for the plan's receipt."""
     quarantine_objects: list[StoredObject] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    """Seconds per phase: read (Kafka, classified and counted), decode, write (data and quarantine), commit."""
+    """Seconds per phase (``PHASES``)."""
     redone_plan: bool = False
 
     def balanced(self) -> bool:
@@ -125,15 +129,14 @@ def spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
     return StructType.fromJson(json.loads(converted))
 
 
-def decode_versions(
-    classified: DataFrame, topic: Topic, versions: list[transform.VersionSchema], now: datetime, spark: SparkSession
-) -> dict[int, DataFrame]:
-    """Per schema version: its rows decoded, with their business time (and the errors decoding found)."""
+def decode(
+    classified: DataFrame, topic: Topic, versions: list[transform.VersionSchema], spark: SparkSession
+) -> DataFrame:
+    """Every version's records decoded in one pass, each into its version's column."""
     if topic.spec.value_format == ValueFormat.AVRO:
-        decoded = {v.version: transform.decode_avro(classified, v) for v in versions}
-    else:
-        decoded = {v.version: transform.decode_json(classified, spark_schema(spark, v.avro_schema)) for v in versions}
-    return {v: transform.with_business_time(d, topic.spec.time_fields, now) for v, d in decoded.items()}
+        return transform.decode_avro(classified, versions)
+    newest = versions[-1]
+    return transform.decode_json(classified, newest.version, spark_schema(spark, newest.avro_schema))
 
 
 def classify(raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema]) -> DataFrame:
@@ -143,49 +146,27 @@ def classify(raw: DataFrame, topic: Topic, versions: list[transform.VersionSchem
     return transform.classify_json(rows)
 
 
-def data_frames(timed: dict[int, DataFrame], classified: DataFrame, topic: Topic) -> dict[int, DataFrame]:
-    """Rows to write per schema version (kept tombstones join the newest version as delete-log rows)."""
+def plan_records(
+    raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema], now: datetime, spark: SparkSession
+) -> DataFrame:
+    """The plan's Kafka records classified, decoded and given their business time, ready for the writer."""
+    columns = [transform.value_column(v.version) for v in versions]
+    decoded = decode(classify(raw, topic, versions), topic, versions, spark)
+    return transform.plan_rows(transform.with_business_time(decoded, topic.spec.time_fields, now, columns), columns)
+
+
+def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema]) -> PlanLayout:
     archive = topic.spec.archive
-    data = {v: transform.data_rows(t, archive.include_key, archive.include_headers) for v, t in timed.items()}
-    if topic.spec.tombstones == "keep" and data:
-        newest = max(data)
-        data[newest] = transform.with_tombstones(data[newest], classified)
-    return data
-
-
-def quarantine_frame(classified: DataFrame, timed: dict[int, DataFrame]) -> DataFrame:
-    quarantine = transform.quarantine_rows(classified)
-    for frame in timed.values():
-        quarantine = quarantine.unionByName(transform.quarantine_rows(frame))
-    return quarantine
-
-
-ErrorCounts = Counter[tuple[int, str | None]]
-"""Rows per (Kafka partition, error or None)."""
-
-
-def error_counts(frame: DataFrame) -> ErrorCounts:
-    """Rows per (Kafka partition, error); also what materializes the frame's cache."""
-    rows = frame.groupBy("_kafka_partition", "_error").count().collect()
-    return Counter({(int(r["_kafka_partition"]), r["_error"]): int(r["count"]) for r in rows})
-
-
-def classification_counts(classified: DataFrame) -> tuple[ErrorCounts, set[int | None]]:
-    """Rows per (Kafka partition, error), and the schema ids of the rows to decode; materializes the cache."""
-    rows = classified.groupBy("_kafka_partition", "_error", "_schema_id").count().collect()
-    counts: ErrorCounts = Counter()
-    for row in rows:
-        counts[(int(row["_kafka_partition"]), row["_error"])] += int(row["count"])
-    return counts, {row["_schema_id"] for row in rows if row["_error"] is None}
-
-
-def versions_to_decode(
-    topic: Topic, versions: list[transform.VersionSchema], schema_ids: set[int | None]
-) -> list[transform.VersionSchema]:
-    """The versions whose records the plan holds (kept tombstones also need the newest version's table)."""
-    newest = max(versions, key=lambda v: v.version)
-    keep_newest = topic.spec.tombstones == "keep"
-    return [v for v in versions if v.schema_id in schema_ids or (keep_newest and v is newest)]
+    return PlanLayout(
+        endpoints,
+        endpoints.bucket,
+        topic.prefix,
+        tuple((v.version, transform.value_column(v.version)) for v in versions),
+        tuple(c for c, wanted in (("_key", archive.include_key), ("_headers", archive.include_headers)) if wanted),
+        keep_tombstones=topic.spec.tombstones == "keep",
+        max_records_per_file=archive.max_records_per_file,
+        compression=archive.compression,
+    )
 
 
 class TopicArchiver:
@@ -227,18 +208,22 @@ class TopicArchiver:
 
     def run_plan(self, ceiling: dict[int, int] | None = None) -> Summary:
         """Carry out the topic's stored plan, or a new one up to ``ceiling``; then commit and delete the plan."""
-        topic = self.topic
+        topic, started = self.topic, time.monotonic()
         plan, redone = self.store.load_or_create(lambda: self.new_plan(ceiling))
+        summary = Summary(
+            topic.kafka_topic, plan.ranges, redone_plan=redone, timings={"plan": time.monotonic() - started}
+        )
         self.say(
             f"{topic.kafka_topic}: {'redoing stored' if redone else 'new'} plan of {plan.records} records "
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.store.bucket}/{self.store.key})"
         )
-        summary = Summary(topic.kafka_topic, plan.ranges, redone_plan=redone)
         if plan.ranges:
             carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
-            done = receipt(topic, plan, summary)
-            self.s3.put_object(Bucket=self.endpoints.bucket, Key=done.key(topic.prefix), Body=done.to_json().encode())
         with summary.phase("commit"):
+            if plan.ranges:
+                done = receipt(topic, plan, summary)
+                key, body = done.key(topic.prefix), done.to_json().encode()
+                self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
             self.offsets.commit(plan.ranges)
             self.store.delete()
         ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
@@ -277,32 +262,18 @@ def carry_out(
     access: KafkaAccess,
     say: Callable[[str], None],
 ) -> None:
-    """Read the plan's records once, decode them once, write data and quarantine objects, and check every record
-    is accounted for."""
+    """One Spark job: read the plan's records, decode them, write data and quarantine objects; then check every
+    record is accounted for."""
     versions = version_schemas(topic, access.registry())
-    cached: list[DataFrame] = []
-    try:
-        with summary.phase("read"):
-            raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
-            classified = classify(raw, topic, versions).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(classified)
-            counts, schema_ids = classification_counts(classified)
-        with summary.phase("decode"):
-            present = versions_to_decode(topic, versions, schema_ids)
-            timed = decode_versions(classified, topic, present, datetime.fromisoformat(plan.created_at), spark)
-            timed = {v: frame.persist(StorageLevel.MEMORY_AND_DISK) for v, frame in timed.items()}
-            cached += timed.values()
-            decode_errors = sum((error_counts(frame) for frame in timed.values()), Counter())
-        count_records(counts, decode_errors, topic, summary)
-        with summary.phase("write"):
-            write_data(endpoints, topic, data_frames(timed, classified, topic), summary, say)
-            if summary.quarantine_by_reason:  # nothing to quarantine: no job
-                quarantine = write_groups(quarantine_frame(classified, timed), quarantine_spec(endpoints, topic))
-                summary.quarantine_objects = [stored_object(r) for r in quarantine.collect()]
-                summary.quarantined = sum(o.rows for o in summary.quarantine_objects)
-    finally:
-        for frame in cached:
-            frame.unpersist()
+    raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
+    records = plan_records(raw, topic, versions, datetime.fromisoformat(plan.created_at), spark)
+    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions)), OUTCOME_SCHEMA).collect()
+    account(outcome, topic, summary)
+    for version, (rows, objects) in sorted(written_per_version(summary.stored).items()):
+        say(
+            f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {objects} objects under "
+            f"s3://{endpoints.bucket}/{topic.prefix.data_prefix()}schema_version={version}/"
+        )
     if not summary.balanced():
         raise RuntimeError(
             f"{topic.kafka_topic}: read {summary.read} != written {summary.written} + quarantined "
@@ -310,40 +281,53 @@ def carry_out(
         )
 
 
-def write_data(
-    endpoints: Endpoints, topic: Topic, data: dict[int, DataFrame], summary: Summary, say: Callable[[str], None]
-) -> None:
-    """One object per (Kafka partition, hour) and schema version, split by the record bound."""
-    archive, prefix = topic.spec.archive, topic.prefix
-    for version, frame in sorted(data.items()):
-        spec = WriteSpec(
-            endpoints,
-            endpoints.bucket,
-            ("_kafka_partition", "dt", "hour"),
-            ("dt", "hour"),
-            data_key(prefix, version),
-            archive.max_records_per_file,
-            archive.compression,
-        )
-        with_tombstones = topic.spec.tombstones == "keep" and version == max(data)
-        written = write_groups(frame, spec, colocated=not with_tombstones).collect()  # a union: not colocated
-        rows = sum(r["rows"] for r in written)
-        if with_tombstones:  # the delete-log rows are not data rows
-            rows -= summary.tombstones
-        summary.objects += len(written)
-        summary.written += rows
-        summary.stored += [stored_object(r) for r in written]
-        for row in written:
-            key = parse_data_key(row["key"])
-            per = summary.per_partition.setdefault(key.kafka_partition, {})
-            per["files"] = per.get("files", 0) + 1
-            per["written"] = per.get("written", 0) + row["rows"]
-            hour = key.partition.start.isoformat()
-            summary.latest_hour[key.kafka_partition] = max(hour, summary.latest_hour.get(key.kafka_partition, hour))
-        say(
-            f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {len(written)} objects under "
-            f"s3://{endpoints.bucket}/{prefix.data_prefix()}schema_version={version}/"
-        )
+def account(outcome: list[Row], topic: Topic, summary: Summary) -> None:
+    """The writer's outcome rows → the summary: objects, counts per Kafka partition and reason, task timings."""
+    reasons: Counter[str] = Counter()
+    for row in outcome:
+        kind, partition, rows = row["kind"], row["kafka_partition"], row["rows"]
+        if kind in (WAITED, WROTE):
+            phase = "read_decode" if kind == WAITED else "write"
+            summary.timings[phase] = summary.timings.get(phase, 0.0) + row["seconds"]
+            continue
+        per = summary.per_partition.setdefault(partition, {})
+        if kind == COUNT:
+            add(per, "read", rows)
+            summary.read += rows
+            if row["error"] == transform.TOMBSTONE:
+                add(per, "tombstones", rows)
+                summary.tombstones += rows
+            elif row["error"] is not None:
+                add(per, "quarantined", rows)
+                reasons[row["error"]] += rows
+        elif kind == QUARANTINE:
+            summary.quarantine_objects.append(stored_object(row))
+        else:
+            stored = stored_object(row)
+            summary.stored.append(stored)
+            add(per, "files", 1)
+            add(per, "written", rows)
+            hour = parse_data_key(stored.key).partition.start.isoformat()
+            summary.latest_hour[partition] = max(hour, summary.latest_hour.get(partition, hour))
+    summary.objects = len(summary.stored)
+    summary.quarantine_by_reason = dict(reasons)
+    summary.quarantined = sum(o.rows for o in summary.quarantine_objects)
+    kept = summary.tombstones if topic.spec.tombstones == "keep" else 0  # delete-log rows are not data rows
+    summary.written = sum(o.rows for o in summary.stored) - kept
+
+
+def add(counts: dict[str, int], name: str, n: int) -> None:
+    counts[name] = counts.get(name, 0) + n
+
+
+def written_per_version(stored: list[StoredObject]) -> dict[int, tuple[int, int]]:
+    """Schema version → (rows, objects)."""
+    per: dict[int, tuple[int, int]] = {}
+    for obj in stored:
+        version = parse_data_key(obj.key).partition.schema_version
+        rows, objects = per.get(version, (0, 0))
+        per[version] = (rows + obj.rows, objects + 1)
+    return per
 
 
 def stored_object(row: Row) -> StoredObject:
@@ -361,51 +345,3 @@ def receipt(topic: Topic, plan: Plan, summary: Summary) -> Receipt:
             start, end, per.get("read", 0), stored, per.get("quarantined", 0), dropped
         )
     return Receipt(plan.kafka_topic, plan.created_at, accounts, summary.stored, summary.quarantine_objects)
-
-
-def quarantine_spec(endpoints: Endpoints, topic: Topic) -> WriteSpec:
-    archive = topic.spec.archive
-    return WriteSpec(
-        endpoints,
-        endpoints.bucket,
-        ("_kafka_partition", "dt"),
-        ("dt",),
-        quarantine_key(topic.prefix),
-        archive.max_records_per_file,
-        archive.compression,
-    )
-
-
-def count_records(counts: ErrorCounts, decode_errors: ErrorCounts, topic: Topic, summary: Summary) -> None:
-    """Records read and tombstones per Kafka partition (from the classification pass), quarantined records per
-    reason (classification and decoding errors)."""
-    errors = Counter({k: n for k, n in (counts + decode_errors).items() if k[1] not in (None, "tombstone")})
-    for (partition, error), n in counts.items():
-        per = summary.per_partition.setdefault(partition, {})
-        per["read"] = per.get("read", 0) + n
-        if error == "tombstone":
-            per["tombstones"] = per.get("tombstones", 0) + n
-    for (partition, _), n in errors.items():
-        per = summary.per_partition[partition]
-        per["quarantined"] = per.get("quarantined", 0) + n
-    summary.read = sum(counts.values())
-    summary.tombstones = sum(n for (_, error), n in counts.items() if error == "tombstone")
-    reasons: Counter[str] = Counter()
-    for (_, error), n in errors.items():
-        reasons[str(error)] += n
-    summary.quarantine_by_reason = dict(reasons)
-
-
-def data_key(prefix: TablePrefix, version: int) -> Callable[[dict[str, Any], int, int], str]:
-    def key(group: dict[str, Any], first: int, last: int) -> str:
-        partition = Partition(version, date.fromisoformat(group["dt"]), int(group["hour"]))
-        return DataKey(prefix, partition, int(group["_kafka_partition"]), first, last).key()
-
-    return key
-
-
-def quarantine_key(prefix: TablePrefix) -> Callable[[dict[str, Any], int, int], str]:
-    def key(group: dict[str, Any], first: int, last: int) -> str:
-        return prefix.quarantine_key(date.fromisoformat(group["dt"]), int(group["_kafka_partition"]), first, last)
-
-    return key

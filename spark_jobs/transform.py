@@ -6,6 +6,10 @@ given a business time and split into data rows and quarantine rows.
 
 from __future__ import annotations
 
+import functools
+import json
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -15,12 +19,14 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import DataType, StructType
 
 from kafkalake.catalog import TimeCandidate, TimeFormat
-from kafkalake.wire import HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
+from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
 EPOCH_TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 MAX_EPOCH_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: beyond it the declared unit must be wrong
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 SECONDS_PER_DAY = 86_400
+TOMBSTONE = "tombstone"
+"""The ``_error`` of a record without a value: not an error, dropped or kept as a delete-log row."""
 META_COLUMNS = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 QUARANTINE_COLUMNS = (
     "_kafka_partition",
@@ -54,47 +60,88 @@ def with_metadata(raw: DataFrame) -> DataFrame:
 
 
 def classify_avro(rows: DataFrame, known_ids: list[int]) -> DataFrame:
-    """Add ``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id)."""
+    """Add ``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id).
+
+    A value's header is compared with each known schema's header as bytes; only a header that matches none is
+    parsed into its schema id (for the quarantine)."""
     value = F.col("_raw_value")
-    schema_id = F.conv(F.hex(F.substring(value, 2, SCHEMA_ID_BYTES)), 16, 10).cast("long")
+    header = F.substring(value, 1, HEADER_SIZE)
+    known = [F.when(header == F.lit(bytearray(HEADER.pack(MAGIC_BYTE, i))), F.lit(i)) for i in known_ids]
+    matched = F.coalesce(*known) if known else F.lit(None).cast("long")
+    parsed = F.conv(F.hex(F.substring(value, 2, SCHEMA_ID_BYTES)), 16, 10).cast("long")
     error = (
-        F.when(value.isNull(), F.lit("tombstone"))
+        F.when(value.isNull(), F.lit(TOMBSTONE))
         .when(F.length(value) < HEADER_SIZE, F.lit("truncated"))
         .when(F.substring(value, 1, 1) != F.unhex(F.lit(f"{MAGIC_BYTE:02x}")), F.lit("bad_magic_byte"))
-        .when(~schema_id.isin(known_ids) if known_ids else F.lit(True), F.lit("unknown_schema_id"))
+        .when(matched.isNull(), F.lit("unknown_schema_id"))
     )
-    return rows.withColumn("_schema_id", F.when(F.length(value) >= HEADER_SIZE, schema_id)).withColumn("_error", error)
+    schema_id = F.when(F.length(value) >= HEADER_SIZE, F.coalesce(matched.cast("long"), parsed))
+    return rows.withColumns({"_schema_id": schema_id, "_error": error})
 
 
 def classify_json(rows: DataFrame) -> DataFrame:
-    return rows.withColumn("_schema_id", F.lit(None).cast("long")).withColumn(
-        "_error", F.when(F.col("_raw_value").isNull(), F.lit("tombstone"))
+    return rows.withColumns(
+        {"_schema_id": F.lit(None).cast("long"), "_error": F.when(F.col("_raw_value").isNull(), F.lit(TOMBSTONE))}
     )
 
 
-def decode_avro(rows: DataFrame, schema: VersionSchema) -> DataFrame:
-    """Rows of one schema id, with ``_value`` decoded (PERMISSIVE: corrupt payloads become ``corrupt_avro``)."""
+def value_column(version: int) -> str:
+    """The column holding the decoded values of one schema version (null on every other row)."""
+    return f"_value_v{version}"
+
+
+def decode_avro(rows: DataFrame, versions: Sequence[VersionSchema]) -> DataFrame:
+    """Every schema version decoded in one pass into its own column (``value_column``), with ``_schema_version``;
+    a payload its version cannot decode becomes ``corrupt_avro``.
+
+    spark-avro's PERMISSIVE mode gives a corrupt payload a struct of nulls, not a null: a decode failed when a
+    field the schema requires (not a union with null) is null. A schema without required fields cannot tell a
+    corrupt payload from a record whose fields are all null."""
     payload = F.expr(f"substring(_raw_value, {HEADER_SIZE + 1}, length(_raw_value) - {HEADER_SIZE})")
-    decoded = rows.filter(F.col("_error").isNull() & (F.col("_schema_id") == schema.schema_id)).withColumn(
-        "_value", from_avro(payload, schema.avro_schema, {"mode": "PERMISSIVE"})
+    good, schema_id = F.col("_error").isNull(), F.col("_schema_id")
+    decoded = rows.withColumns(
+        {
+            value_column(v.version): F.when(
+                good & (schema_id == F.lit(v.schema_id)), from_avro(payload, v.avro_schema, {"mode": "PERMISSIVE"})
+            )
+            for v in versions
+        }
     )
-    return decoded.withColumn("_error", F.when(F.col("_value").isNull(), F.lit("corrupt_avro")))
+    version = F.coalesce(*[F.when(schema_id == F.lit(v.schema_id), F.lit(v.version)) for v in versions])
+    failed = [_decode_failed(value_column(v.version), v.avro_schema) for v in versions]
+    corrupt = functools.reduce(operator.and_, failed, good)
+    return decoded.withColumns(
+        {
+            "_schema_version": version.cast("int"),
+            "_error": F.when(corrupt, F.lit("corrupt_avro")).otherwise(F.col("_error")),
+        }
+    )
 
 
-def decode_json(rows: DataFrame, spark_schema: StructType) -> DataFrame:
-    """JSON values parsed with the catalog's schema; unparseable ones become ``bad_json``."""
+def _decode_failed(column: str, avro_schema: str) -> Column:
+    """The column is null (another version's row) or a field its schema requires is null (a corrupt payload)."""
+    fields = json.loads(avro_schema).get("fields", [])
+    required = [f["name"] for f in fields if not (isinstance(f["type"], list) and "null" in f["type"])]
+    return functools.reduce(operator.or_, [F.col(column)[name].isNull() for name in required], F.col(column).isNull())
+
+
+def decode_json(rows: DataFrame, version: int, spark_schema: StructType) -> DataFrame:
+    """JSON values parsed with the catalog's schema into ``value_column(version)``; unparseable ones become
+    ``bad_json``."""
     with_corrupt = StructType([*spark_schema.fields]).add("_corrupt_record", "string")
-    parsed = rows.filter(F.col("_error").isNull()).withColumn(
-        "_value",
-        F.from_json(
-            F.col("_raw_value").cast("string"),
-            with_corrupt,
-            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"},
-        ),
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+    good = F.col("_error").isNull()
+    parsed = rows.withColumn(
+        "_parsed", F.when(good, F.from_json(F.col("_raw_value").cast("string"), with_corrupt, options))
     )
-    bad = F.col("_value").isNull() | F.col("_value._corrupt_record").isNotNull()
-    return parsed.withColumn("_error", F.when(bad, F.lit("bad_json"))).withColumn(
-        "_value", F.col("_value").dropFields("_corrupt_record")
+    bad = good & (F.col("_parsed").isNull() | F.col("_parsed._corrupt_record").isNotNull())
+    return (
+        parsed.withColumn("_error", F.when(bad, F.lit("bad_json")).otherwise(F.col("_error")))
+        .withColumn(
+            value_column(version), F.when(F.col("_error").isNull(), F.col("_parsed").dropFields("_corrupt_record"))
+        )
+        .withColumn("_schema_version", F.lit(version))
+        .drop("_parsed")
     )
 
 
@@ -134,57 +181,56 @@ def utc_hour(timestamp: Column) -> Column:
     return F.floor(F.pmod(F.unix_seconds(timestamp), F.lit(SECONDS_PER_DAY)) / 3600).cast("int")
 
 
-def with_business_time(decoded: DataFrame, candidates: tuple[TimeCandidate, ...], now: datetime) -> DataFrame:
+def with_business_time(
+    decoded: DataFrame, candidates: tuple[TimeCandidate, ...], now: datetime, value_columns: Sequence[str]
+) -> DataFrame:
     """Add ``_business_time`` (first valid candidate, else Kafka time), ``_time_source``, ``dt`` and ``hour``;
-    times before 2000 or more than a day after ``now`` become ``time_out_of_bounds`` errors."""
-    value_schema = decoded.schema["_value"].dataType
-    assert isinstance(value_schema, StructType)
-    present = [
-        (c, candidate_time(c, F.col(f"_value.{c.path}"))) for c in candidates if _field_type(value_schema, c.path)
-    ]
+    times before 2000 or more than a day after ``now`` become ``time_out_of_bounds`` errors.
+
+    A row holds at most one version's values (the others are null), so a candidate is looked up in every version
+    that has its field, in the candidates' order."""
+    present = []
+    for candidate in candidates:
+        for column in value_columns:
+            schema = decoded.schema[column].dataType
+            if isinstance(schema, StructType) and _field_type(schema, candidate.path):
+                present.append((candidate, candidate_time(candidate, F.col(f"{column}.{candidate.path}"))))
     business = F.coalesce(*[t for _, t in present], F.col("_kafka_timestamp"))
     source: Column = F.lit("kafka_timestamp")
     for candidate, parsed in reversed(present):
         source = F.when(parsed.isNotNull(), F.lit(candidate.path)).otherwise(source)
     latest = F.lit(now).cast("timestamp") + F.expr("INTERVAL 1 DAY")
-    out_of_bounds = (F.col("_business_time") < F.lit(EARLIEST)) | (F.col("_business_time") > latest)
-    return (
-        decoded.withColumn("_business_time", business)
-        .withColumn("_time_source", source)
-        .withColumn("_error", F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))))
-        .withColumn("dt", utc_date(F.col("_business_time")))
-        .withColumn("hour", utc_hour(F.col("_business_time")))
+    out_of_bounds = (business < F.lit(EARLIEST)) | (business > latest)
+    return decoded.withColumns(
+        {
+            "_business_time": business,
+            "_time_source": source,
+            "_error": F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))),
+            "dt": utc_date(business),
+            "hour": utc_hour(business),
+        }
     )
 
 
-def data_rows(timed: DataFrame, include_key: bool, include_headers: bool) -> DataFrame:
-    """Good rows: the decoded fields, then the metadata columns, then dt/hour for the layout."""
-    extra = [c for c, wanted in (("_key", include_key), ("_headers", include_headers)) if wanted and c in timed.columns]
-    return timed.filter(F.col("_error").isNull()).select(
-        "_value.*", *META_COLUMNS, "_business_time", "_time_source", *extra, "dt", "hour"
-    )
-
-
-def quarantine_rows(rows: DataFrame) -> DataFrame:
-    """Rows with an error other than a dropped tombstone, with their raw bytes, offsets and Kafka time."""
-    return rows.filter(F.col("_error").isNotNull() & (F.col("_error") != "tombstone")).select(
-        *QUARANTINE_COLUMNS, utc_date(F.col("_kafka_timestamp")).alias("dt")
-    )
-
-
-def tombstone_rows(rows: DataFrame) -> DataFrame:
-    """Tombstones as a delete log: key, metadata, Kafka time as business time."""
-    return rows.filter(F.col("_error") == "tombstone").select(
+def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
+    """Every record of the plan, in Kafka order, with what the writer needs to route it: data rows (``_error``
+    null) to their version's object, tombstones to the delete log or nowhere, the rest to quarantine with their
+    raw bytes and ``_quarantine_dt`` (the UTC date of their Kafka time). Raw bytes travel only with
+    quarantined rows."""
+    quarantined = F.col("_error").isNotNull() & (F.col("_error") != F.lit(TOMBSTONE))
+    headers = ["_headers"] if "_headers" in timed.columns else []
+    return timed.select(
         *META_COLUMNS,
-        F.col("_key"),
-        F.col("_kafka_timestamp").alias("_business_time"),
-        F.lit("kafka_timestamp").alias("_time_source"),
-        utc_date(F.col("_kafka_timestamp")).alias("dt"),
-        utc_hour(F.col("_kafka_timestamp")).alias("hour"),
+        "_key",
+        *headers,
+        F.when(quarantined, F.col("_raw_value")).alias("_raw_value"),
+        "_schema_id",
+        "_error",
+        "_schema_version",
+        *value_columns,
+        "_business_time",
+        "_time_source",
+        "dt",
+        "hour",
+        F.when(quarantined, utc_date(F.col("_kafka_timestamp"))).alias("_quarantine_dt"),
     )
-
-
-def with_tombstones(data: DataFrame, classified: DataFrame) -> DataFrame:
-    """Data rows plus the tombstones as delete-log rows, told apart by ``_tombstone``."""
-    tombstones = tombstone_rows(classified).withColumn("_tombstone", F.lit(True))
-    return data.withColumn("_tombstone", F.lit(False)).unionByName(tombstones, allowMissingColumns=True)

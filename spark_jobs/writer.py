@@ -1,7 +1,12 @@
-"""Deterministic Parquet objects from Spark: one object per group (Kafka partition, output partition), split
-by a record bound, named by the layout module from the offsets it holds. Spark's part-file names are not
-deterministic, so executors write with pyarrow and boto3 themselves (``mapInArrow``): the same input always
-gives the same keys and the same bytes, which is what makes a re-run after a crash harmless.
+"""A plan's objects, written from one pass over its records: data objects per (schema version, Kafka partition,
+hour), the delete log, and quarantine objects per (Kafka partition, date), each split by a record bound and named
+by the layout module from the offsets it holds.
+
+Spark's part-file names are not deterministic, so executors write with pyarrow and boto3 themselves
+(``mapInArrow``): rows arrive in Kafka order (the Kafka source reads each Kafka partition as one Spark partition,
+in offset order), so each group's rows, and therefore its objects' keys and bytes, depend only on the plan. That
+is what makes a redo after a crash harmless. No shuffle and no sort in Spark: each task splits its batches with
+Arrow compute and keeps a buffer per group, bounded by the plan's records.
 """
 
 from __future__ import annotations
@@ -9,45 +14,73 @@ from __future__ import annotations
 import functools
 import io
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
+from spark_jobs.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
 
-WRITTEN_SCHEMA = "key string, kafka_partition int, rows long, first_offset long, last_offset long, bytes long"
-KeyFor = Callable[[dict[str, Any], int, int], str]
-"""(group values, first offset, last offset) -> object key."""
+OUTCOME_SCHEMA = (
+    "kind string, key string, kafka_partition int, error string, rows long, first_offset long, last_offset long, "
+    "bytes long, seconds double"
+)
+"""One row per object written (kind data or quarantine), per (Kafka partition, error) counted (kind count: error
+null for data rows), and per task timing (kind waited: seconds spent waiting for Spark's read and decode; kind
+wrote: seconds spent splitting, encoding and uploading)."""
+DATA, QUARANTINE, COUNT, WAITED, WROTE = "data", "quarantine", "count", "waited", "wrote"
+TOMBSTONE_COLUMN = "_tombstone"
+DATA_GROUP = ("_kafka_partition", "dt", "hour")
+QUARANTINE_GROUP = ("_kafka_partition", "dt")
+_OUTCOME_ARROW = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("key", pa.string()),
+        ("kafka_partition", pa.int32()),
+        ("error", pa.string()),
+        ("rows", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("bytes", pa.int64()),
+        ("seconds", pa.float64()),
+    ]
+)
 
 
 @dataclass(frozen=True)
-class WriteSpec:
+class PlanLayout:
+    """Where and how a topic's plan is written."""
+
     endpoints: Endpoints
     bucket: str
-    group_columns: tuple[str, ...]
-    """Columns that pick the object; all are in its key."""
-    path_columns: tuple[str, ...]
-    """Group columns that are Hive partition values in the path, so they are left out of the file."""
-    key_for: KeyFor
+    prefix: TablePrefix
+    versions: tuple[tuple[int, str], ...]
+    """(schema version, the column holding its values) for every version the plan may hold."""
+    extra_columns: tuple[str, ...]
+    """``_key`` and/or ``_headers`` when the topic archives them."""
+    keep_tombstones: bool
     max_records_per_file: int
     compression: str = "snappy"
 
+    @property
+    def newest(self) -> int:
+        return max(v for v, _ in self.versions)
 
-def write_groups(frame: DataFrame, spec: WriteSpec, *, colocated: bool = False) -> DataFrame:
-    """Write every group's rows (ordered by Kafka offset) and return one row per object written.
 
-    ``colocated``: every group's rows are already in one Spark partition, so no shuffle is needed. True for frames
-    derived row by row from one Kafka read (the Kafka source reads each Kafka partition as one Spark partition, and
-    every group holds one Kafka partition); not for unions of such frames."""
-    grouped = frame if colocated else frame.repartition(*spec.group_columns)
-    ordered = grouped.sortWithinPartitions(*spec.group_columns, "_kafka_offset")
-    return ordered.mapInArrow(_GroupWriter(spec), WRITTEN_SCHEMA)
+@functools.cache
+def worker_s3_client(endpoints: Endpoints) -> Any:
+    """One client per Python worker process (workers are reused across tasks; building a client costs ~0.1 s)."""
+    from kafkalake.aws import make_client
+
+    return make_client(endpoints, "s3")
 
 
 def group_starts(table: pa.Table, columns: Sequence[str]) -> list[int]:
@@ -62,76 +95,159 @@ def group_starts(table: pa.Table, columns: Sequence[str]) -> list[int]:
     return [0, *(int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist()), table.num_rows]
 
 
-_WRITTEN_ARROW = pa.schema(
-    [
-        ("key", pa.string()),
-        ("kafka_partition", pa.int32()),
-        ("rows", pa.int64()),
-        ("first_offset", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("bytes", pa.int64()),
-    ]
-)
+def constant(table: pa.Table, columns: Sequence[str]) -> bool:
+    """Every row has the same non-null value in each of ``columns``."""
+    for name in columns:
+        column = table.column(name)
+        if column.null_count:
+            return False
+        bounds = pc.min_max(column)
+        if bounds["min"] != bounds["max"]:
+            return False
+    return True
 
 
-@functools.cache
-def worker_s3_client(endpoints: Endpoints) -> Any:
-    """One client per Python worker process (workers are reused across tasks; building a client costs ~0.1 s)."""
-    from kafkalake.aws import make_client
+def split_groups(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[tuple[Any, ...], pa.Table]]:
+    """(group values, rows) per distinct ``columns``, each group's rows in their original (Kafka) order. A batch
+    of one group (the common case: one Kafka partition, one hour) is passed through unsorted."""
+    if table.num_rows == 0:
+        return
+    if constant(table, columns):
+        yield tuple(table.column(c)[0].as_py() for c in columns), table
+        return
+    ordered = table.take(pc.sort_indices(table, [(c, "ascending") for c in [*columns, "_kafka_offset"]]))
+    for start, end in itertools.pairwise(group_starts(ordered, columns)):
+        yield tuple(ordered.column(c)[start].as_py() for c in columns), ordered.slice(start, end - start)
 
-    return make_client(endpoints, "s3")
+
+def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones: pa.Array | None) -> pa.Table:
+    """One version's rows as written: its fields (nullable, as a struct's fields are), the Kafka metadata, the
+    business time, the wanted extras, ``_tombstone`` when the version carries the delete log, and dt/hour for
+    the path. Tombstone rows have null fields."""
+    values = rows.column(value_column)
+    struct = values.type
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {}
+    fields = []
+    for index in range(struct.num_fields):
+        child = struct.field(index)
+        fields.append(pa.field(child.name, child.type))
+        columns[child.name] = pc.struct_field(values, [index])
+    for name in (*META_COLUMNS, "_business_time", "_time_source", *layout.extra_columns):
+        columns[name] = rows.column(name)
+        fields.append(rows.schema.field(name))
+    if tombstones is not None:
+        columns[TOMBSTONE_COLUMN] = tombstones
+        fields.append(pa.field(TOMBSTONE_COLUMN, pa.bool_(), nullable=False))
+        if "_key" not in layout.extra_columns:
+            columns["_key"] = rows.column("_key")
+            fields.append(rows.schema.field("_key"))
+    for name in ("dt", "hour"):
+        columns[name] = rows.column(name)
+        fields.append(rows.schema.field(name))
+    return pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
 
 
-class _GroupWriter:
-    """Streams sorted batches, cutting an object whenever the group changes or the record bound is reached."""
+def quarantine_rows(rows: pa.Table) -> pa.Table:
+    """Rows with an error other than a tombstone: raw bytes, offsets, Kafka time, the error, and dt (UTC date of
+    the Kafka time) for the path."""
+    return rows.select([*QUARANTINE_COLUMNS, "_quarantine_dt"]).rename_columns([*QUARANTINE_COLUMNS, "dt"])
 
-    def __init__(self, spec: WriteSpec) -> None:
-        self.spec = spec
+
+@dataclass
+class _Buffer:
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+
+
+class PlanWriter:
+    """A task's records → its data and quarantine objects, and its counts (one outcome row each)."""
+
+    def __init__(self, layout: PlanLayout) -> None:
+        self.layout = layout
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        self.s3 = worker_s3_client(self.spec.endpoints)
-        self.written: list[dict[str, Any]] = []
-        self.pending: list[pa.Table] = []
-        self.pending_rows = 0
-        self.current: tuple[Any, ...] | None = None
-        for batch in batches:
-            table = pa.Table.from_batches([batch])
-            starts = group_starts(table, self.spec.group_columns)
-            for start, end in itertools.pairwise(starts):
-                group = tuple(table.column(c)[start].as_py() for c in self.spec.group_columns)
-                self._add(table.slice(start, end - start), group)
-        self._flush()
-        if self.written:
-            yield pa.RecordBatch.from_pylist(self.written, schema=_WRITTEN_ARROW)
+        self.s3 = worker_s3_client(self.layout.endpoints)
+        self.outcome: list[dict[str, Any]] = []
+        self.buffers: dict[tuple[Any, ...], _Buffer] = {}
+        self.counts: Counter[tuple[int, str | None]] = Counter()
+        waited = wrote = 0.0
+        batches = iter(batches)
+        while True:
+            started = time.monotonic()
+            batch = next(batches, None)
+            waited += time.monotonic() - started
+            if batch is None:
+                break
+            started = time.monotonic()
+            self._route(pa.Table.from_batches([batch]))
+            wrote += time.monotonic() - started
+        started = time.monotonic()
+        for group in list(self.buffers):
+            self._flush(group)
+        wrote += time.monotonic() - started
+        self.outcome += [
+            {"kind": COUNT, "kafka_partition": p, "error": e, "rows": n} for (p, e), n in self.counts.items()
+        ]
+        self.outcome += [{"kind": WAITED, "seconds": waited}, {"kind": WROTE, "seconds": wrote}]
+        yield pa.RecordBatch.from_pylist(self.outcome, schema=_OUTCOME_ARROW)
 
-    def _add(self, rows: pa.Table, group: tuple[Any, ...]) -> None:
-        if group != self.current:
-            self._flush()
-            self.current = group
-        while rows.num_rows:
-            room = self.spec.max_records_per_file - self.pending_rows
-            self.pending.append(rows.slice(0, room))
-            self.pending_rows += min(room, rows.num_rows)
-            rows = rows.slice(room)
-            if self.pending_rows >= self.spec.max_records_per_file:
-                self._flush()
+    def _route(self, table: pa.Table) -> None:
+        self._count(table)
+        error = table.column("_error")
+        good = pc.is_null(error)
+        tombstone = pc.fill_null(pc.equal(error, TOMBSTONE), False)
+        for version, column in self.layout.versions:
+            mine = pc.and_(good, pc.fill_null(pc.equal(table.column("_schema_version"), version), False))
+            carries_log = self.layout.keep_tombstones and version == self.layout.newest
+            rows = table.filter(pc.or_(mine, tombstone) if carries_log else mine)
+            flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
+            for group, part in split_groups(data_rows(rows, column, self.layout, flags), DATA_GROUP):
+                self._add((DATA, version, *group), part)
+        if error.null_count < table.num_rows:
+            quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
+            for group, part in split_groups(quarantine_rows(quarantined), QUARANTINE_GROUP):
+                self._add((QUARANTINE, *group), part)
 
-    def _flush(self) -> None:
-        if not self.pending:
+    def _count(self, table: pa.Table) -> None:
+        """Rows per (Kafka partition, error)."""
+        if table.column("_error").null_count == table.num_rows and constant(table, ["_kafka_partition"]):
+            self.counts[(table.column("_kafka_partition")[0].as_py(), None)] += table.num_rows
             return
-        table = pa.concat_tables(self.pending)
-        self.pending, self.pending_rows = [], 0
-        group = {c: table.column(c)[0].as_py() for c in self.spec.group_columns}
+        counted = table.group_by(["_kafka_partition", "_error"]).aggregate([("_kafka_offset", "count")])
+        columns = (counted.column(c).to_pylist() for c in ("_kafka_partition", "_error", "_kafka_offset_count"))
+        for partition, error, n in zip(*columns, strict=True):
+            self.counts[(partition, error)] += n
+
+    def _add(self, group: tuple[Any, ...], rows: pa.Table) -> None:
+        buffer = self.buffers.setdefault(group, _Buffer())
+        buffer.tables.append(rows)
+        buffer.rows += rows.num_rows
+        while buffer.rows >= self.layout.max_records_per_file:
+            self._flush(group)
+
+    def _flush(self, group: tuple[Any, ...]) -> None:
+        """Write the group's first ``max_records_per_file`` rows (or all it has) as one object."""
+        buffer = self.buffers[group]
+        if not buffer.rows:
+            return
+        table = pa.concat_tables(buffer.tables)
+        bound = self.layout.max_records_per_file
+        rest = table.slice(bound)
+        table = table.slice(0, bound)
+        buffer.tables, buffer.rows = ([rest] if rest.num_rows else []), rest.num_rows
         offsets = table.column("_kafka_offset")
         first, last = offsets[0].as_py(), offsets[len(offsets) - 1].as_py()
+        kind = group[0]
+        key = self._key(group, first, last)
+        path_columns = ["dt", "hour"] if kind == DATA else ["dt"]
         body = io.BytesIO()
-        pq.write_table(table.drop_columns(list(self.spec.path_columns)), body, compression=self.spec.compression)
-        key = self.spec.key_for(group, first, last)
-        self.s3.put_object(Bucket=self.spec.bucket, Key=key, Body=body.getvalue())
-        self.written.append(
+        pq.write_table(table.drop_columns(path_columns), body, compression=self.layout.compression)
+        self.s3.put_object(Bucket=self.layout.bucket, Key=key, Body=body.getvalue())
+        self.outcome.append(
             {
+                "kind": kind,
                 "key": key,
-                "kafka_partition": group["_kafka_partition"],
+                "kafka_partition": table.column("_kafka_partition")[0].as_py(),
                 "rows": table.num_rows,
                 "first_offset": first,
                 "last_offset": last,
@@ -139,7 +255,10 @@ class _GroupWriter:
             }
         )
 
-
-def total(written: DataFrame) -> dict[str, int]:
-    row = written.agg(F.count("*").alias("objects"), F.coalesce(F.sum("rows"), F.lit(0)).alias("rows")).first()
-    return {"objects": int(row["objects"]), "rows": int(row["rows"])} if row else {"objects": 0, "rows": 0}
+    def _key(self, group: tuple[Any, ...], first: int, last: int) -> str:
+        prefix = self.layout.prefix
+        if group[0] == DATA:
+            _, version, partition, dt, hour = group
+            return DataKey(prefix, Partition(version, date.fromisoformat(dt), int(hour)), partition, first, last).key()
+        _, partition, dt = group
+        return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last)

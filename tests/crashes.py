@@ -6,7 +6,6 @@ not import it).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -34,28 +33,19 @@ def crash(point: str) -> Callable[..., NoReturn]:
     return raiser
 
 
-@dataclasses.dataclass
-class CrashingKey:
-    """A ``WriteSpec.key_for`` that names ``after`` objects (each then written), then crashes the task."""
-
-    key_for: Callable[[dict[str, Any], int, int], str]
-    after: int
-    calls: int = 0
-
-    def __call__(self, group: dict[str, Any], first: int, last: int) -> str:
-        self.calls += 1
-        if self.calls > self.after:
-            raise InjectedCrash(f"injected crash after {self.after} objects")
-        return self.key_for(group, first, last)
-
-
 def _mid_write(patch: pytest.MonkeyPatch, archiver: ModuleType) -> None:
-    write_groups = archiver.write_groups
+    """Each of the plan's tasks writes one object, then crashes."""
 
-    def crashing(frame: Any, spec: Any, **options: Any) -> Any:
-        return write_groups(frame, dataclasses.replace(spec, key_for=CrashingKey(spec.key_for, after=1)), **options)
+    class CrashingWriter(archiver.PlanWriter):  # type: ignore[name-defined,misc]
+        objects = 0
 
-    patch.setattr(archiver, "write_groups", crashing)
+        def _flush(self, group: Any) -> None:
+            if self.objects == 1:
+                raise InjectedCrash("injected crash after 1 object")
+            self.objects += 1
+            super()._flush(group)
+
+    patch.setattr(archiver, "PlanWriter", CrashingWriter)
 
 
 CRASH_POINTS: dict[str, Callable[[pytest.MonkeyPatch, ModuleType], None]] = {

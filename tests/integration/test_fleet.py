@@ -112,7 +112,8 @@ def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
     assert result.lag == {0: 0, 1: 0, 2: 0}
     committed, ends = committed_and_end(endpoints, topic)
     assert committed == ends
-    assert set(result.timings()) == {"read", "decode", "write", "commit"}
+    assert set(result.timings()) == {"plan", "read_decode", "write", "commit"}
+    assert all(seconds > 0 for seconds in result.timings().values())
 
     cloudwatch = make_client(endpoints, "cloudwatch")
     env = f"fleet-{topic.env}"

@@ -3,11 +3,14 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from infra.assets import connector_jars
+
 
 @pytest.fixture(scope="module")
 def bare_spark() -> Iterator[SparkSession]:
-    """A bare local session (no connectors, no stack) for the pure transforms; an active session is reused (the
-    transforms need nothing the stack's session lacks), one made here is stopped after the module."""
+    """A bare local session (no stack; only the shipped connectors, for ``from_avro``) for the pure transforms; an
+    active session is reused (the transforms need nothing the stack's session lacks), one made here is stopped
+    after the module."""
     active = SparkSession.getActiveSession()
     if active is not None:
         yield active
@@ -18,6 +21,7 @@ def bare_spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.jars", ",".join(str(p) for p in connector_jars()))
         .getOrCreate()
     )
     yield session

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from kafkalake.catalog import TimeCandidate, TimeFormat
@@ -44,24 +43,38 @@ def test_json_decoding_keeps_good_rows_and_flags_bad_ones(bare_spark: SparkSessi
     classified = transform.classify_json(raw(bare_spark, [b'{"id": "a", "n": 2}', None, b"{not json"]))
     assert errors(classified) == [None, "tombstone", None]
     schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
-    decoded = transform.decode_json(classified, schema)
-    assert errors(decoded) == [None, "bad_json"]
-    first = decoded.orderBy("_kafka_offset").first()
-    assert first is not None and first["_value"].asDict() == {"id": "a", "n": 2}
+    decoded = transform.decode_json(classified, 3, schema)
+    assert errors(decoded) == [None, "tombstone", "bad_json"]
+    rows = decoded.orderBy("_kafka_offset").collect()
+    assert rows[0]["_value_v3"].asDict() == {"id": "a", "n": 2} and rows[0]["_schema_version"] == 3
+    assert rows[1]["_value_v3"] is None and rows[2]["_value_v3"] is None
+
+
+def test_avro_versions_decode_in_one_pass(bare_spark: SparkSession) -> None:
+    other = '{"type":"record","name":"R","fields":[{"name":"id","type":"string"},{"name":"n","type":"long"}]}'
+    values = [encode(7, SCHEMA, {"id": "a"}), encode(9, other, {"id": "b", "n": 5}), b"\x00\x00\x00\x00\x09\xff", None]
+    versions = [transform.VersionSchema(1, 7, SCHEMA), transform.VersionSchema(2, 9, other)]
+    decoded = transform.decode_avro(transform.classify_avro(raw(bare_spark, values), [7, 9]), versions)
+    rows = decoded.orderBy("_kafka_offset").collect()
+    assert [r["_error"] for r in rows] == [None, None, "corrupt_avro", "tombstone"]
+    assert [r["_schema_version"] for r in rows] == [1, 2, 2, None]
+    assert rows[0]["_value_v1"].asDict() == {"id": "a"} and rows[0]["_value_v2"] is None
+    assert rows[1]["_value_v2"].asDict() == {"id": "b", "n": 5} and rows[1]["_value_v1"] is None
+    assert rows[2]["_value_v1"] is None  # a corrupt payload is decoded by its own version only
 
 
 def timed(spark: SparkSession, values: list[tuple[str | None, int | None]]) -> DataFrame:
     frame = spark.createDataFrame(
-        [(0, i, T0, None, {"meta": {"at": at}, "epoch": epoch}) for i, (at, epoch) in enumerate(values)],
+        [(0, i, T0, None, {"meta": {"at": at}, "epoch": epoch}, None) for i, (at, epoch) in enumerate(values)],
         "_kafka_partition int, _kafka_offset long, _kafka_timestamp timestamp, _error string, "
-        "_value struct<meta: struct<at: string>, epoch: long>",
+        "_value struct<meta: struct<at: string>, epoch: long>, _other struct<epoch: long>",
     )
     candidates = (
         TimeCandidate(path="meta.at", format=TimeFormat.ISO8601, default_zone="Europe/Berlin"),
         TimeCandidate(path="epoch", format=TimeFormat.EPOCH, unit="ms"),
         TimeCandidate(path="absent.field", format=TimeFormat.EPOCH, unit="s"),
     )
-    return transform.with_business_time(frame, candidates, NOW).orderBy("_kafka_offset")
+    return transform.with_business_time(frame, candidates, NOW, ["_value", "_other"]).orderBy("_kafka_offset")
 
 
 def test_business_time_takes_the_first_valid_candidate(bare_spark: SparkSession) -> None:
@@ -87,29 +100,44 @@ def test_business_time_takes_the_first_valid_candidate(bare_spark: SparkSession)
     assert [r["_error"] for r in rows] == [None, None, None, None, "time_out_of_bounds", "time_out_of_bounds"]
 
 
-def test_data_quarantine_and_tombstone_rows(bare_spark: SparkSession) -> None:
-    classified = transform.classify_avro(raw(bare_spark, [encode(7, SCHEMA, {"id": "a"}), None, b"\x42garbage"]), [7])
-    decoded = classified.filter(F.col("_error").isNull()).withColumn("_value", F.struct(F.lit("a").alias("id")))
-    rows = transform.data_rows(transform.with_business_time(decoded, (), NOW), include_key=True, include_headers=False)
+def test_business_time_is_found_in_the_rows_version(bare_spark: SparkSession) -> None:
+    at = int(datetime(2026, 11, 20, 5, tzinfo=UTC).timestamp() * 1000)
+    frame = bare_spark.createDataFrame(
+        [(0, 0, T0, None, {"epoch": at}, None), (0, 1, T0, None, None, {"epoch": at + 3_600_000})],
+        "_kafka_partition int, _kafka_offset long, _kafka_timestamp timestamp, _error string, "
+        "_v1 struct<epoch: long>, _v2 struct<epoch: long>",
+    )
+    candidate = (TimeCandidate(path="epoch", format=TimeFormat.EPOCH, unit="ms"),)
+    rows = transform.with_business_time(frame, candidate, NOW, ["_v1", "_v2"]).orderBy("_kafka_offset").collect()
+    assert [(r["hour"], r["_time_source"]) for r in rows] == [(5, "epoch"), (6, "epoch")]
+
+
+def test_plan_rows_carry_raw_bytes_only_for_quarantine(bare_spark: SparkSession) -> None:
+    values = [encode(7, SCHEMA, {"id": "a"}), None, b"\x42garbage"]
+    versions = [transform.VersionSchema(1, 7, SCHEMA)]
+    decoded = transform.decode_avro(transform.classify_avro(raw(bare_spark, values), [7]), versions)
+    rows = transform.plan_rows(transform.with_business_time(decoded, (), NOW, ["_value_v1"]), ["_value_v1"])
     assert rows.columns == [
-        "id",
         "_kafka_partition",
         "_kafka_offset",
         "_kafka_timestamp",
+        "_key",
+        "_raw_value",
+        "_schema_id",
+        "_error",
+        "_schema_version",
+        "_value_v1",
         "_business_time",
         "_time_source",
-        "_key",
         "dt",
         "hour",
+        "_quarantine_dt",
     ]
-    quarantine = transform.quarantine_rows(classified)
-    assert [(r["_kafka_offset"], r["_error"], r["_raw_value"], r["dt"]) for r in quarantine.collect()] == [
-        (2, "bad_magic_byte", bytearray(b"\x42garbage"), "2026-11-20")
-    ]
-    both = transform.with_tombstones(rows, classified)
-    assert sorted((r["_kafka_offset"], r["_tombstone"], r["id"]) for r in both.collect()) == [
-        (0, False, "a"),
-        (1, True, None),
+    found = [(r["_error"], r["_raw_value"], r["_quarantine_dt"], r["dt"], r["hour"]) for r in rows.collect()]
+    assert found == [
+        (None, None, None, "2026-11-20", 10),
+        ("tombstone", None, None, "2026-11-20", 10),
+        ("bad_magic_byte", bytearray(b"\x42garbage"), "2026-11-20", "2026-11-20", 10),
     ]
 
 
@@ -127,7 +155,7 @@ def test_partitions_do_not_depend_on_the_session_zone(bare_spark: SparkSession, 
     bare_spark.conf.set("spark.sql.session.timeZone", zone)
     try:
         elsewhere = [tuple(r) for r in timed(bare_spark, values).select(*columns).collect()]
-        tombstone = transform.tombstone_rows(transform.classify_json(raw(bare_spark, [None]))).first()
+        tombstone = transform.with_business_time(transform.classify_json(raw(bare_spark, [None])), (), NOW, []).first()
     finally:
         bare_spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert [r[1:] for r in in_utc] == [

@@ -1,0 +1,160 @@
+"""The archiver's writer against in-process S3: one pass routes a plan's rows to data objects per (version, Kafka
+partition, hour), the delete log and quarantine, cuts objects at the record bound, counts every row, and writes
+the same keys and bytes however the rows were batched."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from moto import mock_aws
+
+from kafkalake.layout import TablePrefix
+from kafkalake.settings import Endpoints
+from spark_jobs.writer import COUNT, DATA, QUARANTINE, WAITED, WROTE, PlanLayout, PlanWriter, worker_s3_client
+
+ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
+PREFIX = TablePrefix("payments", "test", "test", "orders")
+T9 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
+V1 = pa.struct([pa.field("id", pa.string()), pa.field("n", pa.int64())])
+V2 = pa.struct([pa.field("id", pa.string())])
+
+
+@pytest.fixture(autouse=True)
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        worker_s3_client.cache_clear()
+        client = boto3.client("s3", region_name="eu-west-1")
+        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        yield client
+        worker_s3_client.cache_clear()
+
+
+def row(offset: int, kind: str, hour: int = 9, partition: int = 0) -> dict[str, Any]:
+    """A plan row as ``transform.plan_rows`` gives it: kind v1, v2, tombstone, or an error."""
+    at = T9.replace(hour=hour) + timedelta(seconds=offset)
+    error = None if kind in ("v1", "v2") else kind
+    return {
+        "_kafka_partition": partition,
+        "_kafka_offset": offset,
+        "_kafka_timestamp": at,
+        "_key": f"k{offset}".encode(),
+        "_raw_value": b"\x42raw" if error not in (None, "tombstone") else None,
+        "_schema_id": {"v1": 11, "v2": 12}.get(kind),
+        "_error": error,
+        "_schema_version": {"v1": 1, "v2": 2}.get(kind),
+        "_value_v1": {"id": f"a{offset}", "n": offset} if kind == "v1" else None,
+        "_value_v2": {"id": f"b{offset}"} if kind == "v2" else None,
+        "_business_time": at,
+        "_time_source": "kafka_timestamp",
+        "dt": at.date().isoformat(),
+        "hour": hour,
+        "_quarantine_dt": at.date().isoformat() if error not in (None, "tombstone") else None,
+    }
+
+
+SCHEMA = pa.schema(
+    [
+        ("_kafka_partition", pa.int32()),
+        ("_kafka_offset", pa.int64()),
+        ("_kafka_timestamp", pa.timestamp("us", tz="UTC")),
+        ("_key", pa.binary()),
+        ("_raw_value", pa.binary()),
+        ("_schema_id", pa.int64()),
+        ("_error", pa.string()),
+        ("_schema_version", pa.int32()),
+        ("_value_v1", V1),
+        ("_value_v2", V2),
+        ("_business_time", pa.timestamp("us", tz="UTC")),
+        ("_time_source", pa.string()),
+        ("dt", pa.string()),
+        ("hour", pa.int32()),
+        ("_quarantine_dt", pa.string()),
+    ]
+)
+
+
+def layout(max_records: int = 100, keep: bool = False, extra: tuple[str, ...] = ()) -> PlanLayout:
+    return PlanLayout(ENDPOINTS, "lake", PREFIX, ((1, "_value_v1"), (2, "_value_v2")), extra, keep, max_records)
+
+
+def write(rows: list[dict[str, Any]], plan: PlanLayout, batch: int = 4) -> list[dict[str, Any]]:
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    outcome = list(PlanWriter(plan)(iter(table.to_batches(max_chunksize=batch))))
+    found: list[dict[str, Any]] = pa.Table.from_batches(outcome).to_pylist()
+    return found
+
+
+def read(s3: Any, key: str) -> pa.Table:
+    return pq.read_table(io.BytesIO(s3.get_object(Bucket="lake", Key=key)["Body"].read()))
+
+
+PLAN = [
+    row(0, "v1"),
+    row(1, "v1", hour=10),
+    row(2, "tombstone"),
+    row(3, "v2"),
+    row(4, "bad_magic_byte"),
+    row(5, "v1"),
+    row(6, "corrupt_avro", hour=10),
+    row(7, "v1", hour=10),
+]
+
+
+def test_one_pass_routes_data_by_version_and_hour_and_quarantines_errors(s3: Any) -> None:
+    outcome = write(PLAN, layout())
+    objects = {r["key"]: r for r in outcome if r["kind"] in (DATA, QUARANTINE)}
+    data = {k: r for k, r in objects.items() if r["kind"] == DATA}
+    assert sorted((k.split("/")[-4:-1], r["first_offset"], r["last_offset"], r["rows"]) for k, r in data.items()) == [
+        (["schema_version=1", "dt=2026-11-20", "hour=09"], 0, 5, 2),
+        (["schema_version=1", "dt=2026-11-20", "hour=10"], 1, 7, 2),
+        (["schema_version=2", "dt=2026-11-20", "hour=09"], 3, 3, 1),
+    ]
+    hour9 = read(s3, next(k for k in data if "schema_version=1" in k and "hour=09" in k))
+    assert hour9.column_names == [
+        "id",
+        "n",
+        "_kafka_partition",
+        "_kafka_offset",
+        "_kafka_timestamp",
+        "_business_time",
+        "_time_source",
+    ]
+    assert hour9.column("_kafka_offset").to_pylist() == [0, 5] and hour9.column("id").to_pylist() == ["a0", "a5"]
+    assert all(hour9.schema.field(name).nullable for name in ("id", "n"))
+    (quarantine,) = [k for k, r in objects.items() if r["kind"] == QUARANTINE]
+    assert quarantine.startswith(PREFIX.quarantine_prefix())
+    quarantined = read(s3, quarantine)
+    assert quarantined.column("_error").to_pylist() == ["bad_magic_byte", "corrupt_avro"]
+    assert quarantined.column("_raw_value").to_pylist() == [b"\x42raw", b"\x42raw"]
+    counts = {r["error"]: r["rows"] for r in outcome if r["kind"] == COUNT}
+    assert counts == {None: 5, "tombstone": 1, "bad_magic_byte": 1, "corrupt_avro": 1}
+    assert {r["kind"] for r in outcome if r["seconds"] is not None} == {WAITED, WROTE}
+
+
+def test_kept_tombstones_join_the_newest_version_as_delete_log_rows(s3: Any) -> None:
+    outcome = write(PLAN, layout(keep=True))
+    (newest,) = [r["key"] for r in outcome if r["kind"] == DATA and "schema_version=2" in r["key"]]
+    table = read(s3, newest)
+    assert table.column_names[-2:] == ["_tombstone", "_key"]  # _key added for the log, as the topic omits keys
+    assert table.select(["_kafka_offset", "_tombstone", "id", "_key"]).to_pylist() == [
+        {"_kafka_offset": 2, "_tombstone": True, "id": None, "_key": b"k2"},
+        {"_kafka_offset": 3, "_tombstone": False, "id": "b3", "_key": b"k3"},
+    ]
+
+
+def test_objects_are_cut_at_the_record_bound_and_do_not_depend_on_batching(s3: Any) -> None:
+    rows = [row(i, "v1") for i in range(7)] + [row(i, "v1", partition=1) for i in range(3)]
+    first = write(rows, layout(max_records=3), batch=2)
+    data = sorted((r["kafka_partition"], r["first_offset"], r["last_offset"]) for r in first if r["kind"] == DATA)
+    assert data == [(0, 0, 2), (0, 3, 5), (0, 6, 6), (1, 0, 2)]
+    bodies = {r["key"]: s3.get_object(Bucket="lake", Key=r["key"])["Body"].read() for r in first if r["key"]}
+    second = write(rows, layout(max_records=3), batch=5)
+    assert {r["key"] for r in second if r["key"]} == set(bodies)
+    assert all(s3.get_object(Bucket="lake", Key=k)["Body"].read() == body for k, body in bodies.items())
