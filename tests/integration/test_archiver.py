@@ -193,7 +193,19 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
     schema = topic.schemas[0]
     schema_id = ensure_topic_and_registry.register(value_subject(topic.kafka_topic), schema)
     moment = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
-    kinds = ["garbage", "unknown_id", "tombstone", "s", "ms", "us", "iso_offset", "iso_local", "missing", "y2999"]
+    kinds = [
+        "garbage",
+        "unknown_id",
+        "corrupt",
+        "tombstone",
+        "s",
+        "ms",
+        "us",
+        "iso_offset",
+        "iso_local",
+        "missing",
+        "y2999",
+    ]
     per_kind = 20
     producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})
     for i in range(per_kind * len(kinds)):
@@ -217,6 +229,8 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
             value = b"\x42garbage"
         elif kind == "unknown_id":
             value = encode(987654, schema, record)
+        elif kind == "corrupt":  # a known schema id, then a payload cut short
+            value = value[:7]
         elif kind == "tombstone":
             value = None
         producer.produce(topic.kafka_topic, key=f"c-{i}".encode(), value=value, partition=i % 3)
@@ -228,6 +242,7 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
     assert summary.quarantine_by_reason == {
         "bad_magic_byte": per_kind,
         "unknown_schema_id": per_kind,
+        "corrupt_avro": per_kind,
         "time_out_of_bounds": per_kind,
     }
     rows = read_back(spark, endpoints, topic)
@@ -250,7 +265,7 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
     quarantined = keys(endpoints, topic.prefix.quarantine_prefix())
     assert quarantined and all(k.endswith(".parquet") for k in quarantined)
     q = spark.read.parquet(*[f"s3a://{endpoints.bucket}/{k}" for k in quarantined])
-    assert q.count() == 3 * per_kind
+    assert q.count() == 4 * per_kind
     poison = q.filter(F.col("_error") == "bad_magic_byte").first()
     assert poison is not None and poison["_raw_value"] == b"\x42garbage"
 
