@@ -45,6 +45,8 @@ def main() -> None:
         raise SystemExit(f"archiver failed: {failed}")
     run_seconds = time.monotonic() - started - session_seconds
     timings = {phase: sum(r.timings()[phase] for r in results) for phase in PHASES}
+    later = [s for r in results for s in r.plans[1:] if s.plan]
+    after_first = {"records": sum(s.read for s in later), "seconds": sum(s.seconds for s in later)}
     outcome = {
         "topics": len(topics),
         "records": sum(r.totals()["read"] for r in results),
@@ -53,6 +55,7 @@ def main() -> None:
         "run_seconds": run_seconds,
         "seconds": session_seconds + run_seconds,
         "phase_seconds_summed_over_topics": timings,
+        "plans_after_the_first": after_first,
     }
     result_file.write_text(json.dumps(outcome))
 

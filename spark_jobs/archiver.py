@@ -74,6 +74,8 @@ class Summary:
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds per phase (``PHASES``)."""
     redone_plan: bool = False
+    seconds: float = 0.0
+    """Wall time of the plan, from loading or making it to deleting it."""
 
     def balanced(self) -> bool:
         return self.read == self.written + self.quarantined + self.tombstones
@@ -235,6 +237,7 @@ class TopicArchiver:
             self.store.delete()
         ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
         self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
+        summary.seconds = time.monotonic() - started
         return summary
 
     def lag(self) -> dict[int, int]:
