@@ -296,3 +296,40 @@ def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, 
     summary = archive_topic(spark, dataclasses.replace(sasl, kafka_secret_arn=secret(KAFKA_USER[1])), topic)
     assert summary.written == counts["schema_version_1"] > 0
     assert read_back(spark, endpoints, topic).count() == summary.written
+
+
+def test_keys_and_headers_are_archived_when_the_topic_asks(spark: SparkSession, endpoints: Endpoints) -> None:
+    topic = fresh("card-authorized", include_key=True, include_headers=True)
+    from confluent_kafka.admin import AdminClient
+
+    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic.kafka_topic, 3)
+    schema = topic.schemas[-1]
+    schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic.kafka_topic), schema)
+    producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})
+    at_ms = int(datetime(2026, 11, 20, 10, 30, tzinfo=UTC).timestamp() * 1000)
+    for i in range(30):
+        record = {
+            "id": f"h-{i}",
+            "amount_cents": i,
+            "currency": "EUR",
+            "created_at_ms": at_ms,
+            "authorization": {"authorized_at": None, "issuer": "x"},
+            "merchant_country": None,
+        }
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            [("trace", f"t-{i}".encode()), ("source", b"pos")] if i % 2 else None
+        )
+        producer.produce(
+            topic.kafka_topic,
+            key=f"k-{i}".encode(),
+            value=encode(schema_id, schema, record),
+            headers=headers,
+            partition=i % 3,
+        )
+    assert producer.flush(30) == 0
+    summary = archive_topic(spark, endpoints, topic)
+    assert summary.written == 30 and summary.balanced()
+    rows = {r["id"]: r for r in read_back(spark, endpoints, topic).collect()}
+    assert rows["h-3"]["_key"] == b"k-3"
+    assert [(h["key"], bytes(h["value"])) for h in rows["h-3"]["_headers"]] == [("trace", b"t-3"), ("source", b"pos")]
+    assert not rows["h-4"]["_headers"]  # a record without headers: an empty list
