@@ -168,7 +168,6 @@ def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.Ver
     archive = topic.spec.archive
     return PlanLayout(
         endpoints,
-        endpoints.bucket,
         topic.prefix,
         tuple((v.version, transform.value_column(v.version)) for v in versions),
         tuple(c for c, wanted in (("_key", archive.include_key), ("_headers", archive.include_headers)) if wanted),
@@ -278,8 +277,8 @@ def carry_out(
     raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
     records = plan_records(raw, topic, versions, datetime.fromisoformat(plan.created_at), spark)
     outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions)), OUTCOME_SCHEMA).collect()
-    account(outcome, topic, summary)
-    for version, (rows, objects) in sorted(written_per_version(summary.stored).items()):
+    per_version = account(outcome, topic, summary)
+    for version, (rows, objects) in sorted(per_version.items()):
         say(
             f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {objects} objects under "
             f"s3://{endpoints.bucket}/{topic.prefix.data_prefix()}schema_version={version}/"
@@ -291,9 +290,11 @@ def carry_out(
         )
 
 
-def account(outcome: list[Row], topic: Topic, summary: Summary) -> None:
-    """The writer's outcome rows → the summary: objects, counts per Kafka partition and reason, task timings."""
+def account(outcome: list[Row], topic: Topic, summary: Summary) -> dict[int, tuple[int, int]]:
+    """The writer's outcome rows → the summary: objects, counts per Kafka partition and reason, task timings.
+    Returns schema version → (rows, objects) written."""
     reasons: Counter[str] = Counter()
+    per_version: dict[int, tuple[int, int]] = {}
     for row in outcome:
         kind, partition, rows = row["kind"], row["kafka_partition"], row["rows"]
         if kind in (WAITED, WROTE):
@@ -317,27 +318,21 @@ def account(outcome: list[Row], topic: Topic, summary: Summary) -> None:
             summary.stored.append(stored)
             add(per, "files", 1)
             add(per, "written", rows)
-            hour = parse_data_key(stored.key).partition.start.isoformat()
+            written = parse_data_key(stored.key).partition
+            hour = written.start.isoformat()
             summary.latest_hour[partition] = max(hour, summary.latest_hour.get(partition, hour))
+            version_rows, version_objects = per_version.get(written.schema_version, (0, 0))
+            per_version[written.schema_version] = (version_rows + rows, version_objects + 1)
     summary.objects = len(summary.stored)
     summary.quarantine_by_reason = dict(reasons)
     summary.quarantined = sum(o.rows for o in summary.quarantine_objects)
     kept = summary.tombstones if topic.spec.tombstones == "keep" else 0  # delete-log rows are not data rows
     summary.written = sum(o.rows for o in summary.stored) - kept
+    return per_version
 
 
 def add(counts: dict[str, int], name: str, n: int) -> None:
     counts[name] = counts.get(name, 0) + n
-
-
-def written_per_version(stored: list[StoredObject]) -> dict[int, tuple[int, int]]:
-    """Schema version → (rows, objects)."""
-    per: dict[int, tuple[int, int]] = {}
-    for obj in stored:
-        version = parse_data_key(obj.key).partition.schema_version
-        rows, objects = per.get(version, (0, 0))
-        per[version] = (rows + obj.rows, objects + 1)
-    return per
 
 
 def stored_object(row: Row) -> StoredObject:

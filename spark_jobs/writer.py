@@ -60,7 +60,7 @@ class PlanLayout:
     """Where and how a topic's plan is written."""
 
     endpoints: Endpoints
-    bucket: str
+    """Where to write: ``endpoints.bucket``."""
     prefix: TablePrefix
     versions: tuple[tuple[int, str], ...]
     """(schema version, the column holding its values) for every version the plan may hold."""
@@ -242,7 +242,7 @@ class PlanWriter:
         path_columns = ["dt", "hour"] if kind == DATA else ["dt"]
         body = io.BytesIO()
         pq.write_table(table.drop_columns(path_columns), body, compression=self.layout.compression)
-        self.s3.put_object(Bucket=self.layout.bucket, Key=key, Body=body.getvalue())
+        self.s3.put_object(Bucket=self.layout.endpoints.bucket, Key=key, Body=body.getvalue())
         self.outcome.append(
             {
                 "kind": kind,

@@ -81,7 +81,7 @@ SCHEMA = pa.schema(
 
 
 def layout(max_records: int = 100, keep: bool = False, extra: tuple[str, ...] = ()) -> PlanLayout:
-    return PlanLayout(ENDPOINTS, "lake", PREFIX, ((1, "_value_v1"), (2, "_value_v2")), extra, keep, max_records)
+    return PlanLayout(ENDPOINTS, PREFIX, ((1, "_value_v1"), (2, "_value_v2")), extra, keep, max_records)
 
 
 def write(rows: list[dict[str, Any]], plan: PlanLayout, batch: int = 4) -> list[dict[str, Any]]:
