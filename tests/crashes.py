@@ -7,10 +7,13 @@ not import it).
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -20,6 +23,9 @@ from pyspark import cloudpickle
 from spark_jobs.manifest import ManifestState, ManifestStore
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+
+POLL_SECONDS = 0.25
+"""How often a kill watches the progress of the run it is due to kill."""
 
 
 class InjectedCrash(RuntimeError):
@@ -85,16 +91,37 @@ class DeletesThenCrash:
         return getattr(self._s3, name)
 
 
-def kill_at(command: Sequence[str], environ: Mapping[str, str], moments: Sequence[int]) -> int:
-    """Start ``command`` once per moment and SIGKILL its whole process group (Spark's JVM included) after that
-    many seconds unless it ended first; how many runs were killed."""
+@dataclass(frozen=True)
+class Kill:
+    """SIGKILL a run ``delay`` seconds after it made ``steps`` steps of progress of its own."""
+
+    steps: int
+    delay: float
+
+
+def random_kills(seed: int, steps: range, count: int = 3, most_delay: float = 2.0) -> list[Kill]:
+    """``count`` kills, each after a random number of steps drawn from ``steps`` and up to ``most_delay`` s more."""
+    draw = random.Random(seed)
+    return [Kill(draw.choice(steps), round(draw.uniform(0, most_delay), 2)) for _ in range(count)]
+
+
+def kill_on_progress(
+    command: Sequence[str], environ: Mapping[str, str], progress: Callable[[], int], kills: Sequence[Kill]
+) -> int:
+    """Start ``command`` once per kill and SIGKILL its whole process group (Spark's JVM included) when the kill is
+    due by ``progress()`` (the work all runs left in S3 so far), unless the run ended first; how many were killed.
+
+    A kill keyed to the run's own progress lands in the middle of its work however long Spark takes to start."""
     killed = 0
-    for moment in moments:
+    for kill in kills:
         child = subprocess.Popen(
             command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
+        due = progress() + kill.steps
+        while child.poll() is None and progress() < due:
+            time.sleep(POLL_SECONDS)
         try:
-            child.wait(timeout=moment)
+            child.wait(timeout=kill.delay)
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()

@@ -28,7 +28,7 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compactor import VERIFICATION_FAILED, Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
-from tests.crashes import DeletesThenCrash, crash_after_saving, kill_at
+from tests.crashes import DeletesThenCrash, crash_after_saving, kill_on_progress, random_kills
 from tests.integration.lake_files import small_file
 
 pytestmark = pytest.mark.stack
@@ -82,6 +82,13 @@ class Lake:
 
     def keys(self, prefix: str) -> dict[str, int]:
         return list_objects(self.s3, self.bucket, prefix)
+
+    def steps(self) -> int:
+        """How far compaction got here: each partition's manifest counts its state's place (planned 1 … cleaned 5)."""
+        order = list(ManifestState)
+        keys = [k for k in self.keys(self.topic.prefix.state_prefix()) if k.endswith("manifest.json")]
+        states = [json.loads(self.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read())["state"] for k in keys]
+        return sum(order.index(ManifestState(state)) + 1 for state in states)
 
     def raw(self) -> dict[str, int]:
         return self.keys(self.topic.prefix.data_prefix())
@@ -351,8 +358,8 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     spark: SparkSession, local_stack: Endpoints, tmp_path: Path
 ) -> None:
     """`kafkalake compact run` over three tables of six partitions each is killed with SIGKILL (its whole process
-    group) three times at random moments, then left to finish; inputs are deleted as soon as a run allows
-    (--grace-minutes 0), so kills land in every step, cleaning included."""
+    group) three times, each at a random point of its own progress, then left to finish; inputs are deleted as soon
+    as a run allows (--grace-minutes 0), so kills land while writing, verifying, swapping and cleaning."""
     env, catalog_folder, environments = isolated_env(tmp_path)
     endpoints = with_bucket(local_stack, env.bucket)
     hours = [Partition(1, date(2026, 11, 20), hour) for hour in range(6)]
@@ -366,19 +373,20 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     command += ["--target-file-mb", "1", "--grace-minutes", "0", "--min-input-files", "2"]
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
     seed = random.randrange(1_000_000)
-    # a run takes about 15 s here alone (Spark starts in ~6 s): each kill comes later than the one before, while
-    # the earlier kills left most of the work to do
-    moments = sorted(random.Random(seed).sample(range(5, 14), 3))
-    killed = kill_at(command, environ, moments)
-    assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the compactor still running"
+    # a step is one partition's manifest moving on (planned, written, verified, swapped, cleaned): a run from scratch
+    # plans all 18 partitions at once, then writes, verifies and swaps them; each kill comes 1-18 steps into its own
+    # run and up to 2 s later, wherever Spark's start left the run by then
+    kills = random_kills(seed, range(1, 19))
+    killed = kill_on_progress(command, environ, lambda: sum(lake.steps() for lake in lakes), kills)
+    assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the compactor still running"
     for _ in range(2):  # the first finishes what the kills left; the second deletes inputs swapped by the first
         final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
-        assert final.returncode == 0, f"seed {seed}, kills at {moments} s: {final.stdout[-3000:]}{final.stderr[-3000:]}"
+        assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"
     for lake in lakes:
         for hour in hours:
             frame = lake.read_current(spark, hour).select("_kafka_partition", "_kafka_offset")
-            assert (frame.count(), frame.distinct().count()) == (rows[lake.topic.name][hour],) * 2, (seed, moments)
-            assert lake.location(hour).startswith(f"s3://{lake.bucket}/compacted/"), (seed, moments)
+            assert (frame.count(), frame.distinct().count()) == (rows[lake.topic.name][hour],) * 2, (seed, kills)
+            assert lake.location(hour).startswith(f"s3://{lake.bucket}/compacted/"), (seed, kills)
         assert lake.raw() == {}, f"seed {seed}: inputs left behind"
         runs = {k.rsplit("/", 1)[0] for k in lake.keys(lake.topic.prefix.compacted_prefix())}
         assert runs == {lake.location(hour).split(f"{lake.bucket}/", 1)[1].rstrip("/") for hour in hours}, seed

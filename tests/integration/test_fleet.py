@@ -30,7 +30,7 @@ from kafkalake_dev.sandbox import isolated_env, with_bucket
 from kafkalake_dev.workload import sample_value
 from spark_jobs.fleet import catch_up
 from spark_jobs.metrics import metric_data, publish
-from tests.crashes import kill_at
+from tests.crashes import kill_on_progress, random_kills
 from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
 
 pytestmark = pytest.mark.stack
@@ -151,25 +151,29 @@ def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
 def test_sigkill_at_random_moments_then_a_clean_run(
     local_stack: Endpoints, spark: SparkSession, tmp_path: Path
 ) -> None:
-    """The archiver's process group is killed with SIGKILL three times at random moments while it works (a run
-    that would take about a minute, in plans of 100 records: 58 s measured with the one-pass archiver, Spark's
-    start included), then left to finish. A kill at second 10-29 leaves work for the next run at least twice."""
-    fleet = Fleet(local_stack, tmp_path, "archive:\n  max_records_per_run: 100\n  max_records_per_file: 40\n")
+    """The archiver's process group is killed with SIGKILL three times while it works, each time a random number of
+    objects into its own run (plans of 300 records, 9 or more objects each) and up to 2 s later, so kills land while
+    reading, writing and committing; then it is left to finish."""
+    fleet = Fleet(local_stack, tmp_path, "archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\n")
     topic = fleet.topic("card-authorized")
     counts = produce(fleet.endpoints, topic, RECORDS)
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}
     seed = random.randrange(1_000_000)
-    moments = random.Random(seed).sample(range(10, 30), 3)
-    killed = kill_at([kafkalake, *fleet.command(topic.name)], environ, moments)
-    assert killed >= 2, f"seed {seed}: only {killed} of the kills at {moments} s found the archiver still running"
+    kills = random_kills(seed, range(1, 25))
     command = [kafkalake, *fleet.command(topic.name)]
+
+    def objects() -> int:
+        return len(keys(fleet.endpoints, topic.prefix.data_prefix()))
+
+    killed = kill_on_progress(command, environ, objects, kills)
+    assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the archiver still running"
     final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
-    assert final.returncode == 0, f"seed {seed}, kills at {moments} s: {final.stdout[-3000:]}{final.stderr[-3000:]}"
+    assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"
 
     good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
     assert good == RECORDS - counts["poison"] - counts["tombstones"]
-    assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills at {moments} s"
+    assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills {kills}"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
     assert keys(fleet.endpoints, topic.prefix.state_prefix()) == keys(
