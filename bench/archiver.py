@@ -4,12 +4,14 @@
   archiver's records/s after its Spark session is up, against `kafka-consumer-perf-test` on the same topic; at
   the catalog's default per-plan limit (1,000,000 records), and at a tenth of BENCH_RECORDS per plan (the B1m
   run, ten plans). Also reported: plans 2-10 of that run alone (``ratio_warm_plans``), without the first plan's
-  warm-up (Python workers, Kafka clients, code generation, JIT), which a run pays once.
-- B1m: the peak resident memory of the archiver's whole process tree (Python driver, Spark JVM, Python workers,
-  sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory bounded.
-  Each is the median of BENCH_MEMORY_RUNS (3) runs.
+  warm-up (Python workers, Kafka clients, code generation, JIT), which a run pays once. The CPU seconds the
+  archiver's process tree used per record at the default limit are reported too.
+- B1m: the peak resident memory of the archiver's whole process tree (Python driver, Spark JVM, Python daemon and
+  workers, sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory
+  bounded. Each is the median of BENCH_MEMORY_RUNS (3) runs. Beside it: the same ratio for the summed PSS and for
+  the JVM alone, and the 20x backlog against the 10x (the topic doubled), which shows whether the peak still grows.
 
-The same topic is archived twice (into different tables, its consumer group deleted in between).
+The same topic is archived several times (into different tables, its consumer group deleted in between).
 - B-fleet: BENCH_FLEET_TOPICS (100) topics x 3 partitions x BENCH_FLEET_RECORDS (2,000) records archived by one
   run against one run archiving one such topic (cycle time reported).
 
@@ -151,34 +153,54 @@ def forget_offsets(endpoints: Endpoints, topic: str) -> None:
                 raise
 
 
-def _tree_rss_kib(root: int) -> int:
-    total, pending = 0, [root]
+MEMORY_FIGURES = ("rss", "pss", "jvm_rss")
+"""Sampled over the archiver's process tree: the RSS summed (B1m), the PSS summed (shared pages counted once), the
+Spark JVM's RSS alone."""
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_sample(root: int) -> tuple[dict[str, int], dict[int, float]]:
+    """MEMORY_FIGURES of ``root`` and all its descendants, in KiB, and the CPU seconds each has used so far. Children
+    are listed per thread: the JVM starts Spark's Python daemon (and so every Python worker) from one of its threads,
+    never from its main thread."""
+    memory, cpu, pending = dict.fromkeys(MEMORY_FIGURES, 0), {}, [root]
     while pending:
         pid = pending.pop()
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{pid}/comm").read_text().strip()
+            threads = list(Path(f"/proc/{pid}/task").iterdir())
+            pending += [int(child) for task in threads for child in (task / "children").read_text().split()]
+        except OSError:  # ended while sampled
             continue
-        match = re.search(r"VmRSS:\s+(\d+)", status)
-        total += int(match.group(1)) if match else 0
-        pending += [int(c) for c in children]
-    return total
+        rss = _rollup_kib(rollup, "Rss")
+        memory["rss"] += rss
+        memory["pss"] += _rollup_kib(rollup, "Pss")
+        memory["jvm_rss"] += rss if command == "java" else 0
+        cpu[pid] = (int(stat[11]) + int(stat[12])) / TICKS_PER_SECOND  # utime + stime, all threads
+    return memory, cpu
+
+
+def _rollup_kib(rollup: str, field: str) -> int:
+    match = re.search(rf"^{field}:\s+(\d+)", rollup, re.MULTILINE)
+    return int(match.group(1)) if match else 0
 
 
 def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, Any]:
-    """Run the archiver in a child process until every topic is caught up; its timings and the peak RSS of its
-    process tree."""
+    """Run the archiver in a child process until every topic is caught up; its timings, the peak memory of its
+    process tree (MEMORY_FIGURES, each its own peak) and the CPU seconds the tree used (the Spark start included)."""
     with tempfile.TemporaryDirectory() as folder:
         result_file = Path(folder) / "result.json"
         command = [sys.executable, "-m", "bench.archiver_run", str(result_file), str(per_run), str(concurrency)]
         child = subprocess.Popen([*command, *topics])
-        peak = 0
+        peaks, cpu = dict.fromkeys(MEMORY_FIGURES, 0), {}
 
         def sample() -> None:
-            nonlocal peak
             while child.poll() is None:
-                peak = max(peak, _tree_rss_kib(child.pid))
+                memory, used = _tree_sample(child.pid)
+                peaks.update({name: max(peaks[name], value) for name, value in memory.items()})
+                cpu.update(used)
                 time.sleep(0.25)
 
         sampler = threading.Thread(target=sample)
@@ -188,7 +210,8 @@ def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, 
         if child.returncode != 0:
             raise RuntimeError(f"archiver child exited with {child.returncode}")
         outcome: dict[str, Any] = json.loads(result_file.read_text())
-    return {**outcome, "peak_rss_mib": peak / 1024}
+    memory_mib = {f"peak_{name}_mib": kib / 1024 for name, kib in peaks.items()}
+    return {**outcome, **memory_mib, "cpu_seconds": sum(cpu.values())}
 
 
 def median_peak(endpoints: Endpoints, topic: str, records: int) -> dict[str, Any]:
@@ -201,6 +224,15 @@ def median_peak(endpoints: Endpoints, topic: str, records: int) -> dict[str, Any
         print(f"[bench] archiver on {records} records, {PER_RUN} per plan: {runs[-1]}", flush=True)
     runs.sort(key=lambda run: run["peak_rss_mib"])
     return {**runs[len(runs) // 2], "peaks_mib": [run["peak_rss_mib"] for run in runs]}
+
+
+def memory_ratios(ten_x: dict[str, Any], one_x: dict[str, Any]) -> dict[str, float]:
+    """B1m (the RSS of the whole tree), and beside it the same ratio for the PSS and for the Spark JVM alone."""
+    ratios = {name: ten_x[f"peak_{name}_mib"] / one_x[f"peak_{name}_mib"] for name in MEMORY_FIGURES}
+    return {
+        "B1m_ratio_peak_memory_10x_to_1x": ratios.pop("rss"),
+        **{f"ratio_peak_{name}_10x_to_1x": ratio for name, ratio in ratios.items()},
+    }
 
 
 def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
@@ -216,6 +248,8 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
     print(f"[bench] archiver on {RECORDS} records, {default_limit} per plan: {at_default}", flush=True)
     ten_x = median_peak(endpoints, big, RECORDS)
     one_x = median_peak(endpoints, small, PER_RUN)
+    produce(endpoints, big, RECORDS)  # twice the backlog: does the peak still grow?
+    twenty_x = median_peak(endpoints, big, 2 * RECORDS)
     after_start = at_default["records"] / at_default["run_seconds"]
     end_to_end = at_default["records"] / at_default["seconds"]
     small_plans = ten_x["records"] / ten_x["run_seconds"]
@@ -229,13 +263,16 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
         "archiver_default_limit": at_default,
         "archiver_10x": ten_x,
         "archiver_1x": one_x,
+        "archiver_20x": twenty_x,
         "archiver_records_per_second_after_start": after_start,
         "archiver_records_per_second_end_to_end": end_to_end,
         "B1_ratio_after_start": after_start / perf["records_per_second_reported"],
         "B1_ratio_end_to_end": end_to_end / perf["records_per_second_reported"],
         "B1_ratio_after_start_ten_plans": small_plans / perf["records_per_second_reported"],
         "ratio_warm_plans": warm_rate / perf["records_per_second_reported"],
-        "B1m_ratio_peak_memory_10x_to_1x": ten_x["peak_rss_mib"] / one_x["peak_rss_mib"],
+        **memory_ratios(ten_x, one_x),
+        "ratio_peak_rss_20x_to_10x": twenty_x["peak_rss_mib"] / ten_x["peak_rss_mib"],
+        "archiver_cpu_microseconds_per_record": at_default["cpu_seconds"] / RECORDS * 1e6,
     }
 
 
