@@ -8,7 +8,7 @@
   archiver's process tree used per record at the default limit are reported too.
 - B1m: the peak resident memory of the archiver's whole process tree (Python driver, Spark JVM, Python daemon and
   workers, sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory
-  bounded. Each is the median of BENCH_MEMORY_RUNS (3) runs. Beside it: the same ratio for the summed PSS and for
+  bounded. Each is the median of BENCH_MEMORY_RUNS (5) runs. Beside it: the same ratio for the summed PSS and for
   the JVM alone, and the 20x backlog against the 10x (the topic doubled), which shows whether the peak still grows.
 
 The same topic is archived several times (into different tables, its consumer group deleted in between).
@@ -48,7 +48,7 @@ from spark_jobs.offsets import consumer_group
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PER_RUN = RECORDS // 10
-MEMORY_RUNS = int(os.environ.get("BENCH_MEMORY_RUNS", "3"))
+MEMORY_RUNS = int(os.environ.get("BENCH_MEMORY_RUNS", "5"))
 FLEET_TOPICS = int(os.environ.get("BENCH_FLEET_TOPICS", "100"))
 FLEET_RECORDS = int(os.environ.get("BENCH_FLEET_RECORDS", "2000"))
 FLEET_CONCURRENCY = int(os.environ.get("BENCH_FLEET_CONCURRENCY", "8"))
