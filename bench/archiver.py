@@ -159,7 +159,7 @@ Spark JVM's RSS alone."""
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
 
-def _tree_sample(root: int) -> tuple[dict[str, int], dict[int, float]]:
+def tree_sample(root: int) -> tuple[dict[str, int], dict[int, float]]:
     """MEMORY_FIGURES of ``root`` and all its descendants, in KiB, and the CPU seconds each has used so far. Children
     are listed per thread: the JVM starts Spark's Python daemon (and so every Python worker) from one of its threads,
     never from its main thread."""
@@ -198,7 +198,7 @@ def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, 
 
         def sample() -> None:
             while child.poll() is None:
-                memory, used = _tree_sample(child.pid)
+                memory, used = tree_sample(child.pid)
                 peaks.update({name: max(peaks[name], value) for name, value in memory.items()})
                 cpu.update(used)
                 time.sleep(0.25)

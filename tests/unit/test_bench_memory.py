@@ -1,0 +1,41 @@
+"""The benchmark's process-tree walk (B1m): processes started from any thread of a process are in its tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from bench.archiver import MEMORY_FIGURES, tree_sample
+
+STARTS_FROM_A_THREAD = """
+import subprocess, sys, threading
+def start():
+    child = subprocess.Popen([sys.executable, "-c", "import time; data = bytearray(64 << 20); time.sleep(60)"])
+    print(child.pid, flush=True)
+    sys.stdin.read()  # the thread lives on (a thread's children pass to another thread when it ends)
+thread = threading.Thread(target=start)
+thread.start()
+thread.join()
+"""
+
+
+def test_a_child_started_from_a_thread_is_in_the_tree() -> None:
+    """As the Spark JVM starts Spark's Python daemon: from a thread that is not the main one, and lives on."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STARTS_FROM_A_THREAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        time.sleep(0.5)  # the child's 64 MiB are touched
+        memory, cpu = tree_sample(parent.pid)
+        alone, _ = tree_sample(child)
+    finally:
+        subprocess.run(["kill", str(child)], check=True)
+        parent.communicate("")
+    assert set(cpu) == {parent.pid, child}
+    assert set(memory) == set(MEMORY_FIGURES)
+    assert alone["rss"] >= 64 * 1024  # KiB
+    assert memory["rss"] > alone["rss"] and memory["pss"] > alone["pss"]
+    assert memory["jvm_rss"] == 0  # no JVM here
