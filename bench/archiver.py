@@ -5,7 +5,9 @@
   the catalog's default per-plan limit (1,000,000 records), and at a tenth of BENCH_RECORDS per plan (the B1m
   run, ten plans). Also reported: plans 2-10 of that run alone (``ratio_warm_plans``), without the first plan's
   warm-up (Python workers, Kafka clients, code generation, JIT), which a run pays once. The CPU seconds the
-  archiver's process tree used per record at the default limit are reported too.
+  archiver's process tree used per record at the default limit are reported too, and the floor Spark itself sets
+  here: the topic through Spark alone (``bench.spark_alone``: Kafka source, from_avro, Spark's Parquet writer, no
+  Python) in the same plans, against perf-test and against the archiver.
 - B1m: the peak resident memory of the archiver's whole process tree (Python driver, Spark JVM, Python daemon and
   workers, sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory
   bounded. Each is the median of BENCH_MEMORY_RUNS (5) runs. Beside it: the same ratio for the summed PSS and for
@@ -214,6 +216,16 @@ def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, 
     return {**outcome, **memory_mib, "cpu_seconds": sum(cpu.values())}
 
 
+def spark_alone(topic: str, per_plan: int) -> dict[str, Any]:
+    """The same topic through Spark alone (``bench.spark_alone``) in plans of ``per_plan`` records: the floor."""
+    with tempfile.TemporaryDirectory() as folder:
+        result_file = Path(folder) / "result.json"
+        command = [sys.executable, "-m", "bench.spark_alone", str(result_file), str(per_plan), topic]
+        subprocess.run(command, check=True)
+        outcome: dict[str, Any] = json.loads(result_file.read_text())
+    return outcome
+
+
 def median_peak(endpoints: Endpoints, topic: str, records: int) -> dict[str, Any]:
     """Of MEMORY_RUNS archiver runs over the whole topic at PER_RUN records per plan, the one with the median peak
     memory (a run's peak varies by ~25% with when the JVM grows its heap), with every run's peak."""
@@ -246,11 +258,14 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
     default_limit = ArchiveSettings().max_records_per_run
     at_default = archive([big], default_limit)
     print(f"[bench] archiver on {RECORDS} records, {default_limit} per plan: {at_default}", flush=True)
+    alone = spark_alone(big, default_limit)
+    print(f"[bench] Spark alone on {RECORDS} records, {default_limit} per plan: {alone}", flush=True)
     ten_x = median_peak(endpoints, big, RECORDS)
     one_x = median_peak(endpoints, small, PER_RUN)
     produce(endpoints, big, RECORDS)  # twice the backlog: does the peak still grow?
     twenty_x = median_peak(endpoints, big, 2 * RECORDS)
     after_start = at_default["records"] / at_default["run_seconds"]
+    alone_after_start = alone["records"] / alone["run_seconds"]
     end_to_end = at_default["records"] / at_default["seconds"]
     small_plans = ten_x["records"] / ten_x["run_seconds"]
     warm = ten_x["plans_after_the_first"]
@@ -261,6 +276,7 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
         "max_records_per_run": PER_RUN,
         "consumer_perf_test": perf,
         "archiver_default_limit": at_default,
+        "spark_alone": alone,
         "archiver_10x": ten_x,
         "archiver_1x": one_x,
         "archiver_20x": twenty_x,
@@ -268,6 +284,8 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
         "archiver_records_per_second_end_to_end": end_to_end,
         "B1_ratio_after_start": after_start / perf["records_per_second_reported"],
         "B1_ratio_end_to_end": end_to_end / perf["records_per_second_reported"],
+        "spark_alone_ratio_after_start": alone_after_start / perf["records_per_second_reported"],
+        "ratio_archiver_to_spark_alone_after_start": after_start / alone_after_start,
         "B1_ratio_after_start_ten_plans": small_plans / perf["records_per_second_reported"],
         "ratio_warm_plans": warm_rate / perf["records_per_second_reported"],
         **memory_ratios(ten_x, one_x),

@@ -1,4 +1,4 @@
-"""The benchmark's process-tree walk (B1m): processes started from any thread of a process are in its tree."""
+"""The benchmarks' own logic: the process-tree walk (B1m) and the plans of the Spark-alone floor."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 import time
 
 from bench.archiver import MEMORY_FIGURES, tree_sample
+from bench.spark_alone import plans
 
 STARTS_FROM_A_THREAD = """
 import subprocess, sys, threading
@@ -39,3 +40,8 @@ def test_a_child_started_from_a_thread_is_in_the_tree() -> None:
     assert alone["rss"] >= 64 * 1024  # KiB
     assert memory["rss"] > alone["rss"] and memory["pss"] > alone["pss"]
     assert memory["jvm_rss"] == 0  # no JVM here
+
+
+def test_the_spark_alone_plans_advance_each_partition_by_its_share_to_its_end() -> None:
+    assert plans([5, 3, 4], 6) == [([0, 0, 0], [2, 2, 2]), ([2, 2, 2], [4, 3, 4]), ([4, 3, 4], [5, 3, 4])]
+    assert plans([0, 0, 0], 6) == []
