@@ -9,10 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.common import started_session
 from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.spark import local_session
 from spark_jobs.archiver import PHASES
 from spark_jobs.fleet import archive_fleet
 
@@ -31,19 +29,15 @@ def main() -> None:
     """``python -m bench.archiver_run RESULT_FILE PER_RUN CONCURRENCY KAFKA_TOPIC...``"""
     result_file, per_run, concurrency = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
+    spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver")
     started = time.monotonic()
-    endpoints = with_bucket(local_endpoints(), "kafkalake-bench")
-    spark = local_session(endpoints, "kafkalake-bench-archiver")
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.range(1).count()  # the session is up
-    session_seconds = time.monotonic() - started
     results = archive_fleet(
         spark, endpoints, topics, concurrency=concurrency, deadline=time.monotonic() + 3600, say=lambda _: None
     )
     failed = [r.error for r in results if not r.ok]
     if failed:
         raise SystemExit(f"archiver failed: {failed}")
-    run_seconds = time.monotonic() - started - session_seconds
+    run_seconds = time.monotonic() - started
     timings = {phase: sum(r.timings()[phase] for r in results) for phase in PHASES}
     later = [s for r in results for s in r.plans[1:] if s.plan]
     after_first = {"records": sum(s.read for s in later), "seconds": sum(s.seconds for s in later)}

@@ -1,4 +1,4 @@
-"""Shared benchmark plumbing: results as JSON under bench/results/."""
+"""Shared benchmark plumbing: results as JSON under bench/results/, the archiver children's Spark session."""
 
 from __future__ import annotations
 
@@ -6,9 +6,19 @@ import json
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.settings import Endpoints
+from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.sandbox import with_bucket
+from kafkalake_dev.spark import local_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 RESULTS = Path(__file__).resolve().parent / "results"
+BUCKET = "kafkalake-bench"
+"""The archiver benchmarks' bucket."""
 
 
 def write_result(name: str, payload: dict[str, Any]) -> Path:
@@ -20,3 +30,13 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     print(json.dumps(document, indent=2, sort_keys=True))
     print(f"[bench] wrote {path}")
     return path
+
+
+def started_session(app_name: str) -> tuple[SparkSession, Endpoints, float]:
+    """A local Spark session on the local stack and BUCKET, once it has run a job, and the seconds that took."""
+    started = time.monotonic()
+    endpoints = with_bucket(local_endpoints(), BUCKET)
+    spark = local_session(endpoints, app_name)
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.range(1).count()  # the session is up
+    return spark, endpoints, time.monotonic() - started

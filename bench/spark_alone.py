@@ -16,10 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from bench.archiver import SCHEMA
+from bench.common import started_session
 from kafkalake.kafka import watermarks
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.spark import local_session
 
 PARTITIONS = 3
 
@@ -54,19 +52,15 @@ def decoded(spark: SparkSession, bootstrap: str, topic: str, starts: list[int], 
 def main() -> None:
     """``python -m bench.spark_alone RESULT_FILE PER_PLAN KAFKA_TOPIC``"""
     result_file, per_plan, topic = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    spark, endpoints, session_seconds = started_session("kafkalake-bench-spark-alone")
     started = time.monotonic()
-    endpoints = with_bucket(local_endpoints(), "kafkalake-bench")
-    spark = local_session(endpoints, "kafkalake-bench-spark-alone")
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.range(1).count()  # the session is up
-    session_seconds = time.monotonic() - started
     consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
     ends = [watermarks(consumer, TopicPartition(topic, p))[1] for p in range(PARTITIONS)]
     consumer.close()
     folder = f"s3a://{endpoints.bucket}/spark-alone/{uuid.uuid4().hex}"
     for index, (starts, stops) in enumerate(plans(ends, per_plan)):
         decoded(spark, endpoints.kafka_bootstrap, topic, starts, stops).write.parquet(f"{folder}/plan-{index}")
-    run_seconds = time.monotonic() - started - session_seconds
+    run_seconds = time.monotonic() - started
     outcome = {"records": sum(ends), "session_seconds": session_seconds, "run_seconds": run_seconds}
     result_file.write_text(json.dumps(outcome))
 
