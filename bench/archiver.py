@@ -49,6 +49,7 @@ from kafkalake_dev.local import local_endpoints
 from spark_jobs.offsets import consumer_group
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
+PARTITIONS = 3
 PER_RUN = RECORDS // 10
 MEMORY_RUNS = int(os.environ.get("BENCH_MEMORY_RUNS", "5"))
 FLEET_TOPICS = int(os.environ.get("BENCH_FLEET_TOPICS", "100"))
@@ -71,7 +72,7 @@ SCHEMA = json.dumps(
 
 
 def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False) -> float:
-    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, 3)
+    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, PARTITIONS)
     schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic), SCHEMA)
     producer = Producer(
         {

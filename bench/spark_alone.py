@@ -15,11 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
-from bench.archiver import SCHEMA
+from bench.archiver import PARTITIONS, SCHEMA
 from bench.common import started_session
 from kafkalake.kafka import watermarks
-
-PARTITIONS = 3
 
 
 def plans(ends: list[int], per_plan: int) -> list[tuple[list[int], list[int]]]:
