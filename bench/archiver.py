@@ -12,8 +12,7 @@
   workers, sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory
   bounded. Each is the median of BENCH_MEMORY_RUNS (5) runs. Beside it: the same ratio for the summed PSS and for
   the JVM alone, and the 20x backlog against the 10x (the topic doubled), which shows whether the peak still grows.
-
-The same topic is archived several times (into different tables, its consumer group deleted in between).
+  B1 and B1m archive the same topic several times (into different tables, its consumer group deleted in between).
 - B-fleet: BENCH_FLEET_TOPICS (100) topics x 3 partitions x BENCH_FLEET_RECORDS (2,000) records archived by one
   run against one run archiving one such topic (cycle time reported).
 

@@ -9,14 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.kafka import watermarks
+from kafkalake.kafka import ensure_topic, watermarks
 from kafkalake.layout import S3Location
-from kafkalake.registry import RegistryClient
+from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake_dev.workload import produce_topic
 from spark_jobs.offsets import consumer_group
@@ -38,6 +39,12 @@ def fresh(name: str, env: str = "staging", **archive: Any) -> Topic:
 def produce(endpoints: Endpoints, topic: Topic, records: int) -> Counter[str]:
     registry = RegistryClient(endpoints.schema_registry_url)
     return produce_topic(topic, endpoints.kafka_bootstrap, registry, records, start=START, hours=5).counts
+
+
+def topic_with_schema(endpoints: Endpoints, topic: Topic, schema: str) -> int:
+    """The topic's Kafka topic (3 partitions) and ``schema`` registered under its value subject; the schema id."""
+    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic.kafka_topic, 3)
+    return RegistryClient(endpoints.schema_registry_url).register(value_subject(topic.kafka_topic), schema)
 
 
 def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:

@@ -17,16 +17,21 @@ from pyspark.sql import functions as F
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.kafka import ensure_topic
 from kafkalake.receipts import receipts_prefix
-from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs import archiver
 from spark_jobs.archiver import archive_topic
 from tests.crashes import CRASH_POINTS, InjectedCrash
-from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
+from tests.integration.archive_helpers import (
+    committed_and_end,
+    fresh,
+    keys,
+    produce,
+    read_back,
+    topic_with_schema,
+)
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-archiver-tests"
@@ -186,12 +191,8 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
     )
     topic = load_catalog(tmp_path).get("chaos")
     topic = dataclasses.replace(topic, env=f"test{suffix}")
-    ensure_topic_and_registry = RegistryClient(endpoints.schema_registry_url)
-    from confluent_kafka.admin import AdminClient
-
-    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic.kafka_topic, 3)
     schema = topic.schemas[0]
-    schema_id = ensure_topic_and_registry.register(value_subject(topic.kafka_topic), schema)
+    schema_id = topic_with_schema(endpoints, topic, schema)
     moment = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
     kinds = [
         "garbage",
@@ -300,11 +301,8 @@ def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, 
 
 def test_keys_and_headers_are_archived_when_the_topic_asks(spark: SparkSession, endpoints: Endpoints) -> None:
     topic = fresh("card-authorized", include_key=True, include_headers=True)
-    from confluent_kafka.admin import AdminClient
-
-    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic.kafka_topic, 3)
     schema = topic.schemas[-1]
-    schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic.kafka_topic), schema)
+    schema_id = topic_with_schema(endpoints, topic, schema)
     producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})
     at_ms = int(datetime(2026, 11, 20, 10, 30, tzinfo=UTC).timestamp() * 1000)
     for i in range(30):
