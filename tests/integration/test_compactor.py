@@ -189,6 +189,8 @@ def test_late_files_become_visible_after_one_more_cycle(spark: SparkSession, end
 
 
 def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> None:
+    """The command uses boto3's default chain and endpoint configuration (as in AWS); boto3's own endpoint variable
+    points it at the local stack here."""
     from typer.testing import CliRunner
 
     from kafkalake_dev.cli import app
@@ -198,7 +200,7 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
         name=f"kafkalake-{uuid.uuid4().hex[:6]}", releaseLabel="emr-7.7.0", type="SPARK"
     )["applicationId"]
     role = "arn:aws:iam::123456789012:role/kafkalake-staging-compactor"
-    result = CliRunner().invoke(
+    result = CliRunner(env={"AWS_ENDPOINT_URL_EMR_SERVERLESS": local_stack.aws_endpoint_url}).invoke(
         app,
         [
             "compact",
