@@ -28,6 +28,7 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compactor import VERIFICATION_FAILED, Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
+from tests.cli_args import compact_submit
 from tests.crashes import DeletesThenCrash, crash_after_saving, kill_on_progress, random_kills
 from tests.integration.lake_files import small_file
 
@@ -202,33 +203,7 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
     role = "arn:aws:iam::123456789012:role/kafkalake-staging-compactor"
     result = CliRunner(env={"AWS_ENDPOINT_URL_EMR_SERVERLESS": local_stack.aws_endpoint_url}).invoke(
         app,
-        [
-            "compact",
-            "submit",
-            "--env",
-            "staging",
-            "--table",
-            "sensor-readings",
-            "--application-id",
-            application,
-            "--role-arn",
-            role,
-            "--entry-point",
-            "s3://assets/entrypoint.py",
-            "--py-files",
-            "s3://assets/jobs.zip",
-            "--catalog-archive",
-            "s3://assets/catalog.zip",
-            "--environment-archive",
-            "s3://assets/environment.tgz",
-            "--jar",
-            "s3://assets/kafka.jar",
-            "--jar",
-            "s3://assets/avro.jar",
-            "--target-file-mb",
-            "256",
-            "--wait",
-        ],
+        [*compact_submit(application, role), "--jar", "s3://assets/avro.jar", "--target-file-mb", "256", "--wait"],
     )
     assert result.exit_code == 0, result.output
     run_id = result.output.split("started job run ", 1)[1].split()[0]

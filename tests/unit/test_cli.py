@@ -19,35 +19,15 @@ from typer.testing import CliRunner
 from infra.repo import environments_file
 from kafkalake_dev.cli import app
 from kafkalake_dev.local import ACCESS_KEY, CREDENTIALS, local_credentials, local_endpoints
+from tests.cli_args import compact_submit
 
 REGION = "us-east-2"
 """Not the local stack's region: the client must take the environment's."""
 CHAIN_KEY = ("AKIAKAFKALAKECHAIN01", "chain-secret-from-the-shared-credentials-file")
 APPLICATION = "00fabcdefghij012"
 RUN_ID = "00fabcdefghij999"
-SUBMIT = [
-    "compact",
-    "submit",
-    "--env",
-    "staging",
-    "--table",
-    "sensor-readings",
-    "--application-id",
-    APPLICATION,
-    "--role-arn",
-    "arn:aws:iam::123456789012:role/kafkalake-staging-compactor",
-    "--entry-point",
-    "s3://assets/entrypoint.py",
-    "--py-files",
-    "s3://assets/jobs.zip",
-    "--catalog-archive",
-    "s3://assets/catalog.zip",
-    "--environment-archive",
-    "s3://assets/environment.tgz",
-    "--jar",
-    "s3://assets/kafka.jar",
-    "--wait",
-]
+ROLE = "arn:aws:iam::123456789012:role/kafkalake-staging-compactor"
+SUBMIT = [*compact_submit(APPLICATION, ROLE), "--wait"]
 
 
 RUN_ARN = f"arn:aws:emr-serverless:{REGION}:123456789012:/applications/{APPLICATION}/jobruns/{RUN_ID}"
@@ -62,7 +42,7 @@ def job_run(state: str) -> dict[str, Any]:
         "createdBy": "arn:aws:iam::123456789012:user/operator",
         "createdAt": now,
         "updatedAt": now,
-        "executionRole": "arn:aws:iam::123456789012:role/kafkalake-staging-compactor",
+        "executionRole": ROLE,
         "state": state,
         "stateDetails": "done",
         "releaseLabel": "emr-7.7.0",
