@@ -65,8 +65,8 @@ class MissingDownload(FileNotFoundError):
 
 def missing(what: str, where: Path) -> MissingDownload:
     return MissingDownload(
-        f"{what} is not in {where}: run `make fetch` (or `python -m infra.fetch`), which downloads it once "
-        "into the cache ($KAFKALAKE_CACHE, by default ~/.cache/kafkalake)"
+        f"not found: {what} (expected in {where}); run `make fetch` (or `python -m infra.fetch`), which "
+        "downloads it once into the cache ($KAFKALAKE_CACHE, by default ~/.cache/kafkalake)"
     )
 
 
@@ -103,7 +103,7 @@ def _jars(name: str) -> list[Path]:
     """A jar set from the cache (``fetch_jars`` fills it)."""
     folder = _jar_folder(name)
     if not (folder / ".complete").exists():
-        raise missing(f"the {name} for Spark {SPARK_VERSION}", folder)
+        raise missing(f"the {name.replace('-', ' ')} for Spark {SPARK_VERSION}", folder)
     return sorted(folder.glob("*.jar"))
 
 
