@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install browser up down status lint test test-unit demo bench synth iac-scan clean
+.PHONY: install fetch browser up down status lint test test-unit demo bench synth iac-scan clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -20,6 +20,10 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/
 	@touch $@
 
 install: $(BIN)/.installed
+
+# The one step that downloads build inputs (jars, the jobs' wheels) into the cache; synth only reads them there.
+fetch: install
+	@$(BIN)/python -m infra.fetch
 
 browser:
 	@bash scripts/bootstrap.sh chromium
@@ -41,7 +45,7 @@ lint: install
 test: install browser lint synth iac-scan
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test-unit: install
+test-unit: install fetch
 	@$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
 demo: up
@@ -57,7 +61,7 @@ node_modules/.installed: package.json package-lock.json
 	@npm ci --no-audit --no-fund --silent
 	@touch $@
 
-synth: install node_modules/.installed
+synth: install fetch node_modules/.installed
 	@CDK_DISABLE_CLI_TELEMETRY=true npx cdk synth --quiet --no-notices
 	@echo "[synth] templates for every environment in cdk.out/ (kafkalake-<env>.template.json)"
 

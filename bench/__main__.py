@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from bench import archiver, compactor, maintainer
+from kafkalake_dev.local import local_credentials
 
 BENCHMARKS = {
     "maintainer": maintainer.main,
@@ -14,5 +15,6 @@ BENCHMARKS = {
 }
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or list(BENCHMARKS):
-        BENCHMARKS[name]()
+    with local_credentials():  # the benchmarks' clients and their child processes talk to moto
+        for name in sys.argv[1:] or list(BENCHMARKS):
+            BENCHMARKS[name]()

@@ -39,12 +39,12 @@ from confluent_kafka.admin import AdminClient
 
 from bench.common import write_result
 from kafkalake.catalog import ArchiveSettings
-from kafkalake.kafka import ensure_topic
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.workload import ensure_topic
 from spark_jobs.offsets import consumer_group
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.common import started_session
 from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
+from kafkalake_dev.local import local_credentials
 from spark_jobs.archiver import PHASES
 from spark_jobs.fleet import archive_fleet
 
@@ -55,4 +56,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with local_credentials():  # the archiver's driver and executors write to moto
+        main()

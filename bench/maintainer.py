@@ -26,14 +26,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.common import write_result
-from kafkalake.aws import count_calls, make_client
+from kafkalake.aws import make_client
 from kafkalake.catalog import load_catalog, tables_document
 from kafkalake.layout import DataKey, Partition
 from kafkalake.naming import TableInference
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.provision import provision
-from kafkalake_dev.sandbox import isolated_env
+from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import Report, Settings, TableSettings, drain, tables_from_document
 

@@ -1,7 +1,14 @@
-"""Build the deployment packages in plain Python: no Docker, no network, deterministic contents."""
+"""Build the deployment packages in plain Python: no Docker, no network, deterministic contents.
+
+What comes from the internet (the connector and S3A jars from Maven Central, the jobs' wheels from PyPI) is
+downloaded by one explicit step, ``fetch`` (``make fetch``, ``python -m infra.fetch``; ``kafkalake stack up`` runs it
+too), into the cache outside the clone. Synth and local Spark only read the cache, and say which command fills it
+when something is missing.
+"""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import inspect
@@ -52,6 +59,17 @@ def maven(*args: str) -> None:
     subprocess.run(["mvn", "-B", "-q", f"-Dmaven.repo.local={cache_dir() / 'm2'}", *args], check=True)
 
 
+class MissingDownload(FileNotFoundError):
+    """A download synth or local Spark reads from the cache is not there yet."""
+
+
+def missing(what: str, where: Path) -> MissingDownload:
+    return MissingDownload(
+        f"not found: {what} (expected in {where}); run `make fetch` (or `python -m infra.fetch`), which "
+        "downloads it once into the cache ($KAFKALAKE_CACHE, by default ~/.cache/kafkalake)"
+    )
+
+
 def cached_folder(folder: Path, fill: Callable[[Path], None]) -> Path:
     """``folder``, filled once by ``fill`` and marked complete (an interrupted download is redone)."""
     marker = folder / ".complete"
@@ -62,25 +80,41 @@ def cached_folder(folder: Path, fill: Callable[[Path], None]) -> Path:
     return folder
 
 
-def _jars(name: str, coordinates: tuple[str, ...]) -> list[Path]:
-    """Jars resolved from Maven Central once, at build time, into the cache."""
+JAR_SETS = {"connector-jars": SPARK_CONNECTORS, "platform-jars": PLATFORM_JARS}
 
-    def fill(folder: Path) -> None:
-        for coordinate in coordinates:
-            print(f"[assets] downloading {coordinate} into {folder}", flush=True)
-            maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
 
-    return sorted(cached_folder(cache_dir() / f"{name}-{SPARK_VERSION}", fill).glob("*.jar"))
+def _jar_folder(name: str) -> Path:
+    return cache_dir() / f"{name}-{SPARK_VERSION}"
+
+
+def _maven_copy(coordinates: tuple[str, ...], folder: Path) -> None:
+    for coordinate in coordinates:
+        print(f"[assets] downloading {coordinate} into {folder}", flush=True)
+        maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
+
+
+def fetch_jars() -> None:
+    """Resolve every jar set from Maven Central once into the cache."""
+    for name, coordinates in JAR_SETS.items():
+        cached_folder(_jar_folder(name), functools.partial(_maven_copy, coordinates))
+
+
+def _jars(name: str) -> list[Path]:
+    """A jar set from the cache (``fetch_jars`` fills it)."""
+    folder = _jar_folder(name)
+    if not (folder / ".complete").exists():
+        raise missing(f"the {name.replace('-', ' ')} for Spark {SPARK_VERSION}", folder)
+    return sorted(folder.glob("*.jar"))
 
 
 def connector_jars() -> list[Path]:
     """The Kafka and Avro connectors for the pinned Spark: shipped with the jobs (``spark.jars``)."""
-    return _jars("connector-jars", SPARK_CONNECTORS)
+    return _jars("connector-jars")
 
 
 def platform_jars() -> list[Path]:
     """S3A for local Spark, which EMR Serverless provides itself."""
-    return _jars("platform-jars", PLATFORM_JARS)
+    return _jars("platform-jars")
 
 
 def spark_jars() -> list[Path]:
@@ -175,15 +209,20 @@ def _drop_scripts(site_packages: Path) -> None:
         record.write_text("".join(line for line in lines if not line.startswith("../")))
 
 
-def job_environment(out_dir: Path) -> Path:
-    """``environment.tgz`` for EMR Serverless (``--archives ...#environment``, ``PYSPARK_PYTHON=
-    ./environment/bin/python``): the jobs' dependencies as manylinux wheels for CPython 3.11 on x86_64, installed
-    with pip's ``--platform`` (no Docker, no build on Amazon Linux), and a launcher that runs EMR's Python 3.11
-    with them. Built once per requirement set into the cache (``$KAFKALAKE_CACHE/job-environments``)."""
-    requirements = job_requirements()
-    recipe = [*requirements, *EMR_WHEEL_PLATFORMS, LAUNCHER, inspect.getsource(_drop_scripts)]
+def _cached_job_environment() -> Path:
+    """Where the environment of the current requirement set is cached (``$KAFKALAKE_CACHE/job-environments``)."""
+    recipe = [*job_requirements(), *EMR_WHEEL_PLATFORMS, LAUNCHER, inspect.getsource(_drop_scripts)]
     digest = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
-    cached = cache_dir() / "job-environments" / f"environment-{digest}.tar.gz"
+    return cache_dir() / "job-environments" / f"environment-{digest}.tar.gz"
+
+
+def build_job_environment() -> Path:
+    """Build ``environment.tgz`` for EMR Serverless (``--archives ...#environment``, ``PYSPARK_PYTHON=
+    ./environment/bin/python``) into the cache unless it is there: the jobs' dependencies as manylinux wheels for
+    CPython 3.11 on x86_64, installed with pip's ``--platform`` (no Docker, no build on Amazon Linux), and a launcher
+    that runs EMR's Python 3.11 with them. One archive per requirement set."""
+    requirements = job_requirements()
+    cached = _cached_job_environment()
     if not cached.exists():
         staging = cached.with_suffix(".staging")
         shutil.rmtree(staging, ignore_errors=True)
@@ -198,7 +237,21 @@ def job_environment(out_dir: Path) -> Path:
         _tar_gz(staging, cached.with_suffix(".tmp"))
         cached.with_suffix(".tmp").replace(cached)
         shutil.rmtree(staging)
+    return cached
+
+
+def job_environment(out_dir: Path) -> Path:
+    """The jobs' ``environment.tgz`` from the cache (``build_job_environment`` fills it), copied into ``out_dir``."""
+    cached = _cached_job_environment()
+    if not cached.exists():
+        raise missing("the jobs' Python environment for the pinned requirements", cached)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "environment.tgz"  # Spark unpacks archives by extension; the CDK asset keeps only ".tgz"
     shutil.copy(cached, target)
     return target
+
+
+def fetch() -> None:
+    """The one step that downloads: every jar set and the jobs' Python environment, into the cache."""
+    fetch_jars()
+    build_job_environment()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import Any, Protocol
 
 import boto3
@@ -26,19 +25,6 @@ class AwsTarget(Protocol):
 def make_client(target: AwsTarget, service: str) -> Any:
     """A client with botocore's adaptive retries; credentials come from the default chain (the role in AWS)."""
     return boto3.client(service, config=RETRIES, region_name=target.region, endpoint_url=target.aws_endpoint_url)
-
-
-def count_calls(client: Any, counter: Counter[str]) -> Any:
-    """Count every API call the client makes into ``counter`` as ``service.Operation``.
-
-    One count per call: botocore's retries of a call are not counted again."""
-    service = client.meta.service_model.service_name
-
-    def _count(model: Any, **_: Any) -> None:
-        counter[f"{service}.{model.name}"] += 1
-
-    client.meta.events.register(f"before-call.{service}.*", _count)
-    return client
 
 
 def list_objects(s3: Any, bucket: str, prefix: str, suffix: str = "") -> dict[str, int]:

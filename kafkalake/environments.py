@@ -8,6 +8,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES
 from kafkalake.settings import Endpoints
 
 
@@ -53,7 +54,7 @@ class EnvironmentSettings(BaseModel):
     Draining stays single-flight without it: the schedule interval exceeds the timeout and failed invocations are
     not retried (they go to the dead-letter queue)."""
     archiver_timeout_minutes: int = Field(default=60, ge=5)
-    archiver_budget_minutes: float = Field(default=15.0, gt=0)
+    archiver_budget_minutes: float = Field(default=ARCHIVER_BUDGET_MINUTES, gt=0)
     """No archiver plan starts after this; the job's timeout must leave time to finish the last one."""
     compactor_timeout_minutes: int = Field(default=120, ge=5)
     emr_max_vcpu: int = Field(default=32, ge=2)

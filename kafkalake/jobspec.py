@@ -1,6 +1,9 @@
 """The EMR Serverless job runs, specified once: what runs (entry point, arguments), with what (the packaged
 assets, the Spark release and connectors) and where (the ``KAFKALAKE_*`` settings).
 
+The jobs' option defaults are defined here once; the jobs' argument parsers, environments.yaml's settings and
+the ``kafkalake`` command line read them.
+
 A ``JobRun`` renders itself as a boto3 ``start_job_run`` request (``kafkalake compact submit``) and as the input of
 an EventBridge Scheduler target (the CDK stack), so the two cannot drift apart.
 """
@@ -11,10 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from kafkalake.environments import EnvironmentSettings
 from kafkalake.settings import Endpoints
+
+if TYPE_CHECKING:
+    from kafkalake.environments import EnvironmentSettings
 
 SPARK_VERSION: Final = "3.5.3"
 """EMR Serverless emr-7.7.0 runs Spark 3.5.3 (the newest emr-7.x Spark whose Kafka connector is on Maven
@@ -34,6 +39,16 @@ CATALOG_DIR: Final = "catalog"
 """Where ``catalog.zip`` is unpacked in the job's working directory."""
 ENVIRONMENT_DIR: Final = "environment"
 """Where ``environment.tgz`` (the jobs' Python dependencies and launcher) is unpacked."""
+ARCHIVER_CONCURRENCY: Final = 4
+"""The archiver's topics in flight at once (``--concurrency``)."""
+ARCHIVER_BUDGET_MINUTES: Final = 15.0
+"""No new archiver plan starts after this (``--budget-minutes``; ``archiver_budget_minutes`` in environments.yaml)."""
+COMPACTOR_TARGET_FILE_MB: Final = 128
+"""The compactor's target size of merged files (``--target-file-mb``)."""
+COMPACTOR_MIN_INPUT_FILES: Final = 10
+"""The compactor merges partitions with at least this many new files (``--min-input-files``)."""
+COMPACTOR_GRACE_MINUTES: Final = 60
+"""The compactor keeps inputs this long after the swap, for queries that started before it (``--grace-minutes``)."""
 TERMINAL_STATES: Final = ("SUCCESS", "FAILED", "CANCELLED")
 SCHEDULED_TIME: Final = "<aws.scheduler.scheduled-time>"
 """EventBridge Scheduler's context attribute: the same for every attempt of one scheduled run."""

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from spark_jobs.fleet import TopicResult
 
 HOURS = 6
-ARCHIVE_CONCURRENCY = 4
 MIN_INPUT_FILES = 2
-"""The demo's partitions hold a few files each; in production the compactor's default (10) applies."""
+"""The demo's partitions hold a few files each; in production the compactor's default applies
+(``kafkalake.jobspec.COMPACTOR_MIN_INPUT_FILES``)."""
 
 
 @dataclass
@@ -150,8 +150,8 @@ def archive_topics(
     topics: list[Topic],
     say: Callable[[str], None],
     *,
-    concurrency: int = ARCHIVE_CONCURRENCY,
-    budget_minutes: float = 30.0,
+    concurrency: int,
+    budget_minutes: float,
 ) -> list[TopicResult]:
     """Every topic caught up, ``concurrency`` at a time, as the archiver job does."""
     import time

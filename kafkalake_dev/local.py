@@ -1,14 +1,18 @@
 """The local stack's addresses and credentials: the only place local defaults live.
 
-``local_endpoints`` fills the same ``KAFKALAKE_*`` settings the jobs read in AWS with the local stack's addresses
-(each can still be overridden by the variable), and gives boto3, S3A and the Spark workers moto's test credentials.
+``local_endpoints`` returns the same ``KAFKALAKE_*`` settings the jobs read in AWS, filled with the local stack's
+addresses (each can still be overridden by its variable); it changes nothing. Whoever talks to the local stack
+asks for moto's test credentials explicitly: ``local_credentials`` for boto3's default chain in this process (and
+the Spark JVM and Python workers started inside it), ``CREDENTIALS`` for a child process's environment,
+``ACCESS_KEY`` for S3A.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Final
 
 from kafkalake.settings import ENV_VARS, Endpoints
@@ -22,6 +26,8 @@ REGISTRY_PORT: Final = 18081
 AWS_PORT: Final = 15000
 ACCESS_KEY: Final = "testing"
 LOCAL_BUCKET: Final = "kafkalake-local-lake"
+LOCAL_ENV: Final = "staging"
+"""The environment of environments.yaml the local commands work on unless told otherwise."""
 
 DEFAULTS: Final = Endpoints(
     kafka_bootstrap=f"127.0.0.1:{KAFKA_PORT}",
@@ -34,16 +40,33 @@ CREDENTIALS: Final = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": 
 """moto accepts any credentials; these keep real ones from ever being sent to the local endpoint."""
 
 
-def use_local_credentials(environ: MutableMapping[str, str] | None = None) -> None:
-    """Put moto's credentials in the process environment (inherited by Spark's JVM and Python workers)."""
-    (os.environ if environ is None else environ).update(CREDENTIALS)
+@contextmanager
+def environ_with(updates: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """``updates`` in ``environ`` (the process environment by default) while the block runs, the previous values
+    (or their absence) back after it."""
+    target = os.environ if environ is None else environ
+    previous = {name: target.get(name) for name in updates}
+    target.update(updates)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                target.pop(name, None)
+            else:
+                target[name] = value
+
+
+def local_credentials(environ: MutableMapping[str, str] | None = None) -> AbstractContextManager[None]:
+    """moto's credentials in ``environ`` (the process environment by default) while the block runs: boto3's
+    default chain reads them there, and Spark's JVM and Python workers started inside the block inherit them."""
+    return environ_with(CREDENTIALS, environ)
 
 
 def local_endpoints(bucket: str | None = None) -> Endpoints:
     """The local stack's endpoints, each overridable by its ``KAFKALAKE_*`` variable; ``bucket`` overrides both."""
     defaults = {var: value for var, value in DEFAULTS.to_env().items() if value}
     found = Endpoints.from_env({**defaults, **{v: os.environ[v] for v in ENV_VARS.values() if v in os.environ}})
-    use_local_credentials()
     if bucket is None:
         return found
     return dataclasses.replace(found, bucket=bucket)

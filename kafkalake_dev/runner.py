@@ -29,7 +29,7 @@ from infra.assets import connector_jars, job_environment, jobs_bundle, platform_
 from kafkalake.jobspec import JobArtifacts, JobRun
 from kafkalake.settings import Endpoints
 from kafkalake_dev.local import CREDENTIALS
-from kafkalake_dev.spark import s3a_conf
+from kafkalake_dev.spark import LOCAL_CONF, s3a_conf
 
 MACHINE_TIME_ZONE = "America/New_York"
 """The jobs must not depend on the machine's zone: the local runs use one that is not UTC."""
@@ -102,9 +102,7 @@ def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, st
     options, conf = parse_submit_parameters(run.spark_submit_parameters())
     driver_env = {k.removeprefix(DRIVER_ENV): v for k, v in conf.items() if k.startswith(DRIVER_ENV)}
     platform = {
-        "spark.master": "local[2]",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
+        **LOCAL_CONF,
         "spark.jars.ivy": str(ivy_home),
         "spark.driver.extraJavaOptions": f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS}",
         "spark.jars": ",".join([conf["spark.jars"], *(str(p) for p in platform_jars())]),

@@ -1,5 +1,6 @@
 """Throw-away environments on the shared local stack: tests and benchmarks get their own bucket, queue,
-databases and S3 prefixes, so they never touch what the demo (or another run) made there."""
+databases and S3 prefixes, so they never touch what the demo (or another run) made there; ``count_calls`` counts
+a client's API calls for the tests and benchmarks that bound them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import dataclasses
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,9 +23,10 @@ from kafkalake.environments import EnvironmentSettings, load_environments
 from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, table_input
 from kafkalake.layout import Partition, s3_uri
 from kafkalake.settings import Endpoints
+from kafkalake_dev.local import LOCAL_ENV
 
 
-def isolated_env(folder: Path, template: str = "staging") -> tuple[EnvironmentSettings, Path, Path]:
+def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentSettings, Path, Path]:
     """Copy the ``template`` environment's catalog and settings under a fresh name into ``folder``;
     return the settings, the catalog folder and the environments file."""
     name = f"t{uuid.uuid4().hex[:10]}"
@@ -69,3 +72,16 @@ def register_complete_partitions(
             TableName=topic.table,
             PartitionInput=partition_input(table, location + partition.path(), partition, {COMPLETE_PARAMETER: "true"}),
         )
+
+
+def count_calls(client: Any, counter: Counter[str]) -> Any:
+    """Count every API call the client makes into ``counter`` as ``service.Operation``.
+
+    One count per call: botocore's retries of a call are not counted again."""
+    service = client.meta.service_model.service_name
+
+    def _count(model: Any, **_: Any) -> None:
+        counter[f"{service}.{model.name}"] += 1
+
+    client.meta.events.register(f"before-call.{service}.*", _count)
+    return client

@@ -13,6 +13,9 @@ from kafkalake_dev.local import ACCESS_KEY
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+LOCAL_CONF = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+"""Local Spark, in-process sessions and the runner's spark-submit alike: two cores, no UI, no progress bars."""
+
 
 def s3a_conf(endpoints: Endpoints) -> dict[str, str]:
     """Hadoop S3A settings; locally path-style against the moto endpoint, in AWS the defaults."""
@@ -38,18 +41,15 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
     builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
+        SparkSession.builder.appName(app_name)
         .config("spark.jars", ",".join(str(p) for p in spark_jars()))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
     )
-    for key, value in s3a_conf(endpoints).items():
+    for key, value in {**LOCAL_CONF, **s3a_conf(endpoints)}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.assets import cached_folder, maven, spark_jars
+from infra.assets import cached_folder, fetch, maven
 from infra.repo import REPO_ROOT, cache_dir
 from kafkalake_dev.local import AWS_PORT, CONTROLLER_PORT, KAFKA_PORT, KAFKA_SASL_PORT, KAFKA_USER, REGISTRY_PORT
 
@@ -276,7 +276,7 @@ def _reset_if_memory_lost() -> None:
 def up() -> list[str]:
     """Start every service that is not already healthy; return the names this call started."""
     state_dir().mkdir(parents=True, exist_ok=True)
-    spark_jars()
+    fetch()  # the jars local Spark loads and the job environment the runner unpacks
     _reset_if_memory_lost()
     started = []
     for service in SERVICES:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from kafkalake.catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
-from kafkalake.kafka import ensure_topic, watermarks
+from kafkalake.kafka import watermarks
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.wire import encode
@@ -25,6 +26,20 @@ EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000}
 
 LATE_SHARE = 0.03
 """Records whose business time lies about a day behind the rest: they arrive after their hour has closed."""
+
+
+def ensure_topic(admin: AdminClient, name: str, partitions: int, wait_seconds: float = 30) -> None:
+    """Create the topic if needed and wait until every partition has a leader."""
+    if name not in admin.list_topics(timeout=10).topics:
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(timeout=30)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=10).topics[name]
+        if topic.error is None and topic.partitions and all(p.leader >= 0 for p in topic.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} has partitions without a leader after {wait_seconds}s")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.footer import read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
+from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, COMPACTOR_MIN_INPUT_FILES, COMPACTOR_TARGET_FILE_MB
 from kafkalake.layout import LATE_DATA_FILE, LayoutError, Partition, parse_data_key, s3_uri
 from kafkalake.settings import Endpoints
 from spark_jobs.binning import UNBOUNDED, InputFile, Key, plan_bins
@@ -56,11 +57,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Knobs:
-    target_file_bytes: int = 128 * 1024 * 1024
-    min_input_files: int = 10
+    target_file_bytes: int = COMPACTOR_TARGET_FILE_MB * 1024 * 1024
+    min_input_files: int = COMPACTOR_MIN_INPUT_FILES
     max_bytes_per_run: int = 50 * 1024**3
     safety_delay: timedelta = timedelta(hours=2)
-    grace_period: timedelta = timedelta(hours=1)
+    grace_period: timedelta = timedelta(minutes=COMPACTOR_GRACE_MINUTES)
     """Longer than the longest query: inputs stay readable for queries that started before the swap."""
 
 
@@ -521,9 +522,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--table", action="append", required=True, help="topic, Kafka topic or db.table; repeatable")
     parser.add_argument("--env", required=True)
     parser.add_argument("--catalog", type=Path, required=True, help="topic catalog folder")
-    parser.add_argument("--target-file-mb", type=int, default=128)
-    parser.add_argument("--min-input-files", type=int, default=10)
-    parser.add_argument("--grace-minutes", type=int, default=60)
+    parser.add_argument("--target-file-mb", type=int, default=COMPACTOR_TARGET_FILE_MB)
+    parser.add_argument("--min-input-files", type=int, default=COMPACTOR_MIN_INPUT_FILES)
+    parser.add_argument("--grace-minutes", type=int, default=COMPACTOR_GRACE_MINUTES)
     return parser.parse_args(argv)
 
 

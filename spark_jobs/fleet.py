@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
+from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver import PHASES, Summary, TopicArchiver
 from spark_jobs.metrics import metric_data, publish
@@ -167,8 +168,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--env", required=True)
     parser.add_argument("--catalog", type=Path, required=True, help="topic catalog folder")
     parser.add_argument("--topic", action="append", default=[], help="topic name or Kafka topic (default: all)")
-    parser.add_argument("--concurrency", type=int, default=4, help="topics in flight at once")
-    parser.add_argument("--budget-minutes", type=float, default=15.0, help="no new plan starts after this")
+    parser.add_argument("--concurrency", type=int, default=ARCHIVER_CONCURRENCY, help="topics in flight at once")
+    parser.add_argument(
+        "--budget-minutes", type=float, default=ARCHIVER_BUDGET_MINUTES, help="no new plan starts after this"
+    )
     return parser.parse_args(argv)
 
 

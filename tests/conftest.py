@@ -5,13 +5,14 @@ from pyspark.sql import SparkSession
 
 from kafkalake.settings import Endpoints
 from kafkalake_dev import stack
-from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.local import local_credentials, local_endpoints
 
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[Endpoints]:
-    """The real local stack (Kafka, registry, moto server); started if needed, stopped if this session started it."""
-    with stack.running():
+    """The real local stack (Kafka, registry, moto server); started if needed, stopped if this session started it.
+    moto's credentials are in the process environment for the session (boto3, Spark's JVM and workers)."""
+    with stack.running(), local_credentials():
         yield local_endpoints()
 
 

@@ -15,11 +15,11 @@ from pyspark.sql import DataFrame, SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.kafka import ensure_topic, watermarks
+from kafkalake.kafka import watermarks
 from kafkalake.layout import S3Location
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
-from kafkalake_dev.workload import produce_topic
+from kafkalake_dev.workload import ensure_topic, produce_topic
 from spark_jobs.offsets import consumer_group
 
 CATALOG = load_catalog(catalog_dir())

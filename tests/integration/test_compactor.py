@@ -28,6 +28,7 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compactor import VERIFICATION_FAILED, Compactor, Knobs, main
 from spark_jobs.manifest import ManifestState
+from tests.cli_args import compact_submit
 from tests.crashes import DeletesThenCrash, crash_after_saving, kill_on_progress, random_kills
 from tests.integration.lake_files import small_file
 
@@ -189,6 +190,8 @@ def test_late_files_become_visible_after_one_more_cycle(spark: SparkSession, end
 
 
 def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> None:
+    """The command uses boto3's default chain and endpoint configuration (as in AWS); boto3's own endpoint variable
+    points it at the local stack here."""
     from typer.testing import CliRunner
 
     from kafkalake_dev.cli import app
@@ -198,35 +201,9 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
         name=f"kafkalake-{uuid.uuid4().hex[:6]}", releaseLabel="emr-7.7.0", type="SPARK"
     )["applicationId"]
     role = "arn:aws:iam::123456789012:role/kafkalake-staging-compactor"
-    result = CliRunner().invoke(
+    result = CliRunner(env={"AWS_ENDPOINT_URL_EMR_SERVERLESS": local_stack.aws_endpoint_url}).invoke(
         app,
-        [
-            "compact",
-            "submit",
-            "--env",
-            "staging",
-            "--table",
-            "sensor-readings",
-            "--application-id",
-            application,
-            "--role-arn",
-            role,
-            "--entry-point",
-            "s3://assets/entrypoint.py",
-            "--py-files",
-            "s3://assets/jobs.zip",
-            "--catalog-archive",
-            "s3://assets/catalog.zip",
-            "--environment-archive",
-            "s3://assets/environment.tgz",
-            "--jar",
-            "s3://assets/kafka.jar",
-            "--jar",
-            "s3://assets/avro.jar",
-            "--target-file-mb",
-            "256",
-            "--wait",
-        ],
+        [*compact_submit(application, role), "--jar", "s3://assets/avro.jar", "--target-file-mb", "256", "--wait"],
     )
     assert result.exit_code == 0, result.output
     run_id = result.output.split("started job run ", 1)[1].split()[0]

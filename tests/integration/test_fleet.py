@@ -20,14 +20,13 @@ from typer.testing import CliRunner
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.kafka import ensure_topic
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
 from kafkalake.receipts import receipts_prefix
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
 from kafkalake_dev.sandbox import isolated_env, with_bucket
-from kafkalake_dev.workload import sample_value
+from kafkalake_dev.workload import ensure_topic, sample_value
 from spark_jobs.fleet import catch_up
 from spark_jobs.metrics import metric_data, publish
 from tests.crashes import kill_on_progress, random_kills

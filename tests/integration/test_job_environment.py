@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BUILD = "from pathlib import Path; from infra.assets import job_environment; print(job_environment(Path('{out}')))"
+BUILD = "from infra.assets import build_job_environment; print(build_job_environment())"
 
 
 def test_environment_archive_is_identical_from_two_build_paths(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_environment_archive_is_identical_from_two_build_paths(tmp_path: Path) -
     for name in ("first-machine", "second/machine"):
         cache = tmp_path / name / "cache"
         built = subprocess.run(
-            [sys.executable, "-c", BUILD.format(out=tmp_path / name / "out")],
+            [sys.executable, "-c", BUILD],
             env={**os.environ, "KAFKALAKE_CACHE": str(cache)},
             capture_output=True,
             text=True,

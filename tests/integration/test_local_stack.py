@@ -9,10 +9,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.aws import make_client
-from kafkalake.kafka import ensure_topic
 from kafkalake.registry import RegistryClient
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode, split_header
+from kafkalake_dev.workload import ensure_topic
 
 pytestmark = pytest.mark.stack
 

@@ -21,7 +21,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from pyspark.sql import SparkSession
 
-from kafkalake.aws import count_calls, make_client
+from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, load_catalog, tables_document
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.glue import COMPLETE_PARAMETER
@@ -29,7 +29,7 @@ from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
 from kafkalake_dev.maintainer import invoke_reconciler_locally
 from kafkalake_dev.provision import provision
-from kafkalake_dev.sandbox import isolated_env
+from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
 from spark_jobs.compactor import Compactor, Knobs

@@ -1,0 +1,36 @@
+"""The options the ``kafkalake`` commands share, with their defaults, and how a command reaches its environment and
+the local stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import click
+import typer
+
+from infra.repo import catalog_dir, environments_file
+from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake_dev.local import local_credentials, local_endpoints
+
+if TYPE_CHECKING:
+    from kafkalake.settings import Endpoints
+
+CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
+DEFAULT_CATALOG = catalog_dir()
+EnvOption = Annotated[str, typer.Option("--env", help="Environment from environments.yaml.")]
+
+
+def environment(name: str) -> EnvironmentSettings:
+    """One entry of environments.yaml (or of the file KAFKALAKE_ENVIRONMENTS names)."""
+    found = load_environments(environments_file())
+    if name not in found:
+        raise typer.BadParameter(f"unknown environment {name!r}; {environments_file()} has: {', '.join(sorted(found))}")
+    return found[name]
+
+
+def on_local_stack(bucket: str | None = None) -> Endpoints:
+    """The local stack's endpoints (``bucket`` instead of the local one when given), with moto's credentials in
+    the process environment until the command ends (boto3's clients and the Spark started here read them)."""
+    click.get_current_context().with_resource(local_credentials())
+    return local_endpoints(bucket)
