@@ -11,7 +11,7 @@ import typer
 from infra.repo import catalog_dir, environments_file
 from kafkalake.catalog import CatalogInvalid, Topic, load_catalog
 from kafkalake.environments import EnvironmentSettings, load_environments
-from kafkalake_dev import stack
+from kafkalake_dev import interop, stack
 from kafkalake_dev.local import local_endpoints
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_arg
 stack_app = typer.Typer(help="The local stack: Kafka, schema registry, moto (AWS), Spark jars.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(stack_app, name="stack")
+app.command("interop")(interop.interop)
 
 CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
 DEFAULT_CATALOG = catalog_dir()
