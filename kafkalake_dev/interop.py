@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kafkalake.catalog import Topic, load_catalog
+from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
+from kafkalake_dev.sandbox import isolated_env
 from kafkalake_dev.trino import TrinoClient, TrinoError, server_version, trino_service
 from kafkalake_dev.workload import Produced
 
@@ -187,9 +189,7 @@ def interop(
     template: Annotated[str, typer.Option(help="Environment whose catalog and settings the check copies.")] = "staging",
 ) -> None:
     """Trino (Athena's engine) counts every demo table before and after compaction, against the workload's plan."""
-    from kafkalake_dev import stack
-    from kafkalake_dev.cli import wide_console
-    from kafkalake_dev.sandbox import isolated_env
+    from kafkalake_dev.cli import wide_console  # the CLI registers this command: imported when it runs
 
     console = wide_console()
     stack.up()
