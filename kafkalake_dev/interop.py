@@ -135,7 +135,7 @@ def run_interop(
         report = InteropReport(trino_version=server_version() or "unknown")
 
         def count_before(produced: dict[str, Produced]) -> None:
-            say(f"[interop] Trino {report.trino_version}: counting every table before compaction")
+            say(f"interop: Trino {report.trino_version}: counting every table before compaction")
             for topic in catalog.for_env(settings.name):
                 report.counted += [Counted(c) for c in checks_for(topic, produced[topic.kafka_topic])]
             for counted in report.counted:
@@ -150,7 +150,7 @@ def run_interop(
             producing=lambda _topic: lambda _done: None,
             before_compaction=count_before,
         )
-        say(f"[interop] Trino {report.trino_version}: counting every table after compaction and the maintainer")
+        say(f"interop: Trino {report.trino_version}: counting every table after compaction and maintenance")
         for counted in report.counted:
             counted.after = count(client, counted)
         for table in demo.tables:
@@ -195,7 +195,7 @@ def interop(
     stack.up()
     with tempfile.TemporaryDirectory(prefix="kafkalake-interop-") as folder:
         settings, catalog_root, _ = isolated_env(Path(folder), template)
-        console.print(f"[interop] environment {settings.name} (a copy of {template}), {records} records per topic")
+        console.print(f"interop: environment {settings.name} (a copy of {template}), {records} records per topic")
         report = run_interop(local_endpoints(), settings, catalog_root, records=records, say=console.print)
     console.print(results_table(report))
     for counted in report.counted:
