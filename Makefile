@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install fetch browser up down status lint test test-unit demo bench synth iac-scan clean
+.PHONY: install fetch browser up down status lint test test-unit demo interop bench synth iac-scan clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -50,6 +50,9 @@ test-unit: install fetch
 
 demo: up
 	@$(BIN)/kafkalake demo
+
+interop: up
+	@$(BIN)/kafkalake interop
 
 bench: up
 	@$(BIN)/python -m bench

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kafkalake.catalog import CatalogInvalid, load_catalog
-from kafkalake_dev import cli_jobs, render, stack
+from kafkalake_dev import cli_jobs, interop, render, stack
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local import LOCAL_ENV
 
@@ -21,6 +21,7 @@ catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_arg
 stack_app = typer.Typer(help="The local stack: Kafka, schema registry, moto (AWS), Spark jars.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(stack_app, name="stack")
+app.command("interop")(interop.interop)
 
 
 @catalog_app.command("validate")

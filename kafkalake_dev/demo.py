@@ -171,9 +171,12 @@ def run_demo(
     say: Callable[[str], None],
     producing: Callable[[Topic], Callable[[int], None]],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    before_compaction: Callable[[dict[str, Produced]], None] = lambda _produced: None,
 ) -> DemoReport:
     """Every step of the pipeline once; each step skips what an earlier run already did. The archiver and the
-    compactor run as EMR Serverless runs them: their job-run specifications, through ``kafkalake_dev.runner``."""
+    compactor run as EMR Serverless runs them: their job-run specifications, through ``kafkalake_dev.runner``.
+    ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
+    (the interop check reads them there with another engine)."""
     import dataclasses
 
     from kafkalake.registry import RegistryClient
@@ -204,6 +207,7 @@ def run_demo(
     report.archived = run_checked(archiver_run(settings, assets.artifacts), endpoints, say).lines
     say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
+    before_compaction(produced)
     say("[5/6] compactor on the closed partitions (its job-run specification), then the maintainer again")
     job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
     compaction = compaction_results(run_checked(job, endpoints, say).lines, topics)

@@ -24,6 +24,8 @@ KAFKA_SASL_PORT: Final = 19094
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 REGISTRY_PORT: Final = 18081
 AWS_PORT: Final = 15000
+TRINO_PORT: Final = 18082
+"""Trino for the interop check (``make interop``); started and stopped by that check only."""
 ACCESS_KEY: Final = "testing"
 LOCAL_BUCKET: Final = "kafkalake-local-lake"
 LOCAL_ENV: Final = "staging"

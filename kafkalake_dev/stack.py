@@ -67,14 +67,18 @@ def kafka_libs() -> Path:
 def apicurio_jar() -> Path:
     def fill(folder: Path) -> None:
         say(f"downloading Apicurio Registry {APICURIO_VERSION} from Maven Central into {folder}")
-        coordinate = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
-        maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
-        archive = next(folder.glob("*.tar.gz"))
-        with tarfile.open(archive) as tar:
-            tar.extractall(folder, filter="data")
-        archive.unlink()
+        unpack_from_maven(f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all", folder)
 
     return _runner_jar(cached_folder(cache_dir() / f"apicurio-registry-{APICURIO_VERSION}", fill))
+
+
+def unpack_from_maven(coordinate: str, folder: Path) -> None:
+    """A tar.gz artifact from Maven Central, unpacked into ``folder`` (the archive itself removed)."""
+    maven("dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={folder}")
+    archive = next(folder.glob("*.tar.gz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    archive.unlink()
 
 
 def _runner_jar(folder: Path) -> Path:
