@@ -199,7 +199,7 @@ def audit_offsets(
     problems = [p for r in results for p in r.problems]
     for problem in problems:
         console.print(f"  {problem}", markup=False)
-    console.print(f"receipts under s3://{endpoints.bucket}/{found.prefix.state_prefix()}receipts/")
+    console.print(f"receipts under s3://{endpoints.bucket}/{found.prefix.receipts_prefix()}")
     if problems:
         raise typer.Exit(1)
 
@@ -373,10 +373,10 @@ def archive(
     any topic failed."""
     from kafkalake_dev.demo import archive_topics
     from kafkalake_dev.spark import local_session
-    from spark_jobs.fleet import resolve
+    from spark_jobs.archiver.fleet import resolve
 
     if not local:
-        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/fleet.py)")
+        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/fleet.py)")
     bucket = environment(env).bucket
     topics, unknown = resolve(load_catalog(catalog), env, topic or [])
     endpoints = local_endpoints(bucket)
@@ -447,7 +447,8 @@ def compact_run(
     from rich.table import Table
 
     from kafkalake_dev.spark import local_session
-    from spark_jobs.compactor import Action, Compactor, Knobs
+    from spark_jobs.compaction.job import Compactor
+    from spark_jobs.compaction.work import Action, Knobs
 
     if not local:
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")

@@ -492,12 +492,13 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
     for package in ("pyspark", "py4j"):
         (provided / package).symlink_to(Path(importlib.import_module(package).__file__ or "").parent)
     probe = (
-        "import sys, importlib; from pathlib import Path; import spark_jobs.fleet as a, spark_jobs.compactor as c; "
+        "import sys, importlib; from pathlib import Path; "
+        "import spark_jobs.archiver.fleet as a, spark_jobs.compaction.job as c; "
         "from kafkalake.catalog import load_catalog; "
         "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
         "deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']; "
         "outside = [d for d in deps if '/environment/site-packages/' not in importlib.import_module(d).__file__]; "
-        "print(sys.version_info[:2], a.__file__.split('/')[-3], len(load_catalog(Path('catalog')).topics), outside)"
+        "print(sys.version_info[:2], a.__file__.split('/')[-4], len(load_catalog(Path('catalog')).topics), outside)"
     )
     assert Path(EMR_PYTHON).exists(), f"{EMR_PYTHON} (Debian package python3.11) stands in for EMR's Python 3.11"
     result = subprocess.run(
