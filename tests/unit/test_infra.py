@@ -89,6 +89,9 @@ def test_lake_bucket_is_private_encrypted_tls_only_with_lifecycle(stacks: Any, e
     rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
     assert rules["abort-incomplete-uploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     assert rules["expire-quarantine"]["Prefix"] == "quarantine/"
+    noncurrent = rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"]
+    assert noncurrent == {"NoncurrentDays": settings.noncurrent_version_days}
+    assert all(r.get("Prefix", "").split("/")[0] in ("", "data", "quarantine", "compacted") for r in rules.values())
     assert rules["tier-data"]["Transitions"][0]["StorageClass"] == "INTELLIGENT_TIERING"
     retained = [t for t in CATALOG.for_env(env) if t.spec.retention_days is not None]
     assert retained
