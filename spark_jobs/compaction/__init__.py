@@ -5,7 +5,7 @@ A plain Glue table has no atomic commit, so each partition rewrite gets one, rec
 from its state; a crash before ``written`` rewrites the run directory from scratch. One file per step, each over
 the same unit of work (``work.Work``: the table, its Glue partition, its manifest with the input files):
 
-- ``select``: which partitions the compactor takes, each with a new or carried-forward manifest;
+- ``selection``: which partitions the compactor takes, each with a new or carried-forward manifest;
 - ``write``: every output file in one Spark job (``binning`` cuts the inputs into bins, ``inputs`` and ``sizing``
   size them, ``merging`` holds the executor tasks), with the digest (``digest``) of the keys written;
 - ``verify``: the run directory from footers and key columns, against that digest;
@@ -13,7 +13,7 @@ the same unit of work (``work.Work``: the table, its Glue partition, its manifes
 - ``clean``: the inputs deleted after the grace period;
 - ``protocol`` runs write → verify → swap over a run's work; ``job`` is the compactor (``Compactor``, ``main``).
 
-A second job that rewrites partitions (erasure of rows) plugs in beside ``select``: it is a ``work.Rewriter`` with
+A second job that rewrites partitions (erasure of rows) plugs in beside ``selection``: it is a ``work.Rewriter`` with
 its own selection that stores, per partition, a manifest whose inputs are the files to rewrite (its key from
 ``kafkalake.layout``), and hands its ``Work`` to ``protocol.carry_forward``, then to ``clean``. It gives the
 executor task (``merging.MergeTask``) the rows to leave out, which the task reports as dropped keys, as it does

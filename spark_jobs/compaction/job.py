@@ -1,7 +1,7 @@
 """The compactor job: merge closed partitions' small files into few large ones and swap their Glue partitions.
 
 One run takes every table it is given and every due partition of them together: selection
-(``spark_jobs.compaction.select``), then the rewrite protocol (``spark_jobs.compaction.protocol``): one Spark job
+(``spark_jobs.compaction.selection``), then the rewrite protocol (``spark_jobs.compaction.protocol``): one Spark job
 writes all the partitions' outputs, one inspects them, and each partition then commits on its own. A table or
 partition that fails is reported and left as it was; the others go on.
 """
@@ -24,7 +24,7 @@ from kafkalake.settings import Endpoints
 from spark_jobs.common import job_session
 from spark_jobs.compaction.manifest import DONE_STATES
 from spark_jobs.compaction.protocol import carry_forward
-from spark_jobs.compaction.select import select
+from spark_jobs.compaction.selection import select
 from spark_jobs.compaction.work import Action, Knobs, PartitionResult, Rewriter, Work
 
 

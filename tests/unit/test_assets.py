@@ -70,7 +70,7 @@ JOBS = CORE | {
         "compaction/manifest",
         "compaction/merging",
         "compaction/protocol",
-        "compaction/select",
+        "compaction/selection",
         "compaction/sizing",
         "compaction/swap",
         "compaction/verify",
