@@ -45,7 +45,7 @@ from kafkalake.wire import encode
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.workload import ensure_topic
-from spark_jobs.offsets import consumer_group
+from spark_jobs.archiver.offsets import consumer_group
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PARTITIONS = 3

@@ -12,8 +12,8 @@ from pathlib import Path
 from bench.common import started_session
 from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
 from kafkalake_dev.local import local_credentials
-from spark_jobs.archiver import PHASES
-from spark_jobs.fleet import archive_fleet
+from spark_jobs.archiver.fleet import archive_fleet
+from spark_jobs.archiver.summary import PHASES
 
 SCHEMA_FILE = "bench.v1.avsc"
 

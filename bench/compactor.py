@@ -42,7 +42,8 @@ from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
 from kafkalake_dev.spark import local_session
-from spark_jobs.compactor import Compactor, Knobs
+from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.work import Knobs
 
 FILES = int(os.environ.get("BENCH_COMPACT_FILES", "420"))
 TOTAL_MB = int(os.environ.get("BENCH_COMPACT_MB", "320"))

@@ -67,7 +67,8 @@ class EnvironmentSettings(BaseModel):
     alarm_subscriptions: tuple[AlarmSubscription, ...] = ()
     data_transition_days: int = Field(default=30, ge=30)
     quarantine_retention_days: int = Field(default=90, ge=1)
-    staging_retention_days: int = Field(default=7, ge=1)
+    noncurrent_version_days: int = Field(default=7, ge=1)
+    """How long the lake bucket keeps an overwritten or deleted object's old version."""
 
     def endpoints(self) -> Endpoints:
         """What this environment's jobs talk to in AWS (regional AWS endpoints)."""

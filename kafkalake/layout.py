@@ -1,4 +1,4 @@
-"""The S3 key layout: the one place that both writes and reads kafkalake's object keys.
+"""The S3 key layout: the one place that decides every key kafkalake writes, and parses them.
 
 Data objects live under a deterministic, Hive-style layout::
 
@@ -6,13 +6,23 @@ Data objects live under a deterministic, Hive-style layout::
         <topic>+<kafka partition>+<first offset>-<last offset>.parquet
 
 The formatter and the parser are both generated from ``_DATA_SEGMENTS`` so they cannot drift apart.
-Quarantine, compaction output and staging live under their own top-level prefixes, which the data
-parser never matches, so nothing downstream mistakes them for data partitions.
+Quarantine, compaction output and the durable records live under their own top-level prefixes, which the data
+parser never matches, so nothing downstream mistakes them for data partitions. Per topic (``TablePrefix``)::
+
+    quarantine/<topic path>/dt=<YYYY-MM-DD>/<topic>+<partition>+<first>-<last>.parquet
+    compacted/<topic path>/<partition path>/run=<id>/part-<n>.parquet       a rewrite's output
+    state/<topic path>/plan.json                                            the archiver's plan in progress
+    state/<topic path>/receipts/<plan created>-<ranges hash>.json           a carried-out plan (the offset audit)
+    state/<topic path>/compaction/<partition path>/manifest.json            a partition rewrite's commit record
+    state/<topic path>/late/<partition path>/late.json                      the maintainer's late-data marker
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
@@ -21,12 +31,11 @@ from urllib.parse import unquote_plus
 DATA_ROOT: Final = "data"
 QUARANTINE_ROOT: Final = "quarantine"
 COMPACTED_ROOT: Final = "compacted"
-STAGING_ROOT: Final = "staging"
 STATE_ROOT: Final = "state"
 LATE_DATA_FILE: Final = "late.json"
 LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
 """Every topic's late-data markers, as an IAM object pattern (see ``TablePrefix.late_data_prefix``)."""
-NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STAGING_ROOT, STATE_ROOT)
+NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STATE_ROOT)
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 """A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
@@ -108,9 +117,6 @@ class TablePrefix:
     def compacted_prefix(self) -> str:
         return f"{COMPACTED_ROOT}/{self._path()}"
 
-    def staging_prefix(self) -> str:
-        return f"{STAGING_ROOT}/{self._path()}"
-
     def state_prefix(self) -> str:
         return f"{STATE_ROOT}/{self._path()}"
 
@@ -126,9 +132,27 @@ class TablePrefix:
     def late_data_key(self, partition: Partition) -> str:
         return f"{self.late_data_prefix()}{partition.path()}{LATE_DATA_FILE}"
 
+    def receipts_prefix(self) -> str:
+        """The archiver's receipts, one per carried-out plan: what the offset audit reads."""
+        return f"{self.state_prefix()}receipts/"
+
+    def receipt_key(self, plan_created_at: str, ranges: Mapping[int, tuple[int, int]]) -> str:
+        """A plan's receipt, named from the stored plan (so a redo writes the same key) and sorted by its creation."""
+        stamp = datetime.fromisoformat(plan_created_at).strftime("%Y%m%dT%H%M%S%fZ")
+        digest = hashlib.sha256(json.dumps({p: [s, e] for p, (s, e) in sorted(ranges.items())}).encode())
+        return f"{self.receipts_prefix()}{stamp}-{digest.hexdigest()[:8]}.json"
+
+    def compaction_prefix(self) -> str:
+        """The partition rewrites' manifests, beside the receipts."""
+        return f"{self.state_prefix()}compaction/"
+
     def compaction_manifest_key(self, partition: Partition) -> str:
-        """The compactor's manifest for one partition: the record of its commit protocol."""
-        return f"{self.state_prefix()}compaction/{partition.path()}manifest.json"
+        """One partition's rewrite manifest: the record of its commit protocol."""
+        return f"{self.compaction_prefix()}{partition.path()}manifest.json"
+
+    def compaction_output_prefix(self, partition: Partition, run_id: str) -> str:
+        """The run directory a rewrite of ``partition`` writes its files to, never inside a raw directory."""
+        return f"{self.compacted_prefix()}{partition.path()}run={run_id}/"
 
     def quarantine_key(self, dt: date, kafka_partition: int, first_offset: int, last_offset: int) -> str:
         """Undecodable records of one Kafka partition and day; never matched by the data parser."""

@@ -1,26 +1,17 @@
 """The archiver's receipts: one small durable record per carried-out plan, what the offset audit checks.
 
-Written after the plan's objects and before its offsets are committed, under a key derived from the stored plan,
-so a plan redone after a crash writes the same receipt again. Per Kafka partition: the offset range read, and
+Written after the plan's objects and before its offsets are committed, under a key derived from the stored plan
+(``TablePrefix.receipt_key``, beside the compaction manifests), so a plan redone after a crash writes the same
+receipt again. Per Kafka partition: the offset range read, and
 how its records were accounted for (rows stored in data objects, quarantined, tombstones dropped); and every
 object written with its Kafka partition, offsets and rows.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
-
-from kafkalake.layout import TablePrefix
-
-RECEIPTS_DIR = "receipts/"
-
-
-def receipts_prefix(prefix: TablePrefix) -> str:
-    return f"{prefix.state_prefix()}{RECEIPTS_DIR}"
 
 
 @dataclass(frozen=True)
@@ -55,12 +46,6 @@ class Receipt:
     partitions: dict[int, PartitionAccount]
     data: list[StoredObject] = field(default_factory=list)
     quarantine: list[StoredObject] = field(default_factory=list)
-
-    def key(self, prefix: TablePrefix) -> str:
-        """Sorted by the plan's creation; the same for a plan carried out again."""
-        stamp = datetime.fromisoformat(self.plan_created_at).strftime("%Y%m%dT%H%M%S%fZ")
-        ranges = json.dumps({p: [a.start, a.end] for p, a in sorted(self.partitions.items())})
-        return f"{receipts_prefix(prefix)}{stamp}-{hashlib.sha256(ranges.encode()).hexdigest()[:8]}.json"
 
     def to_json(self) -> str:
         document = asdict(self)

@@ -21,9 +21,9 @@ from kafkalake.aws import list_objects, read_json
 from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
 from kafkalake.layout import LayoutError, parse_data_key
-from kafkalake.receipts import PartitionAccount, Receipt, StoredObject, receipts_prefix
-from spark_jobs.manifest import DONE_STATES, Manifest
-from spark_jobs.offsets import consumer_group
+from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
+from spark_jobs.archiver.offsets import consumer_group
+from spark_jobs.compaction.manifest import DONE_STATES, Manifest
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,8 @@ def read_lake(s3: Any, bucket: str, topic: Topic) -> Lake:
         found = (read_json(s3, bucket, key) for key in sorted(list_objects(s3, bucket, where, suffix)))
         return [d for d in found if d is not None]  # None: deleted between the listing and the read
 
-    receipts = [Receipt.from_dict(d) for d in documents(receipts_prefix(prefix), ".json")]
-    manifests = [Manifest.from_dict(d) for d in documents(f"{prefix.state_prefix()}compaction/", "manifest.json")]
+    receipts = [Receipt.from_dict(d) for d in documents(prefix.receipts_prefix(), ".json")]
+    manifests = [Manifest.from_dict(d) for d in documents(prefix.compaction_prefix(), "manifest.json")]
     raw = set(list_objects(s3, bucket, prefix.data_prefix(), ".parquet"))
     compacted = set(list_objects(s3, bucket, prefix.compacted_prefix(), ".parquet"))
     quarantine = set(list_objects(s3, bucket, prefix.quarantine_prefix(), ".parquet"))

@@ -153,7 +153,7 @@ def audit_offsets(
     problems = [p for r in results for p in r.problems]
     for problem in problems:
         console.print(f"  {problem}", markup=False)
-    console.print(f"receipts under s3://{endpoints.bucket}/{found.prefix.state_prefix()}receipts/")
+    console.print(f"receipts under s3://{endpoints.bucket}/{found.prefix.receipts_prefix()}")
     if problems:
         raise typer.Exit(1)
 

@@ -96,7 +96,7 @@ def archive(
     any topic failed."""
     from kafkalake_dev.demo import archive_topics
     from kafkalake_dev.spark import local_session
-    from spark_jobs.fleet import resolve
+    from spark_jobs.archiver.fleet import resolve
 
     if not local:
         raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/fleet.py)")
@@ -145,7 +145,8 @@ def compact_run(
     from datetime import timedelta
 
     from kafkalake_dev.spark import local_session
-    from spark_jobs.compactor import Action, Compactor, Knobs
+    from spark_jobs.compaction.job import Compactor
+    from spark_jobs.compaction.work import Action, Knobs
 
     if not local:
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")

@@ -31,8 +31,8 @@ from kafkalake_dev.workload import Produced
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from spark_jobs.compactor import PartitionResult
-    from spark_jobs.fleet import TopicResult
+    from spark_jobs.archiver.summary import TopicResult
+    from spark_jobs.compaction.work import PartitionResult
 
 HOURS = 6
 MIN_INPUT_FILES = 2
@@ -156,7 +156,7 @@ def archive_topics(
     """Every topic caught up, ``concurrency`` at a time, as the archiver job does."""
     import time
 
-    from spark_jobs.fleet import archive_fleet
+    from spark_jobs.archiver.fleet import archive_fleet
 
     deadline = time.monotonic() + budget_minutes * 60
     return archive_fleet(spark, endpoints, topics, concurrency=concurrency, deadline=deadline, say=say)
@@ -226,7 +226,7 @@ def run_checked(run: JobRun, endpoints: Endpoints, say: Callable[[str], None]) -
 
 def compaction_results(lines: list[dict[str, Any]], topics: list[Topic]) -> dict[str, list[PartitionResult]]:
     """The compactor job's JSON lines (one per partition, naming its table), per Kafka topic."""
-    from spark_jobs.compactor import PartitionResult
+    from spark_jobs.compaction.work import PartitionResult
 
     by_table = {f"{t.database}.{t.table}": t.kafka_topic for t in topics}
     results: dict[str, list[PartitionResult]] = {t.kafka_topic: [] for t in topics}

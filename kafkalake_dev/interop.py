@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from kafkalake.settings import Endpoints
 
 TOMBSTONE_COLUMN = "_tombstone"
-"""The delete-log flag of topics with ``tombstones: keep`` (``spark_jobs.writer.TOMBSTONE_COLUMN``)."""
+"""The delete-log flag of topics with ``tombstones: keep`` (``spark_jobs.archiver.writer.TOMBSTONE_COLUMN``)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kafkalake_dev.demo import DemoReport
     from kafkalake_dev.inventory import TableInventory
     from lambdas.reconciler.logic import TableReconciliation
-    from spark_jobs.compactor import PartitionResult
+    from spark_jobs.compaction.work import PartitionResult
 
 DEMO_COLUMNS = (
     "table",
@@ -144,7 +144,7 @@ def audit_summary(topic: Topic, lake: Lake, results: list[PartitionAudit]) -> Ta
 
 def compaction_summary(results: list[PartitionResult], title: str) -> Table:
     """The partitions a compactor run compacted or failed (skipped ones left out)."""
-    from spark_jobs.compactor import Action
+    from spark_jobs.compaction.work import Action
 
     rows = [
         (

@@ -7,9 +7,10 @@ The jobs and the core package arrive as ``--py-files kafkalake_jobs.zip``; endpo
 import sys
 
 from kafkalake.jobspec import Job
-from spark_jobs import compactor, fleet
+from spark_jobs.archiver import fleet
+from spark_jobs.compaction import job
 
-JOBS = {Job.ARCHIVE: fleet.main, Job.COMPACT: compactor.main}
+JOBS = {Job.ARCHIVE: fleet.main, Job.COMPACT: job.main}
 
 if __name__ == "__main__":
     JOBS[Job(sys.argv[1])](sys.argv[2:])

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import pytest
 from pyspark import cloudpickle
 
-from spark_jobs.manifest import ManifestState, ManifestStore
+from spark_jobs.compaction.manifest import ManifestState, ManifestStore
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 

@@ -11,12 +11,12 @@ from constructs import Construct
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STAGING_ROOT
+from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT
 
 
 def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[s3.LifecycleRule]:
-    """Abort stale uploads; tier data by age; expire each topic's data after its retention (GDPR), and the
-    quarantine/staging/state prefixes after their own."""
+    """Abort stale uploads; tier data by age; expire each topic's data and compacted output after its retention
+    (GDPR), quarantined records after theirs, and noncurrent object versions after a few days."""
     rules = [
         s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
         s3.LifecycleRule(
@@ -35,11 +35,8 @@ def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[
             expiration=Duration.days(settings.quarantine_retention_days),
         ),
         s3.LifecycleRule(
-            id="expire-staging", prefix=f"{STAGING_ROOT}/", expiration=Duration.days(settings.staging_retention_days)
-        ),
-        s3.LifecycleRule(
             id="expire-noncurrent-versions",
-            noncurrent_version_expiration=Duration.days(settings.staging_retention_days),
+            noncurrent_version_expiration=Duration.days(settings.noncurrent_version_days),
         ),
     ]
     for topic in topics:

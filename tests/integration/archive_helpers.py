@@ -20,7 +20,7 @@ from kafkalake.layout import S3Location
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake_dev.workload import ensure_topic, produce_topic
-from spark_jobs.offsets import consumer_group
+from spark_jobs.archiver.offsets import consumer_group
 
 CATALOG = load_catalog(catalog_dir())
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)

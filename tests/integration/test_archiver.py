@@ -17,12 +17,11 @@ from pyspark.sql import functions as F
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.receipts import receipts_prefix
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.sandbox import with_bucket
-from spark_jobs import archiver
-from spark_jobs.archiver import archive_topic
+from spark_jobs.archiver import topic_run
+from spark_jobs.archiver.topic_run import archive_topic
 from tests.crashes import CRASH_POINTS, InjectedCrash
 from tests.integration.archive_helpers import (
     committed_and_end,
@@ -80,7 +79,7 @@ def test_archives_two_avro_versions_and_json_exactly(spark: SparkSession, endpoi
         committed, ends = committed_and_end(endpoints, topic)
         assert committed == ends
         assert keys(endpoints, topic.prefix.state_prefix()) == keys(
-            endpoints, receipts_prefix(topic.prefix)
+            endpoints, topic.prefix.receipts_prefix()
         )  # no plan left
 
 
@@ -107,7 +106,7 @@ def test_crash_then_rerun_gives_the_clean_objects(
     topic = fresh("card-authorized", max_records_per_file=40)
     produce(endpoints, topic, 600)
     with monkeypatch.context() as patch:
-        CRASH_POINTS[crash_at](patch, archiver)
+        CRASH_POINTS[crash_at](patch, topic_run)
         with pytest.raises(Exception, match="injected crash") as crashed:
             archive_topic(spark, endpoints, topic)
     assert crashed.type is InjectedCrash or "InjectedCrash" in str(crashed.value)
@@ -139,7 +138,7 @@ def test_two_runs_at_once_share_one_plan(spark: SparkSession, endpoints: Endpoin
 
 
 def test_retention_loss_fails_loudly_unless_accepted() -> None:
-    from spark_jobs.plan import RetentionLoss, plan_ranges
+    from spark_jobs.archiver.plan import RetentionLoss, plan_ranges
 
     with pytest.raises(RetentionLoss, match=r"t\[0\]: committed offset 5 is below the earliest retained offset 9"):
         plan_ranges({0: 5}, {0: 9}, {0: 20}, max_records=100, accept_data_loss=False, topic="t")

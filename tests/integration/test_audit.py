@@ -21,8 +21,9 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev.audit import PartitionAudit, audit, committed_offsets, read_lake
 from kafkalake_dev.cli import app
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
-from spark_jobs.compactor import Compactor, Knobs
-from spark_jobs.fleet import catch_up
+from spark_jobs.archiver.topic_run import catch_up
+from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.work import Knobs
 from tests.integration.archive_helpers import committed_and_end, fresh, produce
 
 pytestmark = pytest.mark.stack

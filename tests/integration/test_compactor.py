@@ -26,8 +26,10 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.layout import DataKey, Partition
 from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
-from spark_jobs.compactor import VERIFICATION_FAILED, Compactor, Knobs, main
-from spark_jobs.manifest import ManifestState
+from spark_jobs.compaction.job import Compactor, main
+from spark_jobs.compaction.manifest import ManifestState
+from spark_jobs.compaction.verify import VERIFICATION_FAILED
+from spark_jobs.compaction.work import Knobs
 from tests.cli_args import compact_submit
 from tests.crashes import DeletesThenCrash, crash_after_saving, kill_on_progress, random_kills
 from tests.integration.lake_files import small_file

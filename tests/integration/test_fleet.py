@@ -21,14 +21,13 @@ from typer.testing import CliRunner
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
-from kafkalake.receipts import receipts_prefix
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
 from kafkalake_dev.sandbox import isolated_env, with_bucket
 from kafkalake_dev.workload import ensure_topic, sample_value
-from spark_jobs.fleet import catch_up
-from spark_jobs.metrics import metric_data, publish
+from spark_jobs.archiver.metrics import metric_data, publish
+from spark_jobs.archiver.topic_run import catch_up
 from tests.crashes import kill_on_progress, random_kills
 from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
 
@@ -176,5 +175,5 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
     assert keys(fleet.endpoints, topic.prefix.state_prefix()) == keys(
-        fleet.endpoints, receipts_prefix(topic.prefix)
+        fleet.endpoints, topic.prefix.receipts_prefix()
     )  # no plan left

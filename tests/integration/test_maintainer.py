@@ -32,7 +32,8 @@ from kafkalake_dev.provision import provision
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
-from spark_jobs.compactor import Compactor, Knobs
+from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.work import Knobs
 from tests.integration.lake_files import small_file
 
 pytestmark = pytest.mark.stack

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_jobs.binning import UNBOUNDED, InputFile, plan_bins
-from spark_jobs.digest import KeyDigest, first_disorder, repeats
+from spark_jobs.compaction.binning import UNBOUNDED, InputFile, plan_bins
+from spark_jobs.compaction.digest import KeyDigest, first_disorder, repeats
 
 
 def digest(pairs: list[tuple[int, int]]) -> KeyDigest:

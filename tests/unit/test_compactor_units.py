@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.sizing import repacked_file_count
+from spark_jobs.compaction.sizing import repacked_file_count
 
 MB = 1024 * 1024
 

@@ -89,6 +89,9 @@ def test_lake_bucket_is_private_encrypted_tls_only_with_lifecycle(stacks: Any, e
     rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
     assert rules["abort-incomplete-uploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     assert rules["expire-quarantine"]["Prefix"] == "quarantine/"
+    noncurrent = rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"]
+    assert noncurrent == {"NoncurrentDays": settings.noncurrent_version_days}
+    assert all(r.get("Prefix", "").split("/")[0] in ("", "data", "quarantine", "compacted") for r in rules.values())
     assert rules["tier-data"]["Transitions"][0]["StorageClass"] == "INTELLIGENT_TIERING"
     retained = [t for t in CATALOG.for_env(env) if t.spec.retention_days is not None]
     assert retained
@@ -492,12 +495,13 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
     for package in ("pyspark", "py4j"):
         (provided / package).symlink_to(Path(importlib.import_module(package).__file__ or "").parent)
     probe = (
-        "import sys, importlib; from pathlib import Path; import spark_jobs.fleet as a, spark_jobs.compactor as c; "
+        "import sys, importlib; from pathlib import Path; "
+        "import spark_jobs.archiver.fleet as a, spark_jobs.compaction.job as c; "
         "from kafkalake.catalog import load_catalog; "
         "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
         "deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']; "
         "outside = [d for d in deps if '/environment/site-packages/' not in importlib.import_module(d).__file__]; "
-        "print(sys.version_info[:2], a.__file__.split('/')[-3], len(load_catalog(Path('catalog')).topics), outside)"
+        "print(sys.version_info[:2], a.__file__.split('/')[-4], len(load_catalog(Path('catalog')).topics), outside)"
     )
     assert Path(EMR_PYTHON).exists(), f"{EMR_PYTHON} (Debian package python3.11) stands in for EMR's Python 3.11"
     result = subprocess.run(

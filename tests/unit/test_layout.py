@@ -85,7 +85,7 @@ def test_example_key() -> None:
     [
         ("quarantine/staging/acme/payments/card-authorized/x.parquet", "under the 'quarantine' prefix"),
         ("compacted/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/a.parquet", "'compacted' prefix"),
-        ("staging/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet", "'staging' prefix"),
+        ("state/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet", "'state' prefix"),
         ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/_SUCCESS", "not a .parquet data object"),
         ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet.tmp", "not a .parquet"),
         ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=24/t+0+0-1.parquet", "hour=24 is outside"),
@@ -110,11 +110,10 @@ def test_prefixes_do_not_overlap() -> None:
             prefix.data_prefix(),
             prefix.quarantine_prefix(),
             prefix.compacted_prefix(),
-            prefix.staging_prefix(),
             prefix.state_prefix(),
         )
     }
-    assert roots == {"data", "quarantine", "compacted", "staging", "state"}
+    assert roots == {"data", "quarantine", "compacted", "state"}
 
 
 def test_partition_values_round_trip() -> None:
@@ -136,3 +135,21 @@ def test_late_data_markers_are_under_the_state_prefix_and_the_iam_pattern() -> N
     assert marker.startswith(prefix.late_data_prefix()) and fnmatch.fnmatchcase(marker, LATE_DATA_MARKERS)
     with pytest.raises(LayoutError, match="state"):
         parse_data_key(marker)
+
+
+def test_durable_records_live_side_by_side_under_the_state_prefix_with_their_existing_keys() -> None:
+    """Receipts and compaction manifests: keys unchanged since they were first written (lakes and audits rely on
+    them), both decided here."""
+    prefix = TablePrefix("staging", "acme", "payments", "card-authorized")
+    partition = Partition(2, date(2026, 11, 20), 7)
+    receipt = prefix.receipt_key("2026-11-21T07:30:00.123456+00:00", {1: (5, 9), 0: (0, 10)})
+    assert receipt == "state/staging/acme/payments/card-authorized/receipts/20261121T073000123456Z-ddf9b434.json"
+    assert receipt == prefix.receipt_key("2026-11-21T07:30:00.123456+00:00", {0: (0, 10), 1: (5, 9)})
+    manifest = prefix.compaction_manifest_key(partition)
+    assert manifest == (
+        "state/staging/acme/payments/card-authorized/compaction/schema_version=2/dt=2026-11-20/hour=07/manifest.json"
+    )
+    assert receipt.startswith(prefix.receipts_prefix()) and manifest.startswith(prefix.compaction_prefix())
+    assert prefix.compaction_output_prefix(partition, "0123abcd") == (
+        "compacted/staging/acme/payments/card-authorized/schema_version=2/dt=2026-11-20/hour=07/run=0123abcd/"
+    )

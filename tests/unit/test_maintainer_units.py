@@ -70,10 +70,10 @@ def test_record_handler_decisions() -> None:
     assert isinstance(data_key, DataKey) and (data_key.first_offset, data_key.last_offset) == (5, 9)
     removed = parse_body(json.dumps({"Records": [record(name="ObjectRemoved:Delete")]})).events[0]
     assert handle_record(removed) == Ignored("removed_object")
-    foreign = parse_body(json.dumps({"Records": [record(key="staging/x/_SUCCESS")]})).events[0]
+    foreign = parse_body(json.dumps({"Records": [record(key="state/x/_SUCCESS")]})).events[0]
     ignored = handle_record(foreign)
     assert isinstance(ignored, Ignored) and ignored.kind == "foreign_key"
-    assert "staging/x/_SUCCESS" in ignored.detail and "not a data partition" in ignored.detail
+    assert "state/x/_SUCCESS" in ignored.detail and "not a data partition" in ignored.detail
 
 
 def eventbridge(key: str, detail_type: str = "Object Created") -> str:

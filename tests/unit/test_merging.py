@@ -15,10 +15,11 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.settings import Endpoints
-from spark_jobs.compactor import Compactor, Knobs
-from spark_jobs.digest import KeyDigest
-from spark_jobs.merging import InspectTask, MergeTask, inspect, merge
-from spark_jobs.writer import worker_s3_client
+from spark_jobs.common import worker_s3_client
+from spark_jobs.compaction.digest import KeyDigest
+from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.merging import InspectTask, MergeTask, inspect, merge
+from spark_jobs.compaction.work import Knobs
 
 ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
 
@@ -119,7 +120,7 @@ def test_a_spark_job_that_fails_reports_each_of_its_tasks_failed() -> None:
 
     context = SimpleNamespace(setJobDescription=lambda _: None, parallelize=parallelize)
     compactor = Compactor(SimpleNamespace(sparkContext=context), ENDPOINTS, [], Knobs())  # type: ignore[arg-type]
-    outcomes = compactor._tasks(merge, [task(("a",), overlapping=False)], "write")
+    outcomes = compactor.tasks(merge, [task(("a",), overlapping=False)], "write")
     assert outcomes == [
         {
             "work": "work",

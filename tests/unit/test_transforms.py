@@ -10,7 +10,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from kafkalake.catalog import TimeCandidate, TimeFormat
 from kafkalake.wire import encode
-from spark_jobs import transform
+from spark_jobs.archiver import transform
 
 SCHEMA = '{"type":"record","name":"R","fields":[{"name":"id","type":"string"}]}'
 T0 = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)

@@ -17,7 +17,8 @@ from moto import mock_aws
 
 from kafkalake.layout import TablePrefix
 from kafkalake.settings import Endpoints
-from spark_jobs.writer import COUNT, DATA, QUARANTINE, WAITED, WROTE, PlanLayout, PlanWriter, worker_s3_client
+from spark_jobs.archiver.writer import COUNT, DATA, QUARANTINE, WAITED, WROTE, PlanLayout, PlanWriter
+from spark_jobs.common import worker_s3_client
 
 ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
 PREFIX = TablePrefix("payments", "test", "test", "orders")

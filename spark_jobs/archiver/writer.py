@@ -11,7 +11,6 @@ Arrow compute and keeps a buffer per group, bounded by the plan's records.
 
 from __future__ import annotations
 
-import functools
 import io
 import itertools
 import time
@@ -27,7 +26,8 @@ import pyarrow.parquet as pq
 
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
-from spark_jobs.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
+from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
+from spark_jobs.common import worker_s3_client
 
 OUTCOME_SCHEMA = (
     "kind string, key string, kafka_partition int, error string, rows long, first_offset long, last_offset long, "
@@ -73,14 +73,6 @@ class PlanLayout:
     @property
     def newest(self) -> int:
         return max(v for v, _ in self.versions)
-
-
-@functools.cache
-def worker_s3_client(endpoints: Endpoints) -> Any:
-    """One client per Python worker process (workers are reused across tasks; building a client costs ~0.1 s)."""
-    from kafkalake.aws import make_client
-
-    return make_client(endpoints, "s3")
 
 
 def group_starts(table: pa.Table, columns: Sequence[str]) -> list[int]:

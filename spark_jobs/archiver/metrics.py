@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalake.glue import chunks
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
-
-if TYPE_CHECKING:
-    from spark_jobs.fleet import TopicResult
+from spark_jobs.archiver.summary import TopicResult
 
 PUT_CHUNK = 1000
 """Metrics per PutMetricData call (the API's limit)."""

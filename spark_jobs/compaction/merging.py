@@ -1,10 +1,10 @@
 """The compactor's executor side: merge one bin of input files into one output file, and inspect an output.
 
-Both run as plain Spark tasks over pyarrow and boto3 (as ``spark_jobs.writer`` does), so a task does exactly one
+Both run as plain Spark tasks over pyarrow and boto3 (as the archiver's writer does), so a task does exactly one
 bin or one file and reports what it saw; any error is returned as the task's result rather than raised, so one
 partition's bad input fails only that partition. Neither persists anything in Spark: the merge streams files in
-key order into row groups, and takes the digest of every key on the way (``spark_jobs.digest``); the inspection
-reads only an output's footer and key columns, through ranged GETs.
+key order into row groups, and takes the digest of every key on the way (``spark_jobs.compaction.digest``); the
+inspection reads only an output's footer and key columns, through ranged GETs.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kafkalake.settings import Endpoints
-from spark_jobs.digest import KeyDigest, first_disorder, repeats
-from spark_jobs.writer import worker_s3_client
+from spark_jobs.common import worker_s3_client
+from spark_jobs.compaction.digest import KeyDigest, first_disorder, repeats
 
 KEY_COLUMNS = ("_kafka_partition", "_kafka_offset")
 ROW_GROUP_BYTES = 128 * 1024 * 1024

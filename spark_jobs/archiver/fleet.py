@@ -3,7 +3,8 @@ each caught up to the high watermark it saw at the start, each isolated from the
 
 A topic that fails commits nothing of the failing plan and is reported with what failed and how to fix it; the
 others go on; the run exits non-zero at the end when any topic failed. Per topic one JSON line goes to the job's
-log, and the run's metrics go to CloudWatch (``spark_jobs.metrics``).
+log, and the run's metrics go to CloudWatch (``spark_jobs.archiver.metrics``). One topic's way through the run is
+``spark_jobs.archiver.topic_run``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from botocore.exceptions import ClientError
 from pyspark.sql import SparkSession
@@ -28,56 +26,12 @@ from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
 from kafkalake.settings import Endpoints
-from spark_jobs.archiver import PHASES, Summary, TopicArchiver
-from spark_jobs.metrics import metric_data, publish
-from spark_jobs.session import job_session
+from spark_jobs.archiver.metrics import metric_data, publish
+from spark_jobs.archiver.summary import TopicResult
+from spark_jobs.archiver.topic_run import catch_up
+from spark_jobs.common import job_session
 
 MAX_ERROR_CHARS = 800
-
-
-@dataclass
-class TopicResult:
-    name: str
-    kafka_topic: str
-    plans: list[Summary] = field(default_factory=list)
-    lag: dict[int, int] = field(default_factory=dict)
-    seconds: float = 0.0
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def totals(self) -> Counter[str]:
-        keys = ("read", "written", "quarantined", "tombstones", "objects")
-        return Counter({k: sum(getattr(s, k) for s in self.plans) for k in keys})
-
-    def timings(self) -> dict[str, float]:
-        return {phase: round(sum(s.timings.get(phase, 0.0) for s in self.plans), 3) for phase in PHASES}
-
-    def latest_hour(self) -> dict[int, str]:
-        latest: dict[int, str] = {}
-        for summary in self.plans:
-            for partition, hour in summary.latest_hour.items():
-                latest[partition] = max(hour, latest.get(partition, hour))
-        return latest
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON line of the job's log."""
-        return {
-            "topic": self.name,
-            "kafka_topic": self.kafka_topic,
-            "status": "ok" if self.ok else "failed",
-            "plans": len([s for s in self.plans if s.plan]),
-            **self.totals(),
-            "lag": {str(p): n for p, n in sorted(self.lag.items())},
-            "latest_hour": {str(p): h for p, h in sorted(self.latest_hour().items())},
-            "seconds": round(self.seconds, 3),
-            "timings": self.timings(),
-            "quarantine_by_reason": dict(sum((Counter(s.quarantine_by_reason) for s in self.plans), Counter())),
-            "balanced": all(s.balanced() for s in self.plans),
-            "error": self.error,
-        }
 
 
 def explain(exc: BaseException, topic: Topic) -> str:
@@ -91,37 +45,6 @@ def explain(exc: BaseException, topic: Topic) -> str:
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + f" … [{len(text) - MAX_ERROR_CHARS} more characters]"
     return f"{type(exc).__name__}: {text}"
-
-
-def catch_up(
-    spark: SparkSession,
-    endpoints: Endpoints,
-    topic: Topic,
-    *,
-    deadline: float,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    say: Callable[[str], None] = print,
-) -> TopicResult:
-    """Plans one after another until the topic reaches the high watermark seen at the start, or ``deadline``
-    (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit."""
-    result = TopicResult(topic.name, topic.kafka_topic)
-    started = time.monotonic()
-    archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
-    try:
-        committed, low, target = archiver.offsets.state()
-        position = {p: committed.get(p) or low[p] for p in target}
-        while True:
-            summary = archiver.run_plan(ceiling=target)
-            result.plans.append(summary)
-            position |= {p: end for p, (_, end) in summary.plan.items()}
-            reached = all(position[p] >= target[p] for p in target)
-            if not summary.plan or reached or time.monotonic() >= deadline:
-                break
-        result.lag = archiver.lag()
-    finally:
-        archiver.close()
-        result.seconds = time.monotonic() - started
-    return result
 
 
 def archive_fleet(

@@ -1,7 +1,10 @@
-"""The compactor's per-partition commit record (``state/<topic path>/compaction/<partition>/manifest.json``).
+"""The per-partition commit record of a rewrite, at ``TablePrefix.compaction_manifest_key``
+(``state/<topic path>/compaction/<partition>/manifest.json``, beside the archiver's receipts; ``kafkalake.layout``
+decides both).
 
 planned   inputs listed once (the current compacted files plus raw files no earlier run took)
-written   merged files in ``compacted/<topic path>/<partition>/run=<id>/`` (never inside a raw directory), and
+written   merged files in ``TablePrefix.compaction_output_prefix`` (``compacted/<topic path>/<partition>/run=<id>/``,
+          never inside a raw directory), and
           the digest of the input keys taken while writing them
 verified  the run directory holds only those files, and their key columns match the digest, no duplicates
 swapped   the Glue partition points at the run's directory (one UpdatePartition: readers switch at once)
@@ -45,7 +48,7 @@ class Manifest:
     lack the rows)."""
     rows: int = 0
     expected: dict[str, list[int]] = field(default_factory=dict)
-    """The digest (``spark_jobs.digest``) of the distinct input keys, taken while writing: what verification
+    """The digest (``spark_jobs.compaction.digest``) of the distinct input keys, taken while writing: what verification
     expects of the run directory, also after a crash between the write and the verification."""
     dropped: int = 0
     """Input rows whose (Kafka partition, offset) another input already held."""

@@ -1,0 +1,12 @@
+"""The archiver job: Kafka topics to Parquet objects in the S3 layout, exactly once.
+
+One topic through a run, in reading order:
+
+- ``fleet``: the job (``main``); every topic of the environment, several at once, each isolated; logs and publishes
+  the results (``metrics``).
+- ``topic_run``: one topic: ``catch_up`` → ``TopicArchiver.run_plan`` (stored plan → ``carry_out`` → receipt →
+  offset commit → plan deleted).
+- ``plan`` (the durable plan of offset ranges) and ``offsets`` (watermarks and the consumer group's commits).
+- ``records`` (the plan's Kafka read, classified, decoded, timed; pure column transforms in ``transform``) →
+  ``writer`` (the executors' deterministic objects) → ``summary`` (the outcome accounted, the receipt made).
+"""

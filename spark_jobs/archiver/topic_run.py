@@ -1,0 +1,191 @@
+"""One topic through an archiver run, top to bottom: ``catch_up`` carries out plans until the topic reaches the high
+watermark seen when it started; ``TopicArchiver.run_plan`` carries out one plan (stored plan → ``carry_out`` →
+receipt → offset commit → plan deleted); ``carry_out`` is the plan's one Spark job (records → writer → accounts).
+``spark_jobs.archiver.fleet`` runs many topics at once.
+
+Exactly once: the plan (``spark_jobs.archiver.plan``) is stored before anything is written; object keys and bytes
+depend only on the plan and Kafka's immutable records, so a redo rewrites the same objects. Offsets
+(``spark_jobs.archiver.offsets``) are committed only after every object and the plan's receipt are in S3; then the
+plan is deleted.
+
+Each plan is one Spark job and one pass over its records: read, classified, decoded and timed
+(``spark_jobs.archiver.records``), then routed by the writer (``spark_jobs.archiver.writer``) to data, delete-log
+and quarantine objects, with the counts taken on the way (``spark_jobs.archiver.summary``). Nothing is cached,
+sorted or shuffled in Spark.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from pyspark.sql import SparkSession
+
+from kafkalake.access import KafkaAccess, kafka_access
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic
+from kafkalake.settings import Endpoints
+from spark_jobs.archiver import transform
+from spark_jobs.archiver.offsets import Offsets, consumer_group
+from spark_jobs.archiver.plan import Plan, PlanStore, plan_ranges
+from spark_jobs.archiver.records import plan_records, version_schemas
+from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
+from spark_jobs.archiver.writer import OUTCOME_SCHEMA, PlanLayout, PlanWriter
+
+
+def catch_up(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    topic: Topic,
+    *,
+    deadline: float,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    say: Callable[[str], None] = print,
+) -> TopicResult:
+    """Plans one after another until the topic reaches the high watermark seen at the start, or ``deadline``
+    (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit."""
+    result = TopicResult(topic.name, topic.kafka_topic)
+    started = time.monotonic()
+    archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
+    try:
+        committed, low, target = archiver.offsets.state()
+        position = {p: committed.get(p) or low[p] for p in target}
+        while True:
+            summary = archiver.run_plan(ceiling=target)
+            result.plans.append(summary)
+            position |= {p: end for p, (_, end) in summary.plan.items()}
+            reached = all(position[p] >= target[p] for p in target)
+            if not summary.plan or reached or time.monotonic() >= deadline:
+                break
+        result.lag = archiver.lag()
+    finally:
+        archiver.close()
+        result.seconds = time.monotonic() - started
+    return result
+
+
+def archive_topic(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    topic: Topic,
+    *,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    say: Callable[[str], None] = print,
+) -> Summary:
+    """Carry out one plan of ``topic``."""
+    archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
+    try:
+        return archiver.run_plan()
+    finally:
+        archiver.close()
+
+
+class TopicArchiver:
+    """One topic's offsets, plan store and Kafka/registry access, for one or more plans in a row."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        endpoints: Endpoints,
+        topic: Topic,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
+        self.s3 = s3 = make_client(endpoints, "s3")
+        secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
+        self.access = kafka_access(endpoints, secrets)
+        self.offsets = Offsets(self.access, topic.kafka_topic)
+        self.store = PlanStore(s3, endpoints.bucket, topic.prefix.plan_key())
+
+    def close(self) -> None:
+        self.offsets.close()
+
+    def run_plan(self, ceiling: dict[int, int] | None = None) -> Summary:
+        """Carry out the topic's stored plan, or a new one up to ``ceiling``; then commit and delete the plan."""
+        topic, started = self.topic, time.monotonic()
+        plan, redone = self.store.load_or_create(lambda: self.new_plan(ceiling))
+        summary = Summary(
+            topic.kafka_topic, plan.ranges, redone_plan=redone, timings={"plan": time.monotonic() - started}
+        )
+        self.say(
+            f"{topic.kafka_topic}: {'redoing stored' if redone else 'new'} plan of {plan.records} records "
+            f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.store.bucket}/{self.store.key})"
+        )
+        if plan.ranges:
+            carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
+        with summary.phase("commit"):
+            if plan.ranges:
+                key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
+                body = receipt(topic, plan, summary).to_json().encode()
+                self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
+            self.offsets.commit(plan.ranges)
+            self.store.delete()
+        ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
+        self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    def new_plan(self, ceiling: dict[int, int] | None) -> Plan:
+        committed, low, high = self.offsets.state()
+        if ceiling is not None:
+            high = {p: min(h, ceiling.get(p, h)) for p, h in high.items()}
+        archive = self.topic.spec.archive
+        ranges = plan_ranges(
+            committed,
+            low,
+            high,
+            max_records=archive.max_records_per_run,
+            accept_data_loss=archive.accept_data_loss,
+            topic=self.topic.kafka_topic,
+        )
+        return Plan(self.topic.kafka_topic, self.now().isoformat(), ranges)
+
+    def lag(self) -> dict[int, int]:
+        """High watermark - committed offset (from the earliest retained offset when none is committed)."""
+        committed, low, high = self.offsets.state()
+        return {p: max(0, high[p] - (committed.get(p) or low[p])) for p in high}
+
+
+def carry_out(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    topic: Topic,
+    plan: Plan,
+    summary: Summary,
+    *,
+    access: KafkaAccess,
+    say: Callable[[str], None],
+) -> None:
+    """One Spark job: read the plan's records, decode them, write data and quarantine objects; then check every
+    record is accounted for."""
+    versions = version_schemas(topic, access.registry())
+    records = plan_records(spark, access, topic, plan, versions)
+    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions)), OUTCOME_SCHEMA).collect()
+    per_version = account(outcome, topic, summary)
+    for version, (rows, objects) in sorted(per_version.items()):
+        say(
+            f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {objects} objects under "
+            f"s3://{endpoints.bucket}/{topic.prefix.data_prefix()}schema_version={version}/"
+        )
+    if not summary.balanced():
+        raise RuntimeError(
+            f"{topic.kafka_topic}: read {summary.read} != written {summary.written} + quarantined "
+            f"{summary.quarantined} + tombstones {summary.tombstones}; nothing committed, the plan stays for a redo"
+        )
+
+
+def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema]) -> PlanLayout:
+    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns and file bounds."""
+    archive = topic.spec.archive
+    return PlanLayout(
+        endpoints,
+        topic.prefix,
+        tuple((v.version, transform.value_column(v.version)) for v in versions),
+        tuple(c for c, wanted in (("_key", archive.include_key), ("_headers", archive.include_headers)) if wanted),
+        keep_tombstones=topic.spec.tombstones == "keep",
+        max_records_per_file=archive.max_records_per_file,
+        compression=archive.compression,
+    )
