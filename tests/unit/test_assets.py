@@ -22,6 +22,7 @@ CORE = {
         "jobspec",
         "kafka",
         "layout",
+        "lease",
         "metrics",
         "naming",
         "receipts",
