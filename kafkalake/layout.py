@@ -120,8 +120,10 @@ class TablePrefix:
     def state_prefix(self) -> str:
         return f"{STATE_ROOT}/{self._path()}"
 
-    def plan_key(self) -> str:
-        """The archiver's durable plan for this topic (present only while a plan is being carried out)."""
+    def archive_lease_key(self) -> str:
+        """The topic's archiver lease (``kafkalake.lease``): which run holds the topic, the plan it is carrying
+        out, the offsets finished plans reached. Named ``plan.json`` since it replaced the bare plan object, which
+        a run adopts for a redo when it finds one."""
         return f"{self.state_prefix()}plan.json"
 
     def late_data_prefix(self) -> str:

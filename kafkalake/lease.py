@@ -15,13 +15,17 @@ committed to do, e.g. the archiver's plan; kept across a takeover so that the ne
 
 A run may take the lease when there is none, when it is released, or when its holder stopped renewing it for
 longer than ``ttl`` (then it redoes the stored work); otherwise ``acquire`` raises ``Held`` and the run skips the
-resource. A holder's steps must each take less than ``ttl``: the lease is renewed at every step.
+resource. Every durable step renews the lease, and ``kept_alive`` renews it in the background in between (every
+third of ``ttl``), so a long step never loses it while its process lives; a holder that dies (SIGKILL, lost
+worker) leaves a lease that turns stale ``ttl`` after its last renewal.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -75,7 +79,8 @@ class Lease:
         self.s3, self.bucket, self.key = s3, bucket, key
         self.document, self.etag, self.now = document, etag, now
         self.requests = 0
-        """Conditional writes this holder made after acquiring (one per durable step)."""
+        """Conditional writes this holder made after acquiring (one per durable step or renewal)."""
+        self._lock = threading.Lock()
 
     @classmethod
     def acquire(
@@ -110,11 +115,42 @@ class Lease:
         """Store ``work`` and renew the lease, if this run still holds it (else ``LeaseLost``)."""
         self._write(replace(self.document, work=work, renewed_at=self.now().isoformat()))
 
+    def renew(self) -> None:
+        """Tell other runs this holder is alive (``LeaseLost`` if it no longer holds the lease)."""
+        self._write(replace(self.document, renewed_at=self.now().isoformat()))
+
+    @contextmanager
+    def kept_alive(self, every: timedelta) -> Iterator[Lease]:
+        """Renew the lease every ``every`` until the block ends; a renewal that fails is left for the holder's next
+        durable step to report (it fails the same way)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every.total_seconds()):
+                try:
+                    self.renew()
+                except LeaseLost:
+                    return
+                except ClientError:  # a transient S3 error: the next beat or step tries again
+                    continue
+
+        beating = threading.Thread(target=beat, name=f"lease {self.key}", daemon=True)
+        beating.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            beating.join()
+
     def release(self) -> None:
         """Let the next run take the lease at once (the stored work stays for it)."""
         self._write(replace(self.document, run_id=None, renewed_at=self.now().isoformat()))
 
     def _write(self, document: LeaseDocument) -> None:
+        with self._lock:
+            self._write_held(document)
+
+    def _write_held(self, document: LeaseDocument) -> None:
         try:
             put = self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=document.to_json(), IfMatch=self.etag)
         except ClientError as exc:

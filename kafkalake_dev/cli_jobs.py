@@ -4,6 +4,7 @@ in the environment's region (never the local stack's endpoint or credentials).""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +14,7 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.jobspec import (
     ARCHIVER_BUDGET_MINUTES,
     ARCHIVER_CONCURRENCY,
+    ARCHIVER_LEASE_TTL_SECONDS,
     COMPACTOR_GRACE_MINUTES,
     COMPACTOR_MIN_INPUT_FILES,
     COMPACTOR_TARGET_FILE_MB,
@@ -90,6 +92,9 @@ def archive(
     local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
     concurrency: Annotated[int, typer.Option(help="Topics in flight at once.")] = ARCHIVER_CONCURRENCY,
     budget_minutes: Annotated[float, typer.Option(help="No new plan starts after this.")] = ARCHIVER_BUDGET_MINUTES,
+    lease_ttl_seconds: Annotated[
+        float, typer.Option(help="A topic's lease is stale this long after its holder's last renewal.")
+    ] = ARCHIVER_LEASE_TTL_SECONDS,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Archive topics from Kafka to S3 Parquet, each caught up and exactly once, several at a time; exits 1 when
@@ -99,7 +104,7 @@ def archive(
     from spark_jobs.archiver.fleet import resolve
 
     if not local:
-        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/fleet.py)")
+        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/fleet.py)")
     bucket = environment(env).bucket
     topics, unknown = resolve(load_catalog(catalog), env, topic or [])
     endpoints = on_local_stack(bucket)
@@ -109,7 +114,13 @@ def archive(
     results = [
         *unknown,
         *archive_topics(
-            spark, endpoints, topics, console.print, concurrency=concurrency, budget_minutes=budget_minutes
+            spark,
+            endpoints,
+            topics,
+            console.print,
+            concurrency=concurrency,
+            budget_minutes=budget_minutes,
+            lease_ttl=timedelta(seconds=lease_ttl_seconds),
         ),
     ]
     console.print(render.archive_summary([r.as_dict() for r in results], bucket))

@@ -152,14 +152,17 @@ def archive_topics(
     *,
     concurrency: int,
     budget_minutes: float,
+    lease_ttl: timedelta | None = None,
 ) -> list[TopicResult]:
-    """Every topic caught up, ``concurrency`` at a time, as the archiver job does."""
+    """Every topic caught up, ``concurrency`` at a time, as the archiver job does (one run, its own leases)."""
     import time
 
     from spark_jobs.archiver.fleet import archive_fleet
+    from spark_jobs.archiver.topic_run import Run
 
     deadline = time.monotonic() + budget_minutes * 60
-    return archive_fleet(spark, endpoints, topics, concurrency=concurrency, deadline=deadline, say=say)
+    run = Run.new(spark, lease_ttl)
+    return archive_fleet(spark, endpoints, topics, concurrency=concurrency, deadline=deadline, run=run, say=say)
 
 
 def run_demo(

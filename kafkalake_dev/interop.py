@@ -203,4 +203,3 @@ def interop(
     console.print(f"interop {'done: every count matches the plan' if report.matches else 'FAILED'}")
     if not report.matches:
         raise typer.Exit(1)
-

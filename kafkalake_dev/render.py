@@ -55,7 +55,8 @@ def table(title: str, columns: Iterable[str], rows: Iterable[Sequence[str]], *, 
 def archive_summary(lines: list[dict[str, Any]], bucket: str) -> Table:
     """The archiver's per-topic summary (its JSON lines, ``TopicResult.as_dict``)."""
     phases = " / ".join(lines[0]["timings"]) if lines else "phases"
-    columns = (*ARCHIVE_COLUMNS, "seconds", f"{phases} s (task-seconds for read_decode and write)", "error")
+    timings = f"{phases} s (task-seconds for read_decode and write)"
+    columns = (*ARCHIVE_COLUMNS, "seconds", timings, "error or why skipped")
     rows = []
     for line in lines:
         reasons = sorted(line["quarantine_by_reason"].items())
@@ -69,7 +70,7 @@ def archive_summary(lines: list[dict[str, Any]], bucket: str) -> Table:
                 str(sum(line["lag"].values())),
                 f"{line['seconds']:.1f}",
                 " / ".join(f"{v:.1f}" for v in line["timings"].values()),
-                line["error"] or "",
+                line["error"] or line["skipped"] or "",
             )
         )
     return table(f"archived to s3://{bucket}/", columns, rows)

@@ -58,7 +58,7 @@ CRASH_POINTS: dict[str, Callable[[pytest.MonkeyPatch, ModuleType], None]] = {
     "after_plan": lambda patch, archiver: patch.setattr(archiver, "carry_out", crash("after_plan")),
     "mid_write": _mid_write,
     "after_write": lambda patch, archiver: patch.setattr(archiver.Offsets, "commit", crash("after_write")),
-    "after_commit": lambda patch, archiver: patch.setattr(archiver.PlanStore, "delete", crash("after_commit")),
+    "after_commit": lambda patch, archiver: patch.setattr(archiver.PlanLease, "finish", crash("after_commit")),
 }
 """The archiver's crash points: after the plan is stored, after one object, after every object, after the commit."""
 

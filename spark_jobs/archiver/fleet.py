@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from botocore.exceptions import ClientError
@@ -24,11 +24,11 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
-from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
+from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY, ARCHIVER_LEASE_TTL_SECONDS
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
-from spark_jobs.archiver.topic_run import catch_up
+from spark_jobs.archiver.topic_run import Run, catch_up
 from spark_jobs.common import job_session
 
 MAX_ERROR_CHARS = 800
@@ -54,16 +54,20 @@ def archive_fleet(
     *,
     concurrency: int,
     deadline: float,
+    run: Run | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> list[TopicResult]:
-    """Every topic, ``concurrency`` at a time in one Spark application (each in its own FAIR pool)."""
+    """Every topic, ``concurrency`` at a time in one Spark application (each in its own FAIR pool), as one run."""
+    this_run = run or Run.new(spark)
+    ttl = this_run.lease_ttl.total_seconds()
+    say(f"archiver run {this_run.run_id} (a topic's lease is stale {ttl:.0f} s after its holder stops renewing it)")
 
     def isolated(topic: Topic) -> TopicResult:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", topic.name)
         started = time.monotonic()
         try:
-            return catch_up(spark, endpoints, topic, deadline=deadline, now=now, say=say)
+            return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, now=now, say=say)
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported below
             error = explain(exc, topic)
             say(f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}")
@@ -95,6 +99,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--budget-minutes", type=float, default=ARCHIVER_BUDGET_MINUTES, help="no new plan starts after this"
     )
+    parser.add_argument(
+        "--lease-ttl-seconds",
+        type=float,
+        default=ARCHIVER_LEASE_TTL_SECONDS,
+        help="a topic's lease is stale this long after its holder's last renewal",
+    )
     return parser.parse_args(argv)
 
 
@@ -105,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     topics, unknown = resolve(load_catalog(args.catalog), args.env, args.topic)
     spark = job_session("kafkalake-archiver")
     deadline = time.monotonic() + args.budget_minutes * 60
-    results = [*unknown, *archive_fleet(spark, endpoints, topics, concurrency=args.concurrency, deadline=deadline)]
+    run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
+    archived = archive_fleet(spark, endpoints, topics, concurrency=args.concurrency, deadline=deadline, run=run)
+    results = [*unknown, *archived]
     for result in results:
         print(json.dumps(result.as_dict()), flush=True)
     try:

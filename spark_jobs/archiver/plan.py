@@ -1,19 +1,20 @@
-"""The archiver's durable plan: per Kafka partition the ``[start, end)`` offsets one run carries out.
+"""The archiver's durable plan: per Kafka partition the ``[start, end)`` offsets one run carries out, stored in the
+topic's lease (``kafkalake.lease``) *before* anything is written.
 
-The plan is stored in S3 *before* anything is written, with a conditional put so concurrent runs share one plan;
-a run that finds a plan redoes it, and the plan is deleted only after the offsets are committed.
+Only the run holding the topic's lease stores, carries out and finishes plans; a run that takes the lease over
+from a holder that stopped renewing it redoes the stored plan. The lease also records the offsets each finished
+plan reached (``committed``), written with the same conditional write that clears the plan: new plans start from
+the higher of that and the Kafka group's committed offset, so a commit from a run that lost the lease (and
+stalled past it) can never make a later run archive the same offsets again under other object keys.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from kafkalake.aws import read_json
+from kafkalake.lease import Lease
 
 
 class RetentionLoss(RuntimeError):
@@ -28,8 +29,11 @@ class Plan:
     ranges: dict[int, tuple[int, int]]
     """Kafka partition → [start, end) offsets."""
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ranges": {str(p): list(r) for p, r in self.ranges.items()}}
+
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "ranges": {str(p): list(r) for p, r in self.ranges.items()}})
+        return json.dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Plan:
@@ -55,6 +59,12 @@ def _starts(
             )
         starts[partition] = low[partition] if offset is None or offset < low[partition] else offset
     return starts
+
+
+def resume_from(kafka: dict[int, int | None], finished: dict[int, int]) -> dict[int, int | None]:
+    """Per partition, the higher of the group's committed offset and the end the lease records for it (None when
+    neither has one)."""
+    return {p: max((o for o in (c, finished.get(p)) if o is not None), default=None) for p, c in kafka.items()}
 
 
 def plan_ranges(
@@ -86,31 +96,30 @@ def plan_ranges(
 
 
 @dataclass(frozen=True)
-class PlanStore:
-    """One topic's plan object in S3."""
+class PlanLease:
+    """A topic's lease read as the archiver's: the stored plan and the offsets finished plans reached."""
 
-    s3: Any
-    bucket: str
-    key: str
+    lease: Lease
 
-    def load_or_create(self, make: Callable[[], Plan]) -> tuple[Plan, bool]:
-        """The stored plan (redone after a crash), or a new one stored with If-None-Match so that two runs
-        started at once end up carrying out the same plan. Returns (plan, was it already stored)."""
-        for _ in range(3):
-            stored = read_json(self.s3, self.bucket, self.key)
-            if stored is not None:
-                return Plan.from_dict(stored), True
-            plan = make()
-            if not plan.ranges:  # nothing to do: nothing to store
-                return plan, False
-            try:
-                self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=plan.to_json().encode(), IfNoneMatch="*")
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] not in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    raise
-                continue
-            return plan, False
-        raise RuntimeError(f"could not read or create the plan s3://{self.bucket}/{self.key}")
+    def _work(self) -> dict[str, Any]:
+        work = self.lease.work or {}
+        return {"plan": work, "committed": {}} if "kafka_topic" in work else work  # a plan stored before leases
 
-    def delete(self) -> None:
-        self.s3.delete_object(Bucket=self.bucket, Key=self.key)
+    def stored_plan(self) -> Plan | None:
+        plan = self._work().get("plan")
+        return None if plan is None else Plan.from_dict(plan)
+
+    def finished(self) -> dict[int, int]:
+        """Per Kafka partition, the end of the last finished plan."""
+        return {int(p): int(end) for p, end in self._work().get("committed", {}).items()}
+
+    def store(self, plan: Plan) -> None:
+        """Store ``plan`` before any of it is written (``LeaseLost`` if another run took the topic over)."""
+        self.lease.update({"plan": plan.to_dict(), "committed": self._work().get("committed", {})})
+
+    def finish(self, plan: Plan) -> None:
+        """Clear the carried-out plan and record the offsets it reached, never moving one backwards."""
+        reached = self.finished()
+        for partition, (_, end) in plan.ranges.items():
+            reached[partition] = max(end, reached.get(partition, end))
+        self.lease.update({"plan": None, "committed": {str(p): e for p, e in sorted(reached.items())}})

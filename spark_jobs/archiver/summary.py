@@ -77,10 +77,18 @@ class TopicResult:
     lag: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
     error: str | None = None
+    skipped: str | None = None
+    """Why the topic was left to another run (``held by run <id> since <time>``); not a failure."""
+    lease_requests: int = 0
+    """S3 requests the topic's lease cost this run: taking it, storing and clearing plans, renewals, release."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error is not None else "skipped" if self.skipped else "ok"
 
     def totals(self) -> Counter[str]:
         keys = ("read", "written", "quarantined", "tombstones", "objects")
@@ -101,7 +109,7 @@ class TopicResult:
         return {
             "topic": self.name,
             "kafka_topic": self.kafka_topic,
-            "status": "ok" if self.ok else "failed",
+            "status": self.status,
             "plans": len([s for s in self.plans if s.plan]),
             **self.totals(),
             "lag": {str(p): n for p, n in sorted(self.lag.items())},
@@ -111,6 +119,8 @@ class TopicResult:
             "quarantine_by_reason": dict(sum((Counter(s.quarantine_by_reason) for s in self.plans), Counter())),
             "balanced": all(s.balanced() for s in self.plans),
             "error": self.error,
+            "skipped": self.skipped,
+            "lease_requests": self.lease_requests,
         }
 
 

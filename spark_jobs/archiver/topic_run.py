@@ -1,12 +1,15 @@
-"""One topic through an archiver run, top to bottom: ``catch_up`` carries out plans until the topic reaches the high
-watermark seen when it started; ``TopicArchiver.run_plan`` carries out one plan (stored plan → ``carry_out`` →
-receipt → offset commit → plan deleted); ``carry_out`` is the plan's one Spark job (records → writer → accounts).
-``spark_jobs.archiver.fleet`` runs many topics at once.
+"""One topic through an archiver run, top to bottom: ``catch_up`` takes the topic's lease and carries out plans until
+the topic reaches the high watermark seen when it started; ``TopicArchiver.run_plan`` carries out one plan (stored
+plan → ``carry_out`` → receipt → offset commit → plan cleared); ``carry_out`` is the plan's one Spark job (records
+→ writer → accounts). ``spark_jobs.archiver.fleet`` runs many topics at once.
 
-Exactly once: the plan (``spark_jobs.archiver.plan``) is stored before anything is written; object keys and bytes
-depend only on the plan and Kafka's immutable records, so a redo rewrites the same objects. Offsets
-(``spark_jobs.archiver.offsets``) are committed only after every object and the plan's receipt are in S3; then the
-plan is deleted.
+Exactly once, also when runs overlap: a run first takes the topic's lease (``kafkalake.lease``); a topic another
+live run holds is skipped and reported (``held by run <id> since <time>``), a stale lease is taken over and its
+stored plan redone. The plan (``spark_jobs.archiver.plan``) is stored in the lease before anything is written;
+object keys and bytes depend only on the plan and Kafka's immutable records, so a redo rewrites the same objects.
+Offsets (``spark_jobs.archiver.offsets``) are committed only after every object and the plan's receipt are in S3;
+then the plan is cleared. Storing and clearing are conditional on still holding the lease, so a run that lost it
+stops at its next step.
 
 Each plan is one Spark job and one pass over its records: read, classified, decoded and timed
 (``spark_jobs.archiver.records``), then routed by the writer (``spark_jobs.archiver.writer``) to data, delete-log
@@ -17,21 +20,40 @@ sorted or shuffled in Spark.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import SparkSession
 
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic
+from kafkalake.jobspec import ARCHIVER_LEASE_TTL_SECONDS
+from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
-from spark_jobs.archiver.plan import Plan, PlanStore, plan_ranges
+from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
 from spark_jobs.archiver.records import plan_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
 from spark_jobs.archiver.writer import OUTCOME_SCHEMA, PlanLayout, PlanWriter
+
+
+@dataclass(frozen=True)
+class Run:
+    """Who is archiving: the run's id (written in every lease it takes) and how long its leases outlive it."""
+
+    run_id: str
+    lease_ttl: timedelta = timedelta(seconds=ARCHIVER_LEASE_TTL_SECONDS)
+
+    @classmethod
+    def new(cls, spark: SparkSession, lease_ttl: timedelta | None = None) -> Run:
+        """A run named after its Spark application (the job run on EMR Serverless) plus a random part."""
+        run_id = f"{spark.sparkContext.applicationId}-{uuid.uuid4().hex[:8]}"
+        return cls(run_id) if lease_ttl is None else cls(run_id, lease_ttl)
 
 
 def catch_up(
@@ -40,25 +62,32 @@ def catch_up(
     topic: Topic,
     *,
     deadline: float,
+    run: Run | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> TopicResult:
     """Plans one after another until the topic reaches the high watermark seen at the start, or ``deadline``
-    (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit."""
+    (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit. A topic another run holds is
+    skipped (``TopicResult.skipped``)."""
     result = TopicResult(topic.name, topic.kafka_topic)
     started = time.monotonic()
     archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
     try:
-        committed, low, target = archiver.offsets.state()
-        position = {p: committed.get(p) or low[p] for p in target}
-        while True:
-            summary = archiver.run_plan(ceiling=target)
-            result.plans.append(summary)
-            position |= {p: end for p, (_, end) in summary.plan.items()}
-            reached = all(position[p] >= target[p] for p in target)
-            if not summary.plan or reached or time.monotonic() >= deadline:
-                break
+        with archiver.holding(run or Run.new(spark)) as lease:
+            committed, low, target = archiver.offsets.state()
+            position = {p: committed.get(p) or low[p] for p in target}
+            while True:
+                summary = archiver.run_plan(ceiling=target)
+                result.plans.append(summary)
+                position |= {p: end for p, (_, end) in summary.plan.items()}
+                reached = all(position[p] >= target[p] for p in target)
+                if not summary.plan or reached or time.monotonic() >= deadline:
+                    break
+            result.lease_requests = lease.requests + 2  # the read and the write that took it
         result.lag = archiver.lag()
+    except Held as held:
+        result.skipped = str(held)
+        say(f"{topic.kafka_topic}: skipped: {held}")
     finally:
         archiver.close()
         result.seconds = time.monotonic() - started
@@ -70,13 +99,15 @@ def archive_topic(
     endpoints: Endpoints,
     topic: Topic,
     *,
+    run: Run | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> Summary:
-    """Carry out one plan of ``topic``."""
+    """Carry out one plan of ``topic`` (``Held`` when another run holds it)."""
     archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
     try:
-        return archiver.run_plan()
+        with archiver.holding(run or Run.new(spark)):
+            return archiver.run_plan()
     finally:
         archiver.close()
 
@@ -94,25 +125,52 @@ class TopicArchiver:
         say: Callable[[str], None] = print,
     ) -> None:
         self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
-        self.s3 = s3 = make_client(endpoints, "s3")
+        self.s3 = make_client(endpoints, "s3")
         secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
         self.access = kafka_access(endpoints, secrets)
         self.offsets = Offsets(self.access, topic.kafka_topic)
-        self.store = PlanStore(s3, endpoints.bucket, topic.prefix.plan_key())
+        self.lease_key = topic.prefix.archive_lease_key()
+        self._plans: PlanLease | None = None
 
     def close(self) -> None:
         self.offsets.close()
 
+    @contextmanager
+    def holding(self, run: Run) -> Iterator[Lease]:
+        """The topic's lease for ``run``, renewed in the background until the block ends, then released (a plan
+        that failed stays stored in it for the next run to redo)."""
+        bucket, key = self.endpoints.bucket, self.lease_key
+        lease = Lease.acquire(self.s3, bucket, key, run.run_id, ttl=run.lease_ttl, now=self.now)
+        self._plans = PlanLease(lease)
+        try:
+            with lease.kept_alive(run.lease_ttl / 3):
+                yield lease
+        finally:
+            self._plans = None
+            try:
+                lease.release()
+            except LeaseLost as lost:
+                self.say(f"{self.topic.kafka_topic}: {lost}")
+
+    @property
+    def plans(self) -> PlanLease:
+        if self._plans is None:
+            raise RuntimeError(f"{self.topic.kafka_topic}: plans are carried out only while holding the topic's lease")
+        return self._plans
+
     def run_plan(self, ceiling: dict[int, int] | None = None) -> Summary:
         """Carry out the topic's stored plan, or a new one up to ``ceiling``; then commit and delete the plan."""
         topic, started = self.topic, time.monotonic()
-        plan, redone = self.store.load_or_create(lambda: self.new_plan(ceiling))
+        stored = self.plans.stored_plan()
+        plan = stored or self.new_plan(ceiling)
+        if stored is None and plan.ranges:
+            self.plans.store(plan)
         summary = Summary(
-            topic.kafka_topic, plan.ranges, redone_plan=redone, timings={"plan": time.monotonic() - started}
+            topic.kafka_topic, plan.ranges, redone_plan=stored is not None, timings={"plan": time.monotonic() - started}
         )
         self.say(
-            f"{topic.kafka_topic}: {'redoing stored' if redone else 'new'} plan of {plan.records} records "
-            f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.store.bucket}/{self.store.key})"
+            f"{topic.kafka_topic}: {'redoing stored' if stored else 'new'} plan of {plan.records} records "
+            f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
         if plan.ranges:
             carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
@@ -121,15 +179,21 @@ class TopicArchiver:
                 key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
                 body = receipt(topic, plan, summary).to_json().encode()
                 self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
-            self.offsets.commit(plan.ranges)
-            self.store.delete()
+                self.offsets.commit(plan.ranges)
+                self.plans.finish(plan)
         ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
         self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
         summary.seconds = time.monotonic() - started
         return summary
 
     def new_plan(self, ceiling: dict[int, int] | None) -> Plan:
-        committed, low, high = self.offsets.state()
+        """From where finished plans reached (the lease's record, or the group's commit when that is higher) up to
+        the high watermark, or ``ceiling``; a group commit behind the lease's record is moved forward first."""
+        kafka, low, high = self.offsets.state()
+        finished = self.plans.finished()
+        committed = resume_from(kafka, finished)
+        if committed != kafka:
+            self.offsets.commit({p: (0, end) for p, end in committed.items() if end is not None})
         if ceiling is not None:
             high = {p: min(h, ceiling.get(p, h)) for p, h in high.items()}
         archive = self.topic.spec.archive

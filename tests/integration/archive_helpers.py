@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
@@ -50,6 +51,20 @@ def topic_with_schema(endpoints: Endpoints, topic: Topic, schema: str) -> int:
 def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
     base = S3Location(endpoints.bucket, topic.prefix.data_prefix()).uri()
     return spark.read.option("mergeSchema", "true").option("basePath", base).parquet(base)
+
+
+def contents(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
+    """Every archived row as (partition, offset, the row as JSON), without what depends on when the records were
+    produced: Kafka's timestamp, and the business time (with its dt and hour) of rows where it fell back to it."""
+    rows = read_back(spark, endpoints, topic).drop("_kafka_timestamp")
+    by_kafka_time = F.col("_time_source") == "kafka_timestamp"
+    rows = rows.withColumns({c: F.when(~by_kafka_time, F.col(c)) for c in ("_business_time", "dt", "hour")})
+    return rows.select("_kafka_partition", "_kafka_offset", F.to_json(F.struct(*sorted(rows.columns))).alias("row"))
+
+
+def differing_rows(one: DataFrame, other: DataFrame) -> int:
+    """Rows of either that the other lacks (or holds a different number of times)."""
+    return one.exceptAll(other).count() + other.exceptAll(one).count()
 
 
 def keys(endpoints: Endpoints, prefix: str) -> set[str]:

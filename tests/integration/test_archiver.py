@@ -17,14 +17,17 @@ from pyspark.sql import functions as F
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
+from kafkalake.lease import Held
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
-from spark_jobs.archiver.topic_run import archive_topic
+from spark_jobs.archiver.topic_run import Run, archive_topic
 from tests.crashes import CRASH_POINTS, InjectedCrash
 from tests.integration.archive_helpers import (
     committed_and_end,
+    contents,
+    differing_rows,
     fresh,
     keys,
     produce,
@@ -88,11 +91,17 @@ def normalized(endpoints: Endpoints, topic: Topic) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def clean_run(spark: SparkSession, endpoints: Endpoints) -> set[str]:
+def clean_topic(spark: SparkSession, endpoints: Endpoints) -> Topic:
+    """The reference: the same 600 records archived by one run that nothing disturbed."""
     topic = fresh("card-authorized", max_records_per_file=40)
     produce(endpoints, topic, 600)
     archive_topic(spark, endpoints, topic)
-    return normalized(endpoints, topic)
+    return topic
+
+
+@pytest.fixture(scope="module")
+def clean_run(endpoints: Endpoints, clean_topic: Topic) -> set[str]:
+    return normalized(endpoints, clean_topic)
 
 
 @pytest.mark.parametrize("crash_at", ["after_plan", "mid_write", "after_write", "after_commit"])
@@ -100,6 +109,7 @@ def test_crash_then_rerun_gives_the_clean_objects(
     spark: SparkSession,
     endpoints: Endpoints,
     clean_run: set[str],
+    clean_topic: Topic,
     crash_at: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -114,24 +124,37 @@ def test_crash_then_rerun_gives_the_clean_objects(
     assert rerun.redone_plan
     archive_topic(spark, endpoints, topic)  # caught up: nothing left to do
     assert normalized(endpoints, topic) == clean_run
+    assert differing_rows(contents(spark, endpoints, topic), contents(spark, endpoints, clean_topic)) == 0
     rows = read_back(spark, endpoints, topic)
     assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
     committed, ends = committed_and_end(endpoints, topic)
     assert committed == ends
 
 
-def test_two_runs_at_once_share_one_plan(spark: SparkSession, endpoints: Endpoints, clean_run: set[str]) -> None:
+def test_two_runs_at_once_one_holds_the_topic_the_other_is_refused(
+    spark: SparkSession, endpoints: Endpoints, clean_run: set[str]
+) -> None:
     topic = fresh("card-authorized", max_records_per_file=40)
     produce(endpoints, topic, 600)
     results: list[Any] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(archive_topic(spark, endpoints, topic))) for _ in range(2)
-    ]
+    refused: list[Held] = []
+
+    def one_run(name: str) -> None:
+        try:
+            results.append(archive_topic(spark, endpoints, topic, run=Run(name)))
+        except Held as held:
+            refused.append(held)
+
+    threads = [threading.Thread(target=one_run, args=(name,)) for name in ("run-a", "run-b")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(results) == 2 and results[0].plan == results[1].plan
+    if not refused:  # the first finished before the second tried: then the second found nothing left to do
+        assert sorted(bool(r.plan) for r in results) == [False, True]
+    else:
+        assert len(results) == 1 and results[0].plan
+        assert refused[0].run_id in ("run-a", "run-b") and str(refused[0]).startswith("held by run ")
     assert normalized(endpoints, topic) == clean_run
     committed, ends = committed_and_end(endpoints, topic)
     assert committed == ends

@@ -35,6 +35,10 @@ pytestmark = pytest.mark.stack
 RECORDS = 6000
 
 
+LEASE_TTL_SECONDS = 5
+"""Short, so a run after a SIGKILL takes the killed run's topics over within seconds."""
+
+
 class Fleet:
     """An isolated environment (its own catalog copy, bucket and Kafka topic names) for CLI and subprocess runs."""
 
@@ -51,7 +55,8 @@ class Fleet:
 
     def command(self, *topics: str) -> list[str]:
         names = [arg for t in topics for arg in ("--topic", t)]
-        return ["archive", "--env", self.env.name, "--catalog", str(self.catalog_dir), *names]
+        ttl = ["--lease-ttl-seconds", str(LEASE_TTL_SECONDS)]
+        return ["archive", "--env", self.env.name, "--catalog", str(self.catalog_dir), *ttl, *names]
 
 
 def data_rows(spark: SparkSession, fleet: Fleet, topic: Topic) -> tuple[int, int, int]:
@@ -174,6 +179,10 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills {kills}"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
-    assert keys(fleet.endpoints, topic.prefix.state_prefix()) == keys(
-        fleet.endpoints, topic.prefix.receipts_prefix()
-    )  # no plan left
+    lease = topic.prefix.archive_lease_key()
+    assert keys(fleet.endpoints, topic.prefix.state_prefix()) == {
+        lease,
+        *keys(fleet.endpoints, topic.prefix.receipts_prefix()),
+    }
+    left = json.loads(make_client(fleet.endpoints, "s3").get_object(Bucket=fleet.env.bucket, Key=lease)["Body"].read())
+    assert left["run_id"] is None and left["work"]["plan"] is None  # released, no plan left

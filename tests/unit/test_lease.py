@@ -56,7 +56,7 @@ def test_a_stale_lease_is_taken_over_with_its_work_and_the_old_holder_is_fenced(
     new = Lease.acquire(s3, "lake", KEY, "run-b", ttl=TTL, now=clock)
     assert new.work == {"plan": "P1"}, "the next holder redoes the stored work"
     assert new.document.token == old.document.token + 1
-    with pytest.raises(LeaseLost, match="run run-a lost .* to run run-b"):
+    with pytest.raises(LeaseLost, match=r"run run-a lost .* to run run-b"):
         old.update({"plan": "P2"})
     with pytest.raises(LeaseLost):
         old.release()
@@ -87,3 +87,14 @@ def test_each_durable_step_is_one_conditional_write(s3: Any) -> None:
     lease.update(None)
     lease.release()
     assert lease.requests == 3
+
+
+def test_kept_alive_renews_in_the_background_so_a_long_step_keeps_the_lease(s3: Any) -> None:
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=lambda: datetime.now(UTC))
+    first = stored(s3)["renewed_at"]
+    with lease.kept_alive(every=timedelta(milliseconds=50)):
+        deadline = datetime.now(UTC) + timedelta(seconds=5)
+        while stored(s3)["renewed_at"] == first and datetime.now(UTC) < deadline:
+            pass
+    assert stored(s3)["renewed_at"] > first and stored(s3)["run_id"] == "run-a"
+    lease.update({"plan": 2})  # the holder's etag followed the renewals

@@ -1,0 +1,123 @@
+"""Overlapping archiver runs on the local stack: one run at a time carries out a topic's plans, a stale holder is
+taken over and its plan redone, and a run that lost the topic can no longer commit anything that counts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import SparkSession
+
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic
+from kafkalake.lease import Lease, LeaseLost
+from kafkalake.settings import Endpoints
+from kafkalake_dev.audit import audit, committed_offsets, read_lake
+from kafkalake_dev.sandbox import with_bucket
+from spark_jobs.archiver.offsets import consumer_group
+from spark_jobs.archiver.plan import Plan, PlanLease
+from spark_jobs.archiver.summary import TopicResult
+from spark_jobs.archiver.topic_run import Run, catch_up
+from tests.integration.archive_helpers import committed_and_end, contents, differing_rows, fresh, keys, produce
+
+pytestmark = pytest.mark.stack
+RECORDS = 1500
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    return with_bucket(local_stack, "kafkalake-overlap-tests")
+
+
+def run(spark: SparkSession, endpoints: Endpoints, topic: Topic, name: str, ttl: float = 30) -> TopicResult:
+    lease_ttl = timedelta(seconds=ttl)
+    deadline = time.monotonic() + 600
+    return catch_up(spark, endpoints, topic, run=Run(name, lease_ttl), deadline=deadline, say=lambda _: None)
+
+
+def arrived(endpoints: Endpoints, topic: Topic) -> list[int]:
+    try:
+        return list(committed_and_end(endpoints, topic)[1].values())
+    except Exception:  # noqa: BLE001 - the topic does not exist yet
+        return [0]
+
+
+def audit_problems(endpoints: Endpoints, topic: Topic) -> list[str]:
+    lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, topic)
+    found = audit(lake, committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic))
+    return [f"{p.kafka_partition} {p.start}-{p.end} {p.kind}" for r in found for p in r.problems]
+
+
+def test_two_runs_started_seconds_apart_while_records_arrive_then_a_third_catches_up(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = fresh("card-authorized", max_records_per_run=120, max_records_per_file=40)
+    produced: list[dict[str, int]] = []
+    producing = threading.Thread(target=lambda: produced.append(dict(produce(endpoints, topic, RECORDS))))
+    producing.start()
+    deadline = time.monotonic() + 60
+    while producing.is_alive() and time.monotonic() < deadline and sum(arrived(endpoints, topic)) < 100:
+        time.sleep(0.2)  # the runs start once records arrive, and records keep arriving while they run
+
+    results: dict[str, TopicResult] = {}
+
+    def start(name: str) -> threading.Thread:
+        thread = threading.Thread(target=lambda: results.__setitem__(name, run(spark, endpoints, topic, name)))
+        thread.start()
+        return thread
+
+    first = start("run-a")
+    time.sleep(3)
+    second = start("run-b")
+    for thread in (first, second, producing):
+        thread.join()
+    third = run(spark, endpoints, topic, "run-c")
+
+    assert all(r.ok for r in (*results.values(), third)), [r.error for r in (*results.values(), third)]
+    held = [r.skipped for r in results.values() if r.skipped]
+    assert held and held[0].startswith("held by run run-"), "the later run should have found the topic held"
+    counts = produced[0]
+    good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
+    rows = contents(spark, endpoints, topic)
+    assert rows.count() == good == RECORDS - counts["poison"] - counts["tombstones"]
+    assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
+
+    reference = fresh("card-authorized", max_records_per_run=RECORDS, max_records_per_file=40)
+    produce(endpoints, reference, RECORDS)
+    run(spark, endpoints, reference, "single-run")
+    assert differing_rows(rows, contents(spark, endpoints, reference)) == 0
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+    assert audit_problems(endpoints, topic) == []
+
+
+def test_a_stale_holder_is_taken_over_its_plan_redone_and_its_late_steps_refused(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = fresh("card-authorized", max_records_per_run=200, max_records_per_file=40)
+    produce(endpoints, topic, 600)
+    s3, key = make_client(endpoints, "s3"), topic.prefix.archive_lease_key()
+    dead = Lease.acquire(s3, endpoints.bucket, key, "dead-run", ttl=timedelta(seconds=2), now=lambda: datetime.now(UTC))
+    stored = Plan(topic.kafka_topic, datetime.now(UTC).isoformat(), {0: (0, 50), 1: (0, 50), 2: (0, 50)})
+    PlanLease(dead).store(stored)
+    time.sleep(2.5)  # the dead run stopped renewing: its lease is stale
+
+    rescued = run(spark, endpoints, topic, "rescuer", ttl=2)
+    assert rescued.ok and rescued.plans[0].redone_plan and rescued.plans[0].plan == stored.ranges
+    with pytest.raises(LeaseLost, match="run dead-run lost"):
+        PlanLease(dead).finish(stored)
+
+    # The dead run wakes up and commits its plan's ends to Kafka, behind what the rescuer committed.
+    zombie = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": consumer_group(topic.kafka_topic)})
+    zombie.commit(offsets=[TopicPartition(topic.kafka_topic, p, 50) for p in range(3)], asynchronous=False)
+    zombie.close()
+    objects = keys(endpoints, topic.prefix.data_prefix())
+    again = run(spark, endpoints, topic, "next-run")
+    assert again.ok and not any(s.plan for s in again.plans), "offsets behind the lease's record were re-archived"
+    assert keys(endpoints, topic.prefix.data_prefix()) == objects
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends, "the group's commit is moved forward to what the lease records"
+    assert audit_problems(endpoints, topic) == []
