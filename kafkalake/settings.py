@@ -66,7 +66,7 @@ TABLES_FILE: Final = "tables.json"
 
 
 class LambdaEnvironment(BaseModel):
-    """A Lambda's environment: set by the stack (``to_env``), validated once per invocation or cold start."""
+    """A Lambda's environment: set by the stack (``to_env``), validated once, at the first invocation."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
