@@ -33,9 +33,12 @@ from kafkalake.naming import TableInference
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.provision import provision
+from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Report, Settings, TableSettings, drain, tables_from_document
+from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.report import Report
+from lambdas.tables import tables_from_document
 
 EVENTS = int(os.environ.get("BENCH_EVENTS", "10000"))
 DUPLICATE_SHARE = 0.15
@@ -100,10 +103,10 @@ def main() -> None:
         topics = catalog.for_env(env.name)
         clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
         provisioned = provision(clients, endpoints.region, env, catalog)
-        tables = {
-            prefix: TableSettings(t.database, t.table, TableInference.NATIVE, t.crawler_name, t.location)
-            for prefix, t in tables_from_document(tables_document(topics), env.bucket).items()
-        }
+        tables = [
+            t.model_copy(update={"inference": TableInference.NATIVE})
+            for t in tables_from_document(tables_document(topics))
+        ]
         keys, events = workload(topics)
         calls: Counter[str] = Counter()
         created_values: list[tuple[str, str, tuple[str, ...]]] = []
@@ -114,7 +117,7 @@ def main() -> None:
 
         glue = count_calls(make_client(endpoints, "glue"), calls)
         glue.meta.events.register("provide-client-params.glue.BatchCreatePartition", record_creates)
-        sqs = count_calls(make_client(endpoints, "sqs"), calls)
+        sqs = as_s3_sends(count_calls(make_client(endpoints, "sqs"), calls))
         settings = Settings(
             queue_url=provisioned.queue_url,
             bucket=env.bucket,

@@ -23,8 +23,8 @@ class ReconcileMetric(StrEnum):
     TABLES_FAILED = "ReconcileTablesFailed"
 
 
-class Count(StrEnum):
-    """What one maintainer run counts; each non-zero count is published as a metric of the same name."""
+class MaintainerCount(StrEnum):
+    """What one maintainer run (a drain) counts; each non-zero count is published as a metric of the same name."""
 
     RECEIVE_CALLS = "receive_calls"
     MESSAGES = "messages"
@@ -64,13 +64,13 @@ class Count(StrEnum):
     """Published on every run (also when 0), so an alarm on it sees data."""
 
 
-DASHBOARD_COUNTS: Final = (
-    Count.MESSAGES,
-    Count.PARTITIONS_ADDED,
-    Count.TABLES_CREATED,
-    Count.CRAWLERS_STARTED,
-    Count.MALFORMED,
-    Count.ERRORS,
+MAINTAINER_DASHBOARD_COUNTS: Final = (
+    MaintainerCount.MESSAGES,
+    MaintainerCount.PARTITIONS_ADDED,
+    MaintainerCount.TABLES_CREATED,
+    MaintainerCount.CRAWLERS_STARTED,
+    MaintainerCount.MALFORMED,
+    MaintainerCount.ERRORS,
 )
 """The maintainer counts the dashboard graphs."""
 

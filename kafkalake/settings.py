@@ -66,7 +66,7 @@ TABLES_FILE: Final = "tables.json"
 
 
 class LambdaEnvironment(BaseModel):
-    """A Lambda's environment: set by the stack (``to_env``), validated once per invocation or cold start."""
+    """A Lambda's environment: set by the stack (``to_env``), validated once, at the first invocation."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -75,7 +75,7 @@ class LambdaEnvironment(BaseModel):
     """Set by the Lambda runtime."""
     tables_file: str = Field(alias="KAFKALAKE_TABLES_FILE", default=TABLES_FILE)
     aws_endpoint_url: str | None = Field(alias="KAFKALAKE_AWS_ENDPOINT_URL", default=None)
-    """Only the dev tooling sets it (the local stack)."""
+    """Absent in AWS (the regional endpoints); only the dev tooling sets it (the local stack)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Self:
@@ -89,10 +89,10 @@ class LambdaEnvironment(BaseModel):
             raise SettingsError(f"{cls.__name__}: {problems} (the stack sets these variables)") from exc
 
     def to_env(self) -> dict[str, str]:
-        """The variables, as the stack sets them (the runtime's own ``AWS_REGION`` left out; an unset optional one
-        as an empty string, which ``from_environ`` reads as unset)."""
-        values = self.model_dump(by_alias=True, exclude={"region"})
-        return {name: "" if value is None else str(value) for name, value in values.items()}
+        """The variables, as the stack sets them: the runtime's own ``AWS_REGION`` left out, and an unset optional
+        one absent (no ``KAFKALAKE_AWS_ENDPOINT_URL`` in AWS: the regional endpoints)."""
+        values = self.model_dump(by_alias=True, exclude={"region"}, exclude_none=True)
+        return {name: str(value) for name, value in values.items()}
 
 
 class ReconcilerEnvironment(LambdaEnvironment):

@@ -100,14 +100,12 @@ def maintain(
     native: Annotated[bool, typer.Option(help="Infer every table natively (local endpoints run no crawlers).")] = False,
 ) -> None:
     """Run the metastore maintainer's Lambda handler once against the configured endpoints."""
-    import os
-
     from kafkalake_dev.maintainer import invoke_locally
 
     if not once:
         raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
     settings = environment(env)
-    report = invoke_locally(on_local_stack(), settings, load_catalog(catalog), os.environ, native=native)
+    report = invoke_locally(on_local_stack(), settings, load_catalog(catalog), native=native)
     for name, value in sorted(report["counts"].items()):
         typer.echo(f"  {name:<32} {value}")
     for error in report["errors"]:
@@ -120,12 +118,13 @@ def reconcile(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATAL
     """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
     from kafkalake.aws import make_client
     from kafkalake.catalog import tables_document
-    from lambdas.reconciler.logic import reconcile_tables, targets_from_document
+    from lambdas.reconciler.logic import reconcile_tables
+    from lambdas.tables import tables_from_document
 
     endpoints = on_local_stack(environment(env).bucket)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
-    targets = targets_from_document(tables_document(load_catalog(catalog).for_env(env)))  # as the Lambda reads them
-    results = reconcile_tables(s3, glue, endpoints.bucket, targets)
+    tables = tables_from_document(tables_document(load_catalog(catalog).for_env(env)))  # as the Lambda reads them
+    results = reconcile_tables(s3, glue, endpoints.bucket, tables)
     for line in render.reconcile_lines(results):
         typer.echo(line)
     if any(done.failed for done in results):

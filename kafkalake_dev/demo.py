@@ -209,12 +209,12 @@ def run_demo(
     assets = LocalAssets.build(state_dir() / "assets" / settings.name, catalog.root)
     report.archived = run_checked(archiver_run(settings, assets.artifacts), endpoints, say).lines
     say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
-    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
+    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     before_compaction(produced)
     say("[5/6] compactor on the closed partitions (its job-run specification), then the maintainer again")
     job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
     compaction = compaction_results(run_checked(job, endpoints, say).lines, topics)
-    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, os.environ, native=True))
+    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     say("[6/6] reading every table through the partition locations Glue holds")
     report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction)
     return report

@@ -1,19 +1,27 @@
-"""Invoke the real handlers (decorators included) locally, as `sam local invoke` would, against any endpoint."""
+"""Invoke the real handlers (decorators included) locally, against any endpoint.
+
+AWS gives each function configuration execution environments of its own, each reading its environment once; one
+local process plays several configurations in turn, so it builds each handler's runtime from the configuration it
+means (``local_environment``) and keeps one warm runtime per configuration, caches included. The process's own
+environment is never changed.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, tables_document
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.metrics import NAMESPACE
 from kafkalake.naming import TableInference
-from kafkalake.settings import Endpoints, LambdaEnvironment, MaintainerEnvironment, ReconcilerEnvironment
+from kafkalake.settings import Endpoints, MaintainerEnvironment, ReconcilerEnvironment
+from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.stack import state_dir
 from lambdas.maintainer import handler
 from lambdas.reconciler import handler as reconciler
@@ -64,30 +72,20 @@ def local_environment(
     )
 
 
-def _invoke(
-    entry: Callable[[dict[str, Any], Any], dict[str, Any]],
-    environment: LambdaEnvironment,
-    environ: MutableMapping[str, str],
-    before: Callable[[MutableMapping[str, str]], None] = lambda _: None,
-) -> dict[str, Any]:
-    """Run ``entry`` once on a scheduled event with ``environment`` in ``environ``, then restore ``environ``."""
-    updates = {**environment.to_env(), "AWS_REGION": environment.region, "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE}
-    previous = {name: environ.get(name) for name in updates}
-    environ.update(updates)
-    try:  # the function's configuration, for this invocation only
-        before(environ)
-        return entry(SCHEDULED_EVENT, LocalContext(aws_request_id=str(uuid.uuid4())))
-    finally:
-        for name, value in previous.items():
-            if value is None:
-                environ.pop(name, None)
-            else:
-                environ[name] = value
+@cache
+def warm_runtime(environment: MaintainerEnvironment) -> handler.Runtime:
+    """The maintainer's runtime for one configuration, kept between its invocations as a warm execution
+    environment keeps it; the S3 notifications it receives are completed to what S3 sends
+    (``kafkalake_dev.s3_events``)."""
+    clients = handler.clients_for(environment)
+    return handler.Runtime.build(environment, dataclasses.replace(clients, sqs=as_s3_sends(clients.sqs)))
 
 
-def invoke_reconciler_locally(
-    endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, environ: MutableMapping[str, str]
-) -> dict[str, Any]:
+def _scheduled_invocation(entry: Callable[[dict[str, Any], Any], dict[str, Any]]) -> dict[str, Any]:
+    return entry(SCHEDULED_EVENT, LocalContext(aws_request_id=str(uuid.uuid4())))
+
+
+def invoke_reconciler_locally(endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog) -> dict[str, Any]:
     """Run the reconciler's handler once, as its daily schedule does."""
     environment = ReconcilerEnvironment.model_validate(
         {
@@ -97,17 +95,13 @@ def invoke_reconciler_locally(
             "KAFKALAKE_AWS_ENDPOINT_URL": endpoints.aws_endpoint_url,
         }
     )
-    return _invoke(reconciler.handler, environment, environ)
+    runtime = reconciler.Runtime.build(environment)
+    return _scheduled_invocation(reconciler.entry_point(lambda: runtime))
 
 
 def invoke_locally(
-    endpoints: Endpoints,
-    env: EnvironmentSettings,
-    catalog: Catalog,
-    environ: MutableMapping[str, str],
-    *,
-    native: bool = False,
+    endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, *, native: bool = False
 ) -> dict[str, Any]:
-    """Run the maintainer's handler once with the function's configuration in ``environ``."""
-    environment = local_environment(endpoints, env, catalog, native=native)
-    return _invoke(handler.handler, environment, environ, handler.cold_start_if_reconfigured)
+    """Run the maintainer's handler once, as its schedule does, with the function's configuration."""
+    runtime = warm_runtime(local_environment(endpoints, env, catalog, native=native))
+    return _scheduled_invocation(handler.entry_point(lambda: runtime))

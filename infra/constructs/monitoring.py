@@ -15,13 +15,13 @@ from constructs import Construct
 from infra.nag import skip_scanners
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.metrics import (
-    DASHBOARD_COUNTS,
     ENVIRONMENT_DIMENSION,
+    MAINTAINER_DASHBOARD_COUNTS,
     MAINTAINER_SERVICE,
     NAMESPACE,
     RECONCILER_SERVICE,
     ArchiverMetric,
-    Count,
+    MaintainerCount,
     ReconcileMetric,
 )
 
@@ -55,7 +55,9 @@ class Monitoring(Construct):
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Maintainer", left=[self._maintainer_count(c, PERIOD) for c in DASHBOARD_COUNTS], width=12
+                title="Maintainer",
+                left=[self._maintainer_count(c, PERIOD) for c in MAINTAINER_DASHBOARD_COUNTS],
+                width=12,
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=12),
             cloudwatch.GraphWidget(
@@ -101,8 +103,8 @@ class Monitoring(Construct):
             "OldestNotification": queue.metric_approximate_age_of_oldest_message(period=period),
             "MaintainerErrors": maintainer.metric_errors(period=period),
             "MaintainerThrottles": maintainer.metric_throttles(period=period),
-            "MaintainerDrainErrors": self._maintainer_count(Count.ERRORS, period),
-            "MalformedNotifications": self._maintainer_count(Count.MALFORMED, period),
+            "MaintainerDrainErrors": self._maintainer_count(MaintainerCount.ERRORS, period),
+            "MalformedNotifications": self._maintainer_count(MaintainerCount.MALFORMED, period),
             **{
                 f"{name}JobFailures": cloudwatch.Metric(
                     namespace="AWS/EMRServerless",
@@ -127,7 +129,7 @@ class Monitoring(Construct):
         return metrics
 
     @staticmethod
-    def _maintainer_count(count: Count, period: Duration) -> cloudwatch.Metric:
+    def _maintainer_count(count: MaintainerCount, period: Duration) -> cloudwatch.Metric:
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=count,

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import ClientError
@@ -19,7 +20,8 @@ from kafkalake.glue import (
     batch_update_partitions,
     chunks,
 )
-from kafkalake.metrics import Count
+from kafkalake.layout import Partition, TablePrefix
+from kafkalake.metrics import MaintainerCount
 from lambdas.maintainer.inference import read_footer_columns
 
 K = TypeVar("K", bound=Hashable)
@@ -97,7 +99,7 @@ class Queue:
         answer = self.sqs.receive_message(
             QueueUrl=self.url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_seconds
         )
-        self.counts[Count.RECEIVE_CALLS] += 1
+        self.counts[MaintainerCount.RECEIVE_CALLS] += 1
         return list(answer.get("Messages", []))
 
     def delete(self, receipt_handles: list[str]) -> list[str]:
@@ -106,9 +108,9 @@ class Queue:
         for chunk in chunks(receipt_handles, 10):
             entries = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(chunk)]
             answer = self.sqs.delete_message_batch(QueueUrl=self.url, Entries=entries)
-            self.counts[Count.DELETED] += len(answer.get("Successful", []))
+            self.counts[MaintainerCount.DELETED] += len(answer.get("Successful", []))
             for failure in answer.get("Failed", []):
-                self.counts[Count.DELETE_FAILED] += 1
+                self.counts[MaintainerCount.DELETE_FAILED] += 1
                 failures.append(f"delete failed: {failure.get('Code')} {failure.get('Message', '')}")
         return failures
 
@@ -120,14 +122,14 @@ def publish(events: Any, bus: str, detail: list[dict[str, Any]], counts: Counter
     ]
     for chunk in chunks(entries, 10):
         answer = events.put_events(Entries=list(chunk))
-        counts[Count.EVENTS_FAILED] += int(answer.get("FailedEntryCount", 0))
+        counts[MaintainerCount.EVENTS_FAILED] += int(answer.get("FailedEntryCount", 0))
 
 
 class GlueCatalog:
     """Glue tables, partitions and crawlers as the maintainer sees them, cached in ``State``."""
 
-    def __init__(self, clients: Clients, bucket: str, state: State, counts: Counter[str]) -> None:
-        self.glue, self.s3, self.bucket, self.state, self.counts = clients.glue, clients.s3, bucket, state, counts
+    def __init__(self, glue: Any, state: State, counts: Counter[str]) -> None:
+        self.glue, self.state, self.counts = glue, state, counts
 
     def crawler_exists(self, name: str) -> bool:
         cached = self.state.crawlers.get(name)
@@ -139,7 +141,7 @@ class GlueCatalog:
                 if error_code(exc) != "EntityNotFoundException":
                     raise
                 cached = False
-            self.counts[Count.GLUE_READS] += 1
+            self.counts[MaintainerCount.GLUE_READS] += 1
             self.state.crawlers.put(name, cached)
         return cached
 
@@ -148,7 +150,7 @@ class GlueCatalog:
         cached = None if fresh else self.state.tables.get(key)
         if cached is not None:
             return cached
-        self.counts[Count.GLUE_READS] += 1
+        self.counts[MaintainerCount.GLUE_READS] += 1
         try:
             found: dict[str, Any] = self.glue.get_table(DatabaseName=database, Name=table)["Table"]
         except ClientError as exc:
@@ -172,9 +174,9 @@ class GlueCatalog:
         except ClientError as exc:
             if error_code(exc) != "CrawlerRunningException":
                 raise
-            self.counts[Count.CRAWLERS_ALREADY_RUNNING] += 1
+            self.counts[MaintainerCount.CRAWLERS_ALREADY_RUNNING] += 1
             return False
-        self.counts[Count.CRAWLERS_STARTED] += 1
+        self.counts[MaintainerCount.CRAWLERS_STARTED] += 1
         return True
 
     def create_table(self, database: str, table_input: dict[str, Any]) -> bool:
@@ -185,16 +187,16 @@ class GlueCatalog:
             if error_code(exc) != "AlreadyExistsException":
                 raise
             return False
-        self.counts[Count.TABLES_CREATED] += 1
+        self.counts[MaintainerCount.TABLES_CREATED] += 1
         return True
 
     def update_table(self, database: str, table_input: dict[str, Any]) -> None:
         self.glue.update_table(DatabaseName=database, TableInput=table_input)
-        self.counts[Count.TABLES_UPDATED] += 1
+        self.counts[MaintainerCount.TABLES_UPDATED] += 1
 
     def has_version_partition(self, database: str, table: str, version: int) -> bool:
         """Whether any partition of ``version`` exists (a crawler registered the version)."""
-        self.counts[Count.GLUE_READS] += 1
+        self.counts[MaintainerCount.GLUE_READS] += 1
         answer = self.glue.get_partitions(
             DatabaseName=database, TableName=table, Expression=f"schema_version={version}", MaxResults=1
         )
@@ -205,22 +207,33 @@ class GlueCatalog:
     ) -> dict[tuple[str, ...], dict[str, Any]]:
         """The existing partitions among ``values``."""
         found, calls = batch_get_partitions(self.glue, database, table, values)
-        self.counts[Count.GLUE_READS] += calls
+        self.counts[MaintainerCount.GLUE_READS] += calls
         return found
 
     def create_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
         outcome = batch_create_partitions(self.glue, database, table, inputs)
-        self.counts[Count.CREATE_PARTITION_CALLS] += outcome.calls
-        self.counts[Count.PARTITIONS_ADDED] += len(outcome.done)
+        self.counts[MaintainerCount.CREATE_PARTITION_CALLS] += outcome.calls
+        self.counts[MaintainerCount.PARTITIONS_ADDED] += len(outcome.done)
         return outcome
 
     def update_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
         return batch_update_partitions(self.glue, database, table, inputs)
 
-    def put_json(self, key: str, document: dict[str, Any]) -> None:
-        """A small state document in the lake bucket (the late-data markers)."""
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(document, sort_keys=True).encode())
+
+class LakeObjects:
+    """The lake bucket: the Parquet footers of data objects (read) and the late-data markers (written)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self.s3, self.bucket = s3, bucket
 
     def footer_columns(self, key: str) -> list[dict[str, Any]]:
         """Glue columns from a data object's Parquet footer."""
         return read_footer_columns(self.s3, self.bucket, key)
+
+    def put_late_data_marker(
+        self, table: TablePrefix, partition: Partition, objects: list[str], noticed_at: datetime
+    ) -> None:
+        """The marker the compactor takes the partition first for (``TablePrefix.late_data_key``)."""
+        marker = {"partition": partition.values(), "objects": objects, "noticed_at": noticed_at.isoformat()}
+        body = json.dumps(marker, sort_keys=True).encode()
+        self.s3.put_object(Bucket=self.bucket, Key=table.late_data_key(partition), Body=body)

@@ -1,10 +1,17 @@
-"""The Lambda entry point: a Powertools decorator stack over ``logic.drain`` (run every 10 minutes)."""
+"""The Lambda entry point: the Powertools decorator stack over ``logic.drain`` (run every 10 minutes).
+
+The function's environment is read once, at the first invocation, into a ``Runtime`` (settings, clients,
+caches) kept while the execution environment stays warm. ``entry_point`` puts the decorator stack over a runtime:
+``handler`` is it over the one the function's environment gives; local tooling builds its own runtime from the
+environment it means and invokes ``entry_point`` over that.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -12,79 +19,82 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from kafkalake.aws import make_client
-from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE, Count
+from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE, MaintainerCount
 from kafkalake.settings import MaintainerEnvironment
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
+from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.report import Report
 from lambdas.tables import read_tables
 
 logger = Logger(service=MAINTAINER_SERVICE)
 tracer = Tracer(service=MAINTAINER_SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=MAINTAINER_SERVICE)
 
+Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
-@dataclass
+
+@dataclass(frozen=True)
 class Runtime:
-    environment: MaintainerEnvironment
+    """What one execution environment keeps between invocations."""
+
     settings: Settings
     clients: Clients
     state: State
 
-
-_runtime: Runtime | None = None
-
-
-def settings_from(environment: MaintainerEnvironment) -> Settings:
-    """The drain's settings, with the tables of the bundled catalog."""
-    return Settings(
-        queue_url=environment.queue_url,
-        bucket=environment.bucket,
-        event_bus=environment.event_bus,
-        tables=tables_from_document(read_tables(environment.tables_file), environment.bucket),
-        max_messages=environment.max_messages,
-        safety_margin_ms=environment.safety_margin_ms,
-        cache_ttl_seconds=environment.cache_ttl_seconds,
-        completeness_delay_seconds=environment.completeness_delay_seconds,
-    )
+    @classmethod
+    def build(cls, environment: MaintainerEnvironment, clients: Clients) -> Runtime:
+        """The drain's settings, with the tables of the bundled catalog, and empty caches."""
+        settings = Settings(
+            queue_url=environment.queue_url,
+            bucket=environment.bucket,
+            event_bus=environment.event_bus,
+            tables=read_tables(environment.tables_file),
+            max_messages=environment.max_messages,
+            safety_margin_ms=environment.safety_margin_ms,
+            cache_ttl_seconds=environment.cache_ttl_seconds,
+            completeness_delay_seconds=environment.completeness_delay_seconds,
+        )
+        return cls(settings, clients, State(settings.cache_ttl_seconds))
 
 
-def cold_start_if_reconfigured(environ: Mapping[str, str]) -> None:
-    """AWS gives a changed configuration new execution environments; locally one process plays several
-    configurations in turn, so a warm runtime built for another one is dropped."""
-    global _runtime  # noqa: PLW0603 - the warm-invocation cache is the point
-    if _runtime is not None and _runtime.environment != MaintainerEnvironment.from_environ(environ):
-        _runtime = None
+def clients_for(environment: MaintainerEnvironment) -> Clients:
+    return Clients(*(make_client(environment, service) for service in ("sqs", "glue", "s3", "events")))
 
 
-def runtime() -> Runtime:
-    """Built on the first invocation and kept while the execution environment stays warm (caches included)."""
-    global _runtime  # noqa: PLW0603 - the warm-invocation cache is the point
-    if _runtime is None:
-        environment = MaintainerEnvironment.from_environ(os.environ)
-        settings = settings_from(environment)
-        clients = Clients(*(make_client(environment, s) for s in ("sqs", "glue", "s3", "events")))
-        _runtime = Runtime(environment, settings, clients, State(settings.cache_ttl_seconds))
-    return _runtime
+@cache
+def warm_runtime() -> Runtime:
+    """Built from the function's environment at the first invocation, then kept (caches included)."""
+    environment = MaintainerEnvironment.from_environ(os.environ)
+    return Runtime.build(environment, clients_for(environment))
 
 
 def publish_metrics(report: Report) -> None:
     for name, value in sorted(report.counts.items()):
         if value:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    metrics.add_metric(name=Count.ERRORS, unit=MetricUnit.Count, value=len(report.errors))
+    metrics.add_metric(name=MaintainerCount.ERRORS, unit=MetricUnit.Count, value=len(report.errors))
 
 
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context(log_event=False)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    current = runtime()
-    logger.append_keys(queue=current.settings.queue_url)
-    report = drain(current.settings, current.clients, current.state, context.get_remaining_time_in_millis)
-    publish_metrics(report)
-    for error in report.errors:
-        logger.warning(error)
-    for reason in report.foreign_keys:  # a sample: every foreign key is counted, the first few are explained
-        logger.info("ignored a key outside the data layout", extra={"reason": reason})
-    logger.info("drain finished", extra={"counts": dict(report.counts), "events": len(report.events)})
-    return report.as_dict()
+def entry_point(runtime: Callable[[], Runtime]) -> Handler:
+    """The decorator stack over one drain with the runtime ``runtime`` gives."""
+
+    @metrics.log_metrics
+    @tracer.capture_lambda_handler
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        current = runtime()
+        logger.append_keys(queue=current.settings.queue_url)
+        report = drain(current.settings, current.clients, current.state, context.get_remaining_time_in_millis)
+        publish_metrics(report)
+        for error in report.errors:
+            logger.warning(error)
+        for reason in report.foreign_keys:  # a sample: every foreign key is counted, the first few are explained
+            logger.info("ignored a key outside the data layout", extra={"reason": reason})
+        logger.info("drain finished", extra={"counts": dict(report.counts), "events": len(report.events)})
+        return report.as_dict()
+
+    return handler
+
+
+handler = entry_point(warm_runtime)
+"""The function's handler (``lambdas.maintainer.handler.handler``)."""

@@ -3,11 +3,17 @@
 Publishes ``ReconcilePartitionsRepaired`` (non-zero means S3 events were lost; an alarm watches it),
 ``ReconcileEmptyLocations`` and ``ReconcileTablesFailed``, logs each repair and each empty location, and fails the
 invocation at the end when any table failed (after every other table was reconciled).
+
+As in the maintainer, the function's environment is read once into a ``Runtime``; ``entry_point`` puts the
+decorator stack over a runtime, and local tooling invokes it over one built from the environment it means.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -17,8 +23,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from kafkalake.aws import make_client
 from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE, ReconcileMetric
 from kafkalake.settings import ReconcilerEnvironment
-from lambdas.reconciler.logic import TableReconciliation, reconcile_tables, targets_from_document
-from lambdas.tables import read_tables
+from lambdas.reconciler.logic import TableReconciliation, reconcile_tables
+from lambdas.tables import CatalogTable, read_tables
 
 logger = Logger(service=RECONCILER_SERVICE)
 tracer = Tracer(service=RECONCILER_SERVICE)
@@ -27,6 +33,26 @@ metrics = Metrics(namespace=NAMESPACE, service=RECONCILER_SERVICE)
 
 class TablesFailed(RuntimeError):
     """Some tables could not be reconciled; the others were."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    bucket: str
+    tables: list[CatalogTable]
+    s3: Any
+    glue: Any
+
+    @classmethod
+    def build(cls, environment: ReconcilerEnvironment) -> Runtime:
+        """The bundled catalog's tables and the clients, for ``environment``."""
+        s3, glue = make_client(environment, "s3"), make_client(environment, "glue")
+        return cls(environment.bucket, read_tables(environment.tables_file), s3, glue)
+
+
+@cache
+def warm_runtime() -> Runtime:
+    """Built from the function's environment at the first invocation, then kept."""
+    return Runtime.build(ReconcilerEnvironment.from_environ(os.environ))
 
 
 def summary(results: list[TableReconciliation]) -> dict[str, Any]:
@@ -40,14 +66,21 @@ def summary(results: list[TableReconciliation]) -> dict[str, Any]:
     }
 
 
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context(log_event=False)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    environment = ReconcilerEnvironment.from_environ(os.environ)
-    s3, glue = make_client(environment, "s3"), make_client(environment, "glue")
-    targets = targets_from_document(read_tables(environment.tables_file))
-    done = summary(reconcile_tables(s3, glue, environment.bucket, targets))
+def entry_point(runtime: Callable[[], Runtime]) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """The decorator stack over one reconciliation with the runtime ``runtime`` gives."""
+
+    @metrics.log_metrics
+    @tracer.capture_lambda_handler
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        current = runtime()
+        return publish(summary(reconcile_tables(current.s3, current.glue, current.bucket, current.tables)))
+
+    return handler
+
+
+def publish(done: dict[str, Any]) -> dict[str, Any]:
+    """Metrics and logs of a summary; ``TablesFailed`` when any table failed."""
     metrics.add_metric(
         name=ReconcileMetric.PARTITIONS_REPAIRED, unit=MetricUnit.Count, value=done["partitions_repaired"]
     )
@@ -66,3 +99,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if done["failed"]:
         raise TablesFailed(f"{len(done['failed'])} of {done['tables']} tables failed: {done['failed']}")
     return done
+
+
+handler = entry_point(warm_runtime)
+"""The function's handler (``lambdas.reconciler.handler.handler``)."""

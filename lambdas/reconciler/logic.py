@@ -17,32 +17,11 @@ from kafkalake.layout import (
     PARTITION_KEYS,
     LayoutError,
     Partition,
-    TablePrefix,
     parse_s3_uri,
     partition_segment_value,
     s3_uri,
 )
-
-
-@dataclass(frozen=True)
-class TableTarget:
-    """A table to reconcile: its Glue names and its data prefix."""
-
-    database: str
-    table: str
-    data_prefix: str
-
-
-def targets_from_document(document: Iterable[dict[str, str]]) -> list[TableTarget]:
-    """The tables of the bundled ``tables.json`` (``kafkalake.catalog.tables_document``)."""
-    return [
-        TableTarget(
-            item["database"],
-            item["table"],
-            TablePrefix(item["env"], item["company"], item["domain"], item["topic"]).data_prefix(),
-        )
-        for item in document
-    ]
+from lambdas.tables import CatalogTable
 
 
 @dataclass
@@ -115,18 +94,17 @@ def _holds_objects(s3: Any, location: str, raw_folders: set[str]) -> bool:
     return bool(s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1).get("KeyCount"))
 
 
-def reconcile_tables(s3: Any, glue: Any, bucket: str, targets: Iterable[TableTarget]) -> list[TableReconciliation]:
-    """``reconcile_table`` for each target; one table's failure is recorded in its result and never stops the
-    others."""
+def reconcile_tables(s3: Any, glue: Any, bucket: str, tables: Iterable[CatalogTable]) -> list[TableReconciliation]:
+    """``reconcile_table`` for each table of the catalog; one table's failure is recorded in its result and never
+    stops the others."""
     results = []
-    for target in targets:
+    for table in tables:
         try:
             results.append(
                 reconcile_table(
-                    s3, glue, bucket, database=target.database, table=target.table, data_prefix=target.data_prefix
+                    s3, glue, bucket, database=table.database, table=table.table, data_prefix=table.prefix.data_prefix()
                 )
             )
         except Exception as exc:  # noqa: BLE001 - reported in the result; the other tables go on
-            failed = TableReconciliation(f"{target.database}.{target.table}", failed=f"{type(exc).__name__}: {exc}")
-            results.append(failed)
+            results.append(TableReconciliation(table.name, failed=f"{type(exc).__name__}: {exc}"))
     return results

@@ -29,9 +29,12 @@ from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
 from kafkalake_dev.maintainer import invoke_reconciler_locally
 from kafkalake_dev.provision import provision
+from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Report, Settings, drain, tables_from_document
+from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.report import Report
+from lambdas.tables import tables_from_document
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs
 from tests.integration.lake_files import small_file
@@ -74,14 +77,14 @@ class Lake:
         self.acme, self.globex = f"acme_{env.name}", f"globex_{env.name}"
         self.calls: Counter[str] = Counter()
         self.s3 = make_client(endpoints, "s3")
-        self.sqs = make_client(endpoints, "sqs")
+        self.sqs = as_s3_sends(make_client(endpoints, "sqs"))  # moto's notifications as S3 sends them
         self.glue = count_calls(make_client(endpoints, "glue"), self.calls)
         self.clients = Clients(self.sqs, self.glue, self.s3, make_client(endpoints, "events"))
         self.settings = Settings(
             queue_url=provisioned.queue_url,
             bucket=provisioned.bucket,
             event_bus=provisioned.event_bus,
-            tables=tables_from_document(tables_document(catalog.for_env(env.name)), env.bucket),
+            tables=tables_from_document(tables_document(catalog.for_env(env.name))),
             wait_seconds=0,
         )
         self.state = State(ttl=600)
@@ -419,7 +422,6 @@ def test_local_invocations_for_two_environments_each_drain_their_own_queue(
 ) -> None:
     """One process plays two function configurations in turn (as the demo and the tests do): the second must
     not reuse the warm runtime, queue included, of the first, and neither may leave its configuration behind."""
-    import os
 
     from kafkalake_dev.maintainer import invoke_locally
 
@@ -430,7 +432,7 @@ def test_local_invocations_for_two_environments_each_drain_their_own_queue(
     before = dict(os.environ)
     for lake, hour in zip(lakes, (12, 13), strict=True):
         lake.put(key(lake.card, 1, hour))
-        report = invoke_locally(local_stack, lake.env, lake.catalog, os.environ, native=True)
+        report = invoke_locally(local_stack, lake.env, lake.catalog, native=True)
         assert report["counts"]["partitions_added"] == 1, report
         assert lake.partitions(lake.card) == {("1", "2026-11-21", f"{hour}")}
     assert dict(os.environ) == before
@@ -566,7 +568,7 @@ def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
     catalog, environments = lake.files
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
     capsys.readouterr()
-    first = invoke_reconciler_locally(lake.endpoints, lake.env, lake.catalog, os.environ)
+    first = invoke_reconciler_locally(lake.endpoints, lake.env, lake.catalog)
     restored = {tuple(k.partition.values()) for k in lost}
     assert lake.partitions(lake.card) == before | restored
     assert first["partitions_repaired"] == 3 and first["failed"] == {}

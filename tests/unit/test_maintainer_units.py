@@ -23,11 +23,14 @@ def record(key: str = KEY, name: str = "ObjectCreated:Put") -> dict[str, Any]:
         "awsRegion": "eu-west-1",
         "eventTime": "2026-11-21T11:00:00.000Z",
         "eventName": name,
+        "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"},
+        "requestParameters": {"sourceIPAddress": "10.0.0.1"},
+        "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
         "s3": {
             "s3SchemaVersion": "1.0",
             "configurationId": "c",
-            "bucket": {"name": "b", "arn": "arn:aws:s3:::b"},
-            "object": {"key": key, "size": 1, "eTag": "e"},
+            "bucket": {"name": "b", "ownerIdentity": {"principalId": "A"}, "arn": "arn:aws:s3:::b"},
+            "object": {"key": key, "size": 1, "eTag": "e", "sequencer": "0A"},
         },
     }
 

@@ -11,8 +11,10 @@ from moto import mock_aws
 
 from kafkalake.glue import table_input
 from kafkalake.layout import Partition, TablePrefix, s3_uri
+from kafkalake.naming import TableInference
 from lambdas.reconciler.handler import summary
-from lambdas.reconciler.logic import TableTarget, reconcile_tables, targets_from_document
+from lambdas.reconciler.logic import reconcile_tables
+from lambdas.tables import CatalogTable, tables_from_document
 
 HOUR = Partition(1, date(2026, 11, 20), 7)
 
@@ -53,7 +55,18 @@ def test_one_failing_table_is_reported_and_the_others_are_reconciled() -> None:
         s3.put_object(Bucket="lake", Key=f"{prefix}{HOUR.path()}{name}+0+0-9.parquet", Body=b"x")
         columns = [{"Name": "id", "Type": "string"}]
         glue.create_table(DatabaseName="acme", TableInput=table_input(name, s3_uri("lake", prefix), columns, {}))
-        targets.append(TableTarget("acme", name, prefix))
+        targets.append(
+            CatalogTable(
+                env="staging",
+                company="acme",
+                domain="payments",
+                topic=name,
+                database="acme",
+                table=name,
+                inference=TableInference.CRAWLER,
+                crawler_name=f"kafkalake-acme-{name}",
+            )
+        )
     results = reconcile_tables(s3, DeniedFor(glue, "denied"), "lake", targets)
     done = summary(results)
     assert done["failed"] == {
@@ -77,6 +90,6 @@ def test_targets_come_from_the_bundled_tables_document() -> None:
             "crawler_name": "c",
         }
     ]
-    assert targets_from_document(document) == [
-        TableTarget("acme_staging", "card_authorized", "data/staging/acme/payments/card-authorized/")
+    assert [(t.database, t.table, t.prefix.data_prefix()) for t in tables_from_document(document)] == [
+        ("acme_staging", "card_authorized", "data/staging/acme/payments/card-authorized/")
     ]

@@ -1,0 +1,129 @@
+"""The partitions of one table whose schema versions Glue takes: add those Glue lacks, mark the hours that are
+complete, and note objects that landed in partitions already compacted.
+
+Rules only: Glue and S3 through ``lambdas.maintainer.dal``, what happened into the ``Report``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kafkalake.glue import COMPLETE_PARAMETER, partition_input
+from kafkalake.layout import COMPACTED_ROOT, PARTITION_KEYS, DataKey, Partition, s3_uri
+from kafkalake.metrics import MaintainerCount
+from lambdas.maintainer.dal import GlueCatalog, LakeObjects, State
+from lambdas.maintainer.report import MAX_SAMPLES, Report
+from lambdas.tables import CatalogTable
+
+
+def completion_candidates(partitions: Iterable[Partition], now: datetime, delay: timedelta) -> set[Partition]:
+    """Hour H is complete once hour H+1 has data and the delay after H's end has passed: for each partition with
+    data, the previous hour of every schema version up to its own."""
+    candidates = set()
+    for later in partitions:
+        earlier = later.previous()
+        if earlier.end + delay > now:
+            continue
+        for version in range(1, later.schema_version + 1):
+            candidates.add(Partition(version, earlier.dt, earlier.hour))
+    return candidates
+
+
+@dataclass(frozen=True)
+class PartitionSync:
+    """One drain's partition work, table by table."""
+
+    glue: GlueCatalog
+    lake: LakeObjects
+    state: State
+    report: Report
+    completeness_delay: timedelta
+    now: datetime
+
+    def sync(self, table: CatalogTable, keys: set[DataKey]) -> set[DataKey]:
+        """The keys whose partition Glue now holds; the hours before them marked complete, late objects noted."""
+        partitions = {k.partition for k in keys}
+        confirmed = self.add(table, partitions)
+        self.mark_complete(table, partitions)
+        done = {k for k in keys if k.partition in confirmed}
+        self.note_late(table, done)
+        return done
+
+    def add(self, table: CatalogTable, partitions: set[Partition]) -> set[Partition]:
+        """The partitions Glue holds now: cached, found, or created in batches."""
+        cache, db, name = self.state.partitions, table.database, table.table
+        known = {p for p in partitions if cache.get((db, name, tuple(p.values()))) is not None}
+        unknown = partitions - known
+        if not unknown:
+            return known
+        existing = self.glue.partitions(db, name, (tuple(p.values()) for p in unknown))
+        missing = sorted(p for p in unknown if tuple(p.values()) not in existing)
+        described = self.glue.table(db, name)
+        if described is None:
+            return known | (unknown - set(missing))
+        location = table.location(self.lake.bucket)
+        inputs = [partition_input(described, f"{location}{p.path()}", p) for p in missing]
+        outcome = self.glue.create_partitions(db, name, inputs)
+        for values, code in sorted(outcome.failed.items()):
+            self.report.counts[MaintainerCount.PARTITION_ERRORS] += 1
+            self.report.errors.append(f"{table.name} {list(values)}: {code}")
+        confirmed = set()
+        for partition in unknown:
+            values = tuple(partition.values())
+            if values in existing:
+                where = existing[values].get("StorageDescriptor", {}).get("Location", "")
+            elif values in outcome.done:
+                where = f"{location}{partition.path()}"
+            else:
+                continue
+            cache.put((db, name, values), where)
+            confirmed.add(partition)
+        return known | confirmed
+
+    def note_late(self, table: CatalogTable, keys: set[DataKey]) -> None:
+        """Objects in closed hours (ended more than the completeness delay ago) whose partition's location is a
+        compaction run directory get a marker for the compactor and a ``LateData`` event. The location comes from
+        the partition cache, like every lookup: a compaction that swapped the partition after it was cached is
+        seen once the entry expires (the compactor takes the late file at its next run either way)."""
+        compacted = s3_uri(self.lake.bucket, f"{COMPACTED_ROOT}/")
+        late: dict[tuple[str, ...], list[DataKey]] = defaultdict(list)
+        for key in keys:
+            values = tuple(key.partition.values())
+            location = self.state.partitions.get((table.database, table.table, values)) or ""
+            if key.partition.end + self.completeness_delay <= self.now and location.startswith(compacted):
+                late[values].append(key)
+        for values, found in sorted(late.items()):
+            objects = sorted(k.key() for k in found)
+            self.lake.put_late_data_marker(found[0].table, found[0].partition, objects, self.now)
+            self.report.counts[MaintainerCount.LATE_OBJECTS] += len(objects)
+            partition = dict(zip(PARTITION_KEYS, values, strict=True))
+            self.report.event("LateData", table, partition=partition, objects=objects[:MAX_SAMPLES])
+
+    def mark_complete(self, table: CatalogTable, partitions: Iterable[Partition]) -> None:
+        """Mark the hours before those with new data complete (see ``completion_candidates``)."""
+        db, name = table.database, table.table
+        candidates = {tuple(p.values()) for p in completion_candidates(partitions, self.now, self.completeness_delay)}
+        candidates = {c for c in candidates if not self.state.completed.get((db, name, c))}
+        if not candidates:
+            return
+        found = self.glue.partitions(db, name, candidates)
+        for values in candidates:  # checked: not again within the TTL (quiet hours fall to the compactor's delay)
+            self.state.completed.put((db, name, values), True)
+        updates = [
+            {
+                "Values": list(values),
+                "StorageDescriptor": partition["StorageDescriptor"],
+                "Parameters": {**partition.get("Parameters", {}), COMPLETE_PARAMETER: "true"},
+            }
+            for values, partition in sorted(found.items())
+            if partition.get("Parameters", {}).get(COMPLETE_PARAMETER) != "true"
+        ]
+        outcome = self.glue.update_partitions(db, name, updates)
+        self.report.counts[MaintainerCount.PARTITIONS_COMPLETED] += len(outcome.done)
+        for values, code in sorted(outcome.failed.items()):
+            self.report.errors.append(f"{table.name} {list(values)}: marking complete failed: {code}")
+        for values in sorted(outcome.done):
+            self.report.event("PartitionComplete", table, partition=dict(zip(PARTITION_KEYS, values, strict=True)))

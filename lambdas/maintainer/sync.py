@@ -1,0 +1,150 @@
+"""One table at a time: find its settings, make sure Glue has the table and every schema version of the new keys
+(a crawler, or native inference from Parquet footers), then hand its partitions to ``PartitionSync``.
+
+Rules only: Glue and S3 through ``lambdas.maintainer.dal``, what happened into the ``Report``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from kafkalake.glue import SCHEMA_VERSIONS_PARAMETER, table_input, table_input_from
+from kafkalake.layout import DataKey, TablePrefix
+from kafkalake.metrics import MaintainerCount
+from kafkalake.naming import TableInference
+from lambdas.maintainer.dal import GlueCatalog, LakeObjects, State, error_code
+from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
+from lambdas.maintainer.partitions import PartitionSync
+from lambdas.maintainer.report import Report
+from lambdas.tables import CatalogTable
+
+
+@dataclass(frozen=True)
+class TableSync:
+    """Brings one table's Glue entries in line with a set of new data keys."""
+
+    tables: Mapping[TablePrefix, CatalogTable]
+    """The catalog's tables; keys under other prefixes are ours only if their crawler exists by convention."""
+    glue: GlueCatalog
+    lake: LakeObjects
+    state: State
+    report: Report
+    partitions: PartitionSync
+
+    def sync_isolated(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
+        """``sync``, never letting one table stop the others: on EntityNotFoundException the table's cached
+        entries are dropped and the sync is tried once more; any other failure (throttling that outlasted
+        botocore's retries, access denied, ...) is reported, and the table's messages stay for the next run."""
+        for attempt in (1, 2):
+            try:
+                return self.sync(prefix, keys)
+            except ClientError as exc:
+                if error_code(exc) == "EntityNotFoundException" and attempt == 1:
+                    self._forget(prefix)
+                    continue
+                return self._failed(prefix, keys, exc)
+            except Exception as exc:  # noqa: BLE001 - reported below; the other tables go on
+                return self._failed(prefix, keys, exc)
+        return set()
+
+    def _forget(self, prefix: TablePrefix) -> None:
+        table = self._resolve(prefix)
+        if table is not None:
+            self.glue.forget_table(table.database, table.table)
+        self.report.counts[MaintainerCount.TABLE_CACHE_DROPPED] += 1
+
+    def _failed(self, prefix: TablePrefix, keys: set[DataKey], exc: Exception) -> set[DataKey]:
+        table = self.tables.get(prefix)
+        self.report.table_failed(table.name if table else prefix.data_prefix(), exc, len(keys))
+        return set()
+
+    def sync(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
+        """The keys whose table, schema version and partition Glue now holds (their messages can go)."""
+        table = self._resolve(prefix)
+        if table is None:
+            self.report.counts[MaintainerCount.IGNORED_UNKNOWN_TABLE] += len(keys)
+            return set(keys)
+        described = self.glue.table(table.database, table.table)
+        if described is None:
+            described = self._create_table(table, keys)
+            if described is None:
+                return set()
+        return self.partitions.sync(table, self._check_versions(table, described, keys))
+
+    def _resolve(self, prefix: TablePrefix) -> CatalogTable | None:
+        known = self.tables.get(prefix)
+        if known is not None:
+            return known
+        by_convention = CatalogTable.by_convention(prefix)
+        return by_convention if self.glue.crawler_exists(by_convention.crawler_name) else None
+
+    def _start_crawler(self, table: CatalogTable, why: MaintainerCount) -> None:
+        self.glue.start_crawler(table.crawler_name)
+        self.report.counts[why] += 1
+
+    def _create_table(self, table: CatalogTable, keys: set[DataKey]) -> dict[str, Any] | None:
+        if table.inference == TableInference.CRAWLER:
+            self._start_crawler(table, MaintainerCount.CRAWLER_REASON_NEW_TABLE)
+            self.report.counts[MaintainerCount.DEFERRED_UNTIL_TABLE_EXISTS] += len(keys)
+            return None
+        first = min(keys, key=lambda k: (k.partition.schema_version, k.key()))
+        columns = self.lake.footer_columns(first.key())
+        version = first.partition.schema_version
+        location = table.location(self.lake.bucket)
+        request = table_input(table.table, location, columns, {SCHEMA_VERSIONS_PARAMETER: str(version)})
+        if self.glue.create_table(table.database, request):
+            self.report.event("TableCreated", table, schema_version=version, columns=[c["Name"] for c in columns])
+        return self.glue.table(table.database, table.table, fresh=True)
+
+    def _version_known(self, table: CatalogTable, described: dict[str, Any], version: int) -> bool:
+        cache_key = (table.database, table.table, version)
+        if self.state.versions.get(cache_key):
+            return True
+        listed = described.get("Parameters", {}).get(SCHEMA_VERSIONS_PARAMETER, "")
+        known = str(version) in listed.split(",")
+        if not known and table.inference == TableInference.CRAWLER:
+            known = self.glue.has_version_partition(table.database, table.table, version)
+        if known:
+            self.state.versions.put(cache_key, True)
+        return known
+
+    def _check_versions(self, table: CatalogTable, described: dict[str, Any], keys: set[DataKey]) -> set[DataKey]:
+        """Keys whose schema version the table can take; a new version re-crawls or merges columns."""
+        accepted: set[DataKey] = set()
+        for version in sorted({k.partition.schema_version for k in keys}):
+            of_version = {k for k in keys if k.partition.schema_version == version}
+            if not self._version_known(table, described, version):
+                if table.inference == TableInference.CRAWLER:
+                    self._start_crawler(table, MaintainerCount.CRAWLER_REASON_NEW_SCHEMA_VERSION)
+                    self.report.event("SchemaVersionAdded", table, schema_version=version, columns_added=[])
+                else:
+                    try:
+                        described = self._merge_version(table, described, version, of_version)
+                    except IncompatibleSchema as exc:
+                        self.report.counts[MaintainerCount.SCHEMA_INCOMPATIBLE] += 1
+                        self.report.errors.append(f"{table.name} schema_version={version}: {exc}")
+                        continue
+                self.state.versions.put((table.database, table.table, version), True)
+            accepted |= of_version
+        return accepted
+
+    def _merge_version(
+        self, table: CatalogTable, described: dict[str, Any], version: int, keys: set[DataKey]
+    ) -> dict[str, Any]:
+        sample = min(keys, key=lambda k: k.key())
+        existing = described["StorageDescriptor"]["Columns"]
+        merged, added = merge_columns(existing, self.lake.footer_columns(sample.key()))
+        update = table_input_from(described)
+        update["StorageDescriptor"]["Columns"] = merged
+        versions = [v for v in update.get("Parameters", {}).get(SCHEMA_VERSIONS_PARAMETER, "").split(",") if v]
+        update.setdefault("Parameters", {})[SCHEMA_VERSIONS_PARAMETER] = ",".join([*versions, str(version)])
+        self.glue.update_table(table.database, update)
+        self.report.event("SchemaVersionAdded", table, schema_version=version, columns_added=[c["Name"] for c in added])
+        refreshed = self.glue.table(table.database, table.table, fresh=True)
+        if refreshed is None:
+            raise IncompatibleSchema(f"table {table.name} disappeared while it was being updated")
+        return refreshed
