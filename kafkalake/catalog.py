@@ -45,13 +45,13 @@ class TimeCandidate(BaseModel):
 
     path: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
     format: TimeFormat
-    unit: Literal["s", "ms", "us"] | None = None
+    unit: Literal["s", "ms", "us", "ns"] | None = None
     default_zone: str = "UTC"
 
     @model_validator(mode="after")
     def _unit_only_for_epoch(self) -> TimeCandidate:
         if self.format == TimeFormat.EPOCH and self.unit is None:
-            raise ValueError("epoch candidates must declare unit: s, ms or us")
+            raise ValueError("epoch candidates must declare unit: s, ms, us or ns")
         if self.format != TimeFormat.EPOCH and self.unit is not None:
             raise ValueError("unit applies to epoch candidates only; remove it")
         return self

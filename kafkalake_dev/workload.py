@@ -21,7 +21,7 @@ from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.wire import encode
 
-EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000}
+EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
 LATE_SHARE = 0.03

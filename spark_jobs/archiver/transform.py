@@ -12,17 +12,20 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import BooleanType, DataType, StructType
 
 from kafkalake.catalog import TimeCandidate, TimeFormat
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
-EPOCH_TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+EPOCH_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 MAX_EPOCH_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: beyond it the declared unit must be wrong
+UNREPRESENTABLE = datetime(1, 1, 1, tzinfo=UTC)
+"""Stands for a number no timestamp can hold under its declared unit: always out of bounds, so quarantined."""
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 SECONDS_PER_DAY = 86_400
 TOMBSTONE = "tombstone"
@@ -154,13 +157,31 @@ def _field_type(schema: StructType, path: str) -> DataType | None:
     return current
 
 
-def candidate_time(candidate: TimeCandidate, column: Column) -> Column:
-    """The candidate as a UTC timestamp, or null when it is missing or invalid."""
+def candidate_time(candidate: TimeCandidate, column: Column, data_type: DataType | None = None) -> Column:
+    """The candidate as a UTC timestamp, or null when the field holds no time at all (missing, text that is neither
+    a number nor an ISO time, a boolean), so the next candidate is tried.
+
+    One rule per kind of epoch value (``with_business_time`` then quarantines every implausible instant as
+    ``time_out_of_bounds``; it never silently falls back to Kafka time for a number it was given):
+    - a number, or a JSON string holding one, is taken in the declared unit (``s``, ``ms``, ``us``, ``ns``);
+    - fractions are kept to the microsecond (a 9-digit fraction of a second is truncated, never rounded up);
+    - 0 and negative numbers are instants too (1970 and before): out of bounds;
+    - a number too large for any timestamp in its unit (milliseconds declared as seconds, nanoseconds declared as
+      milliseconds) is out of bounds, not a missing time;
+    - a boolean is not a time: the next candidate.
+    """
     if candidate.format == TimeFormat.EPOCH:
-        number = column.cast("long")
-        micros = EPOCH_TO_MICROS[candidate.unit or "ms"]
-        plausible = (number >= 0) & (number <= F.lit(MAX_EPOCH_SECONDS * 1_000_000 // micros))
-        return F.when(plausible, F.timestamp_micros(number * micros))
+        if isinstance(data_type, BooleanType):
+            return F.lit(None).cast("timestamp")
+        per_second = EPOCH_PER_SECOND[candidate.unit or "ms"]
+        number = F.trim(column.cast("string")).cast("decimal(38,9)")
+        limit = F.lit(Decimal(MAX_EPOCH_SECONDS * per_second))
+        micros = F.floor(number * F.lit(Decimal(1_000_000) / Decimal(per_second))).cast("long")
+        return (
+            F.when(number.isNull(), F.lit(None).cast("timestamp"))
+            .when(F.abs(number) <= limit, F.timestamp_micros(micros))
+            .otherwise(F.lit(UNREPRESENTABLE).cast("timestamp"))
+        )
     if candidate.format == TimeFormat.ISO8601:
         text = F.trim(column.cast("string"))
         with_offset = text.rlike(r"(Z|z|[+-][0-9]{2}:?[0-9]{2})$")
@@ -193,8 +214,9 @@ def with_business_time(
     for candidate in candidates:
         for column in value_columns:
             schema = decoded.schema[column].dataType
-            if isinstance(schema, StructType) and _field_type(schema, candidate.path):
-                present.append((candidate, candidate_time(candidate, F.col(f"{column}.{candidate.path}"))))
+            found = _field_type(schema, candidate.path) if isinstance(schema, StructType) else None
+            if found is not None:
+                present.append((candidate, candidate_time(candidate, F.col(f"{column}.{candidate.path}"), found)))
     business = F.coalesce(*[t for _, t in present], F.col("_kafka_timestamp"))
     source: Column = F.lit("kafka_timestamp")
     for candidate, parsed in reversed(present):

@@ -78,7 +78,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     write_topic(tmp_path, "acme/payments/staging/i.yaml", "time_fields:\n  - {path: ts, format: iso8601, unit: s}\n")
     found = "\n".join(problems(tmp_path))
     assert "a.yaml: value_format: Input should be 'avro' or 'json'" in found
-    assert "b.yaml: time_fields.0: Value error, epoch candidates must declare unit: s, ms or us" in found
+    assert "b.yaml: time_fields.0: Value error, epoch candidates must declare unit: s, ms, us or ns" in found
     assert "c.yaml: schemas: no Avro schema beside the topic file (fix: add c.v1.avsc next to c.yaml" in found
     assert "d.yaml: colour: Extra inputs are not permitted" in found
     assert "e.yaml: table: '9-bad' is not legal in Athena" in found

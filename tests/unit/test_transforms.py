@@ -167,3 +167,43 @@ def test_partitions_do_not_depend_on_the_session_zone(bare_spark: SparkSession, 
     ]
     assert [r[1:] for r in elsewhere] == [r[1:] for r in in_utc]
     assert tombstone is not None and (tombstone["dt"], tombstone["hour"]) == ("2026-11-20", 10)
+
+
+EDGE = datetime(2026, 11, 20, 8, tzinfo=UTC)
+EDGE_S = int(EDGE.timestamp())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("text_s", f"{EDGE_S}", (EDGE, "text_s", None)),  # a JSON string holding a number
+        ("text_s", f"{EDGE_S}.123456789", (EDGE.replace(microsecond=123456), "text_s", None)),  # 9-digit fraction
+        ("double_s", EDGE_S + 0.5, (EDGE.replace(microsecond=500000), "double_s", None)),
+        ("text_s", "0", (None, "text_s", "time_out_of_bounds")),  # epoch 0 is 1970, not "no time"
+        ("text_s", "-5", (None, "text_s", "time_out_of_bounds")),  # negative: before 1970
+        ("text_s", f"{EDGE_S * 1000}", (None, "text_s", "time_out_of_bounds")),  # milliseconds declared as seconds
+        ("long_ms", EDGE_S * 1_000_000_000, (None, "long_ms", "time_out_of_bounds")),  # nanoseconds declared as ms
+        ("long_ns", EDGE_S * 1_000_000_000 + 999, (EDGE, "long_ns", None)),  # nanoseconds, truncated to the us
+        ("flag", True, (T0, "kafka_timestamp", None)),  # a boolean is not a time: the next candidate
+        ("text_s", "soon", (T0, "kafka_timestamp", None)),  # text that is no number: the next candidate
+    ],
+)
+def test_epoch_edge_cases_follow_one_rule_each(
+    bare_spark: SparkSession, field: str, value: object, expected: tuple[datetime | None, str, str | None]
+) -> None:
+    fields = {"flag": None, "text_s": None, "double_s": None, "long_ms": None, "long_ns": None, field: value}
+    frame = bare_spark.createDataFrame(
+        [(0, 0, T0, None, fields)],
+        "_kafka_partition int, _kafka_offset long, _kafka_timestamp timestamp, _error string, "
+        "_value struct<flag: boolean, text_s: string, double_s: double, long_ms: long, long_ns: long>",
+    )
+    candidates = tuple(
+        TimeCandidate(path=path, format=TimeFormat.EPOCH, unit=unit)
+        for path, unit in (("flag", "s"), ("text_s", "s"), ("double_s", "s"), ("long_ms", "ms"), ("long_ns", "ns"))
+    )
+    row = transform.with_business_time(frame, candidates, NOW, ["_value"]).first()
+    assert row is not None
+    at, source, error = expected
+    assert (row["_time_source"], row["_error"]) == (source, error)
+    if at is not None:
+        assert row["_business_time"].astimezone(UTC) == at
