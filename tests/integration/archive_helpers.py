@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.repo import catalog_dir
-from kafkalake.aws import list_objects, make_client
+from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.kafka import watermarks
 from kafkalake.layout import S3Location
@@ -65,6 +65,17 @@ def contents(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFra
 def differing_rows(one: DataFrame, other: DataFrame) -> int:
     """Rows of either that the other lacks (or holds a different number of times)."""
     return one.exceptAll(other).count() + other.exceptAll(one).count()
+
+
+def state_beyond_receipts(endpoints: Endpoints, topic: Topic) -> set[str]:
+    """The topic's state objects other than receipts: just its lease, released and holding no plan, once a run
+    finished every plan it stored (anything else is left over)."""
+    lease = topic.prefix.archive_lease_key()
+    left = keys(endpoints, topic.prefix.state_prefix()) - keys(endpoints, topic.prefix.receipts_prefix())
+    document = read_json(make_client(endpoints, "s3"), endpoints.bucket, lease)
+    if document is not None and document["run_id"] is None and document["work"]["plan"] is None:
+        left.discard(lease)
+    return left
 
 
 def keys(endpoints: Endpoints, prefix: str) -> set[str]:

@@ -29,7 +29,14 @@ from kafkalake_dev.workload import ensure_topic, sample_value
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.topic_run import catch_up
 from tests.crashes import kill_on_progress, random_kills
-from tests.integration.archive_helpers import committed_and_end, fresh, keys, produce, read_back
+from tests.integration.archive_helpers import (
+    committed_and_end,
+    fresh,
+    keys,
+    produce,
+    read_back,
+    state_beyond_receipts,
+)
 
 pytestmark = pytest.mark.stack
 RECORDS = 6000
@@ -179,10 +186,4 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills {kills}"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
-    lease = topic.prefix.archive_lease_key()
-    assert keys(fleet.endpoints, topic.prefix.state_prefix()) == {
-        lease,
-        *keys(fleet.endpoints, topic.prefix.receipts_prefix()),
-    }
-    left = json.loads(make_client(fleet.endpoints, "s3").get_object(Bucket=fleet.env.bucket, Key=lease)["Body"].read())
-    assert left["run_id"] is None and left["work"]["plan"] is None  # released, no plan left
+    assert state_beyond_receipts(fleet.endpoints, topic) == set()  # no plan left
