@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -119,28 +119,9 @@ class Lease:
         """Tell other runs this holder is alive (``LeaseLost`` if it no longer holds the lease)."""
         self._write(replace(self.document, renewed_at=self.now().isoformat()))
 
-    @contextmanager
-    def kept_alive(self, every: timedelta) -> Iterator[Lease]:
-        """Renew the lease every ``every`` until the block ends; a renewal that fails is left for the holder's next
-        durable step to report (it fails the same way)."""
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(every.total_seconds()):
-                try:
-                    self.renew()
-                except LeaseLost:
-                    return
-                except ClientError:  # a transient S3 error: the next beat or step tries again
-                    continue
-
-        beating = threading.Thread(target=beat, name=f"lease {self.key}", daemon=True)
-        beating.start()
-        try:
-            yield self
-        finally:
-            stop.set()
-            beating.join()
+    def kept_alive(self, every: timedelta) -> AbstractContextManager[None]:
+        """Renew the lease every ``every`` until the block ends (``kept_alive`` of one)."""
+        return kept_alive([self], every)
 
     def release(self) -> None:
         """Let the next run take the lease at once (the stored work stays for it)."""
@@ -164,6 +145,32 @@ class Lease:
             ) from exc
         self.requests += 1
         self.document, self.etag = document, put["ETag"]
+
+
+@contextmanager
+def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
+    """Renew every lease in ``leases`` each ``every`` from one background thread until the block ends. A renewal
+    that fails is left for the holder's next durable step to report (it fails the same way)."""
+    stop = threading.Event()
+    live = list(leases)
+
+    def beat() -> None:
+        while live and not stop.wait(every.total_seconds()):
+            for lease in list(live):
+                try:
+                    lease.renew()
+                except LeaseLost:
+                    live.remove(lease)
+                except ClientError:  # a transient S3 error: the next beat or step tries again
+                    continue
+
+    beating = threading.Thread(target=beat, name="lease renewals", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beating.join()
 
 
 def _read(s3: Any, bucket: str, key: str) -> tuple[LeaseDocument, str] | None:
