@@ -79,12 +79,12 @@ def stack_status() -> None:
 
 
 @app.command("provision")
-def provision_cmd(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
+def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Create on the local AWS endpoint what `cdk deploy` would: bucket, queue + DLQ, notifications, Glue."""
     from kafkalake.aws import make_client
     from kafkalake_dev.provision import provision
 
-    endpoints = on_local_stack()
+    endpoints = on_local_stack(ctx)
     clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
     done = provision(clients, endpoints.region, environment(env), load_catalog(catalog))
     typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
@@ -94,6 +94,7 @@ def provision_cmd(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_C
 
 @app.command("maintain")
 def maintain(
+    ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run one scheduled invocation and exit.")] = True,
     env: EnvOption = LOCAL_ENV,
     catalog: CatalogOption = DEFAULT_CATALOG,
@@ -105,7 +106,7 @@ def maintain(
     if not once:
         raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
     settings = environment(env)
-    report = invoke_locally(on_local_stack(), settings, load_catalog(catalog), native=native)
+    report = invoke_locally(on_local_stack(ctx), settings, load_catalog(catalog), native=native)
     for name, value in sorted(report["counts"].items()):
         typer.echo(f"  {name:<32} {value}")
     for error in report["errors"]:
@@ -114,14 +115,14 @@ def maintain(
 
 
 @app.command("reconcile")
-def reconcile(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
+def reconcile(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
     from kafkalake.aws import make_client
     from kafkalake.catalog import tables_document
     from lambdas.reconciler.logic import reconcile_tables
     from lambdas.tables import tables_from_document
 
-    endpoints = on_local_stack(environment(env).bucket)
+    endpoints = on_local_stack(ctx, environment(env).bucket)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
     tables = tables_from_document(tables_document(load_catalog(catalog).for_env(env)))  # as the Lambda reads them
     results = reconcile_tables(s3, glue, endpoints.bucket, tables)
@@ -133,6 +134,7 @@ def reconcile(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATAL
 
 @app.command("audit")
 def audit_offsets(
+    ctx: typer.Context,
     topic: Annotated[str, typer.Option("--topic", help="Topic name, Kafka topic or database.table.")],
     env: EnvOption = LOCAL_ENV,
     catalog: CatalogOption = DEFAULT_CATALOG,
@@ -143,7 +145,7 @@ def audit_offsets(
     from kafkalake_dev.audit import audit, committed_offsets, read_lake
 
     found = load_catalog(catalog).get(topic, env)
-    endpoints = on_local_stack(environment(env).bucket)
+    endpoints = on_local_stack(ctx, environment(env).bucket)
     console = render.wide_console()
     with console.status(f"reading receipts, manifests and footers of {found.kafka_topic} ..."):
         lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, found)
@@ -163,6 +165,7 @@ app.add_typer(dlq_app, name="dlq")
 
 @dlq_app.command("redrive")
 def dlq_redrive(
+    ctx: typer.Context,
     env: EnvOption = LOCAL_ENV,
     move_task: Annotated[bool, typer.Option(help="Use SQS's message-move task (else copy the messages).")] = True,
 ) -> None:
@@ -171,7 +174,7 @@ def dlq_redrive(
     from kafkalake_dev.redrive import redrive
 
     settings = environment(env)
-    sqs = make_client(on_local_stack(), "sqs")
+    sqs = make_client(on_local_stack(ctx), "sqs")
     dlq_url = sqs.get_queue_url(QueueName=settings.dead_letter_queue_name)["QueueUrl"]
     queue_url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
     done = redrive(sqs, dlq_url, queue_url, use_move_task=move_task, say=typer.echo)
@@ -184,6 +187,7 @@ app.command("demo")(cli_jobs.demo)
 
 @app.command("inventory")
 def inventory(
+    ctx: typer.Context,
     env: EnvOption = LOCAL_ENV,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML page here.")] = None,
     catalog: CatalogOption = DEFAULT_CATALOG,
@@ -192,7 +196,7 @@ def inventory(
     from kafkalake.aws import make_client
     from kafkalake_dev.inventory import take_inventory
 
-    endpoints = on_local_stack()
+    endpoints = on_local_stack(ctx)
     bucket = environment(env).bucket
     topics = load_catalog(catalog).for_env(env)
     found = take_inventory(make_client(endpoints, "s3"), make_client(endpoints, "glue"), bucket, topics)

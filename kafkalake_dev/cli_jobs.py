@@ -31,6 +31,7 @@ DEMO_RECORDS = 5000
 
 
 def demo(
+    ctx: typer.Context,
     env: EnvOption = LOCAL_ENV,
     records: Annotated[int, typer.Option(help="Records per topic.")] = DEMO_RECORDS,
     html: Annotated[Path | None, typer.Option(help="Where to write the inventory page.")] = None,
@@ -44,7 +45,7 @@ def demo(
     from kafkalake_dev.demo import default_html_path, run_demo
 
     console = render.wide_console()
-    endpoints = on_local_stack()
+    endpoints = on_local_stack(ctx)
     started = time.monotonic()
     with Progress(console=console) as progress:
 
@@ -87,6 +88,7 @@ def demo(
 
 
 def archive(
+    ctx: typer.Context,
     topic: Annotated[list[str] | None, typer.Option("--topic", help="Topic to archive (default: all).")] = None,
     env: EnvOption = LOCAL_ENV,
     local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
@@ -107,7 +109,7 @@ def archive(
         raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/fleet.py)")
     bucket = environment(env).bucket
     topics, unknown = resolve(load_catalog(catalog), env, topic or [])
-    endpoints = on_local_stack(bucket)
+    endpoints = on_local_stack(ctx, bucket)
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     console = render.wide_console()
@@ -139,6 +141,7 @@ TargetFileOption = Annotated[int, typer.Option(help="Target size of merged files
 
 @compact_app.command("run")
 def compact_run(
+    ctx: typer.Context,
     table: Annotated[
         list[str] | None, typer.Option("--table", help="Topic, Kafka topic or db.table; repeat; all when omitted.")
     ] = None,
@@ -163,7 +166,7 @@ def compact_run(
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")
     found = load_catalog(catalog)
     topics = [found.get(name, env) for name in table] if table else found.for_env(env)
-    endpoints = on_local_stack(environment(env).bucket)
+    endpoints = on_local_stack(ctx, environment(env).bucket)
     console = render.wide_console()
     spark = local_session(endpoints, "kafkalake-compactor")
     spark.sparkContext.setLogLevel("ERROR")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import click
 import typer
 
 from infra.repo import catalog_dir, environments_file
@@ -29,8 +28,9 @@ def environment(name: str) -> EnvironmentSettings:
     return found[name]
 
 
-def on_local_stack(bucket: str | None = None) -> Endpoints:
+def on_local_stack(ctx: typer.Context, bucket: str | None = None) -> Endpoints:
     """The local stack's endpoints (``bucket`` instead of the local one when given), with moto's credentials in
-    the process environment until the command ends (boto3's clients and the Spark started here read them)."""
-    click.get_current_context().with_resource(local_credentials())
+    the process environment until the command ``ctx`` runs ends (boto3's clients and the Spark started here read
+    them)."""
+    ctx.with_resource(local_credentials())
     return local_endpoints(bucket)

@@ -186,6 +186,7 @@ def results_table(report: InteropReport) -> Table:
 
 
 def interop(
+    ctx: typer.Context,
     records: Annotated[int, typer.Option(help="Records per topic.")] = 5000,
     template: Annotated[str, typer.Option(help="Environment whose catalog and settings the check copies.")] = "staging",
 ) -> None:
@@ -195,7 +196,7 @@ def interop(
     with tempfile.TemporaryDirectory(prefix="kafkalake-interop-") as folder:
         settings, catalog_root, _ = isolated_env(Path(folder), template)
         console.print(f"interop: environment {settings.name} (a copy of {template}), {records} records per topic")
-        report = run_interop(on_local_stack(), settings, catalog_root, records=records, say=console.print)
+        report = run_interop(on_local_stack(ctx), settings, catalog_root, records=records, say=console.print)
     console.print(results_table(report))
     for counted in report.counted:
         for error in counted.errors:
