@@ -148,6 +148,10 @@ class TablePrefix:
         """The partition rewrites' manifests, beside the receipts."""
         return f"{self.state_prefix()}compaction/"
 
+    def compaction_lease_key(self) -> str:
+        """The table's rewrite lease (``kafkalake.lease``): which run may swap and clean its partitions."""
+        return f"{self.compaction_prefix()}lease.json"
+
     def compaction_manifest_key(self, partition: Partition) -> str:
         """One partition's rewrite manifest: the record of its commit protocol."""
         return f"{self.compaction_prefix()}{partition.path()}manifest.json"

@@ -14,13 +14,20 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.jobspec import (
     ARCHIVER_BUDGET_MINUTES,
     ARCHIVER_CONCURRENCY,
-    ARCHIVER_LEASE_TTL_SECONDS,
     COMPACTOR_GRACE_MINUTES,
     COMPACTOR_MIN_INPUT_FILES,
     COMPACTOR_TARGET_FILE_MB,
+    LEASE_TTL_SECONDS,
 )
 from kafkalake_dev import render
-from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
+from kafkalake_dev.cli_options import (
+    DEFAULT_CATALOG,
+    CatalogOption,
+    EnvOption,
+    LeaseTtlOption,
+    environment,
+    on_local_stack,
+)
 from kafkalake_dev.local import LOCAL_ENV
 
 if TYPE_CHECKING:
@@ -94,9 +101,7 @@ def archive(
     local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
     concurrency: Annotated[int, typer.Option(help="Topics in flight at once.")] = ARCHIVER_CONCURRENCY,
     budget_minutes: Annotated[float, typer.Option(help="No new plan starts after this.")] = ARCHIVER_BUDGET_MINUTES,
-    lease_ttl_seconds: Annotated[
-        float, typer.Option(help="A topic's lease is stale this long after its holder's last renewal.")
-    ] = ARCHIVER_LEASE_TTL_SECONDS,
+    lease_ttl_seconds: LeaseTtlOption = LEASE_TTL_SECONDS,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Archive topics from Kafka to S3 Parquet, each caught up and exactly once, several at a time; exits 1 when
@@ -152,13 +157,13 @@ def compact_run(
         int, typer.Option(help="Compact partitions with at least this many files.")
     ] = COMPACTOR_MIN_INPUT_FILES,
     grace_minutes: Annotated[int, typer.Option(help="Keep inputs this long after the swap.")] = COMPACTOR_GRACE_MINUTES,
+    lease_ttl_seconds: LeaseTtlOption = LEASE_TTL_SECONDS,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Compact the closed partitions of the tables (every table of the env by default) on local Spark, in one run;
     print files, bytes, rows and seconds per partition, and exit 1 if any table or partition failed."""
-    from datetime import timedelta
-
     from kafkalake_dev.spark import local_session
+    from spark_jobs.common import Run
     from spark_jobs.compaction.job import Compactor
     from spark_jobs.compaction.work import Action, Knobs
 
@@ -176,10 +181,14 @@ def compact_run(
         grace_period=timedelta(minutes=grace_minutes),
     )
     with console.status(f"compacting {len(topics)} tables ..."):
-        results = Compactor(spark, endpoints, topics, knobs, say=console.print).run()
+        run = Run.new(spark, timedelta(seconds=lease_ttl_seconds))
+        results = Compactor(spark, endpoints, topics, knobs, run=run, say=console.print).run()
     console.print(render.compaction_summary(results, f"compaction of {len(topics)} tables in {env}"))
     skipped = sum(r.action == Action.SKIPPED for r in results)
-    console.print(f"{skipped} partitions skipped (too few new files, or nothing new since their last compaction)")
+    console.print(
+        f"{skipped} partitions or tables skipped (too few new files, nothing new since their last compaction, "
+        "or held by another run)"
+    )
     console.print(f"compacted files are under s3://{endpoints.bucket}/compacted/ (manifests under /state/)")
     if any(result.action == Action.FAILED for result in results):
         raise typer.Exit(1)

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
 DEFAULT_CATALOG = catalog_dir()
 EnvOption = Annotated[str, typer.Option("--env", help="Environment from environments.yaml.")]
+LeaseTtlOption = Annotated[
+    float, typer.Option(help="A run's lease on a topic or table is stale this long after its last renewal.")
+]
 
 
 def environment(name: str) -> EnvironmentSettings:

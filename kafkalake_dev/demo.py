@@ -158,7 +158,7 @@ def archive_topics(
     import time
 
     from spark_jobs.archiver.fleet import archive_fleet
-    from spark_jobs.archiver.topic_run import Run
+    from spark_jobs.common import Run
 
     deadline = time.monotonic() + budget_minutes * 60
     run = Run.new(spark, lease_ttl)

@@ -1,15 +1,19 @@
-"""What both jobs need and neither owns: the Spark session of a job run, and the S3 client of an executor's Python
-worker. ``spark_jobs.archiver`` and ``spark_jobs.compaction`` import this module and never each other."""
+"""What both jobs need and neither owns: the Spark session of a job run, the run's identity for the leases it takes,
+and the S3 client of an executor's Python worker. ``spark_jobs.archiver`` and ``spark_jobs.compaction`` import this
+module and never each other."""
 
 from __future__ import annotations
 
 import functools
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
-from kafkalake.jobspec import SESSION_CONF
+from kafkalake.jobspec import LEASE_TTL_SECONDS, SESSION_CONF
 from kafkalake.settings import Endpoints
 
 
@@ -22,6 +26,20 @@ def job_session(app_name: str) -> SparkSession:
     spark = builder.getOrCreate()
     spark.conf.set("spark.sql.session.timeZone", SESSION_CONF["spark.sql.session.timeZone"])
     return spark
+
+
+@dataclass(frozen=True)
+class Run:
+    """Who is running a job: the run's id (written in every lease it takes) and how long its leases outlive it."""
+
+    run_id: str
+    lease_ttl: timedelta = timedelta(seconds=LEASE_TTL_SECONDS)
+
+    @classmethod
+    def new(cls, spark: SparkSession, lease_ttl: timedelta | None = None) -> Run:
+        """A run named after its Spark application (the job run on EMR Serverless) plus a random part."""
+        run_id = f"{spark.sparkContext.applicationId}-{uuid.uuid4().hex[:8]}"
+        return cls(run_id) if lease_ttl is None else cls(run_id, lease_ttl)
 
 
 @functools.cache

@@ -24,12 +24,12 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
-from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY, ARCHIVER_LEASE_TTL_SECONDS
+from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY, LEASE_TTL_SECONDS
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
-from spark_jobs.archiver.topic_run import Run, catch_up
-from spark_jobs.common import job_session
+from spark_jobs.archiver.topic_run import catch_up
+from spark_jobs.common import Run, job_session
 
 MAX_ERROR_CHARS = 800
 
@@ -102,7 +102,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--lease-ttl-seconds",
         type=float,
-        default=ARCHIVER_LEASE_TTL_SECONDS,
+        default=LEASE_TTL_SECONDS,
         help="a topic's lease is stale this long after its holder's last renewal",
     )
     return parser.parse_args(argv)

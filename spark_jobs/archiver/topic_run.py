@@ -20,18 +20,15 @@ sorted or shuffled in Spark.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic
-from kafkalake.jobspec import ARCHIVER_LEASE_TTL_SECONDS
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver import transform
@@ -40,20 +37,7 @@ from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
 from spark_jobs.archiver.records import plan_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
 from spark_jobs.archiver.writer import OUTCOME_SCHEMA, PlanLayout, PlanWriter
-
-
-@dataclass(frozen=True)
-class Run:
-    """Who is archiving: the run's id (written in every lease it takes) and how long its leases outlive it."""
-
-    run_id: str
-    lease_ttl: timedelta = timedelta(seconds=ARCHIVER_LEASE_TTL_SECONDS)
-
-    @classmethod
-    def new(cls, spark: SparkSession, lease_ttl: timedelta | None = None) -> Run:
-        """A run named after its Spark application (the job run on EMR Serverless) plus a random part."""
-        run_id = f"{spark.sparkContext.applicationId}-{uuid.uuid4().hex[:8]}"
-        return cls(run_id) if lease_ttl is None else cls(run_id, lease_ttl)
+from spark_jobs.common import Run
 
 
 def catch_up(

@@ -4,6 +4,10 @@ One run takes every table it is given and every due partition of them together: 
 (``spark_jobs.compaction.selection``), then the rewrite protocol (``spark_jobs.compaction.protocol``): one Spark job
 writes all the partitions' outputs, one inspects them, and each partition then commits on its own. A table or
 partition that fails is reported and left as it was; the others go on.
+
+Runs overlap (the schedule, retries, a person's ``compact run``): a run first takes each table's lease
+(``kafkalake.lease``) and skips a table another live run holds (``held by run <id> since <time>``), so one run at a
+time plans, swaps and cleans a table's partitions; the leases are renewed in the background and released at the end.
 """
 
 from __future__ import annotations
@@ -20,13 +24,19 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, COMPACTOR_MIN_INPUT_FILES, COMPACTOR_TARGET_FILE_MB
+from kafkalake.jobspec import (
+    COMPACTOR_GRACE_MINUTES,
+    COMPACTOR_MIN_INPUT_FILES,
+    COMPACTOR_TARGET_FILE_MB,
+    LEASE_TTL_SECONDS,
+)
+from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.settings import Endpoints
-from spark_jobs.common import job_session
+from spark_jobs.common import Run, job_session
 from spark_jobs.compaction.manifest import DONE_STATES
 from spark_jobs.compaction.protocol import carry_forward
 from spark_jobs.compaction.selection import select
-from spark_jobs.compaction.work import Action, Knobs, PartitionResult, Rewriter, Work
+from spark_jobs.compaction.work import Action, Knobs, PartitionResult, Rewriter, Work, describe, table_name
 
 
 class Compactor(Rewriter):
@@ -39,30 +49,63 @@ class Compactor(Rewriter):
         topics: Sequence[Topic],
         knobs: Knobs,
         *,
+        run: Run | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
         super().__init__(spark, endpoints, knobs, now=now, say=say)
         self.topics = topics
+        self.identity = run or Run.new(spark)
 
     def run(self) -> list[PartitionResult]:
-        """Every due partition of every table, those with late data first; failures are in the results
-        (``Action.FAILED``), never raised."""
-        work, results = select(self, self.topics)
-        carry_forward(self, work)
-        results += [self._result(w) for w in work]
+        """Every due partition of every table this run holds, those with late data first; failures are in the
+        results (``Action.FAILED``), never raised; tables another run holds are ``Action.SKIPPED``."""
+        held, results = self._take_leases()
+        try:
+            with kept_alive(list(self.leases.values()), self.identity.lease_ttl / 3):
+                work, selected = select(self, held)
+                carry_forward(self, work)
+            results += selected + [self._result(w) for w in work]
+        finally:
+            for lease in self.leases.values():
+                try:
+                    lease.release()
+                except LeaseLost as lost:
+                    self.say(str(lost))
+            self.leases.clear()
         for result in results:
             if result.action == Action.FAILED:
                 self.say(f"FAILED {result.table} {'/'.join(result.partition)}: {result.reason}")
         return results
 
+    def _take_leases(self) -> tuple[list[Topic], list[PartitionResult]]:
+        """The tables whose lease this run took; the others as results (skipped when held, failed on an error)."""
+        held, results = [], []
+        for topic in self.topics:
+            key = topic.prefix.compaction_lease_key()
+            try:
+                lease = Lease.acquire(
+                    self.s3, self.bucket, key, self.identity.run_id, ttl=self.identity.lease_ttl, now=self.now
+                )
+            except Held as busy:
+                self.say(f"{table_name(topic)}: skipped: {busy}")
+                results.append(PartitionResult(table_name(topic), [], Action.SKIPPED, reason=str(busy)))
+                continue
+            except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others: reported
+                results.append(PartitionResult(table_name(topic), [], Action.FAILED, reason=describe(exc)))
+                continue
+            self.leases[table_name(topic)] = lease
+            held.append(topic)
+        return held, results
+
     def _result(self, item: Work) -> PartitionResult:
         manifest = item.manifest
         done = not item.failure and manifest.state in DONE_STATES
+        action = Action.COMPACTED if done else Action.SKIPPED if item.refused else Action.FAILED
         result = PartitionResult(
             item.table,
             manifest.partition,
-            Action.COMPACTED if done else Action.FAILED,
+            action,
             files_before=len(manifest.inputs),
             files_after=len(manifest.outputs),
             bytes_before=sum(manifest.inputs.values()),
@@ -71,7 +114,7 @@ class Compactor(Rewriter):
             repacked=item.repacked,
             late=item.late,
             seconds={k: round(v, 3) for k, v in item.seconds.items()},
-            reason=item.failure,
+            reason=item.failure or item.refused,
         )
         if done:
             self.say(
@@ -90,6 +133,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--target-file-mb", type=int, default=COMPACTOR_TARGET_FILE_MB)
     parser.add_argument("--min-input-files", type=int, default=COMPACTOR_MIN_INPUT_FILES)
     parser.add_argument("--grace-minutes", type=int, default=COMPACTOR_GRACE_MINUTES)
+    parser.add_argument(
+        "--lease-ttl-seconds",
+        type=float,
+        default=LEASE_TTL_SECONDS,
+        help="a table's lease is stale this long after its holder's last renewal",
+    )
     return parser.parse_args(argv)
 
 
@@ -110,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             topics.append(catalog.get(name, args.env))
         except KeyError as exc:
             results.append(PartitionResult(name, [], Action.FAILED, reason=str(exc.args[0])))
-    results += Compactor(job_session("kafkalake-compactor"), endpoints, topics, knobs).run()
+    spark = job_session("kafkalake-compactor")
+    run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
+    results += Compactor(spark, endpoints, topics, knobs, run=run).run()
     for result in results:
         print(json.dumps(asdict(result)), flush=True)
     if any(result.action == Action.FAILED for result in results):

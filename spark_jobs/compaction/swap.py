@@ -1,6 +1,10 @@
 """Swap, the commit: one ``UpdatePartition`` points the Glue partition at the verified run directory, so readers
 switch from the inputs to the outputs at once; the manifest records it, and a late-data marker the maintainer
-left for the partition goes (the rewrite took every file the partition held when it was listed)."""
+left for the partition goes (the rewrite took every file the partition held when it was listed).
+
+Glue's ``UpdatePartition`` has no optimistic lock, so the swap is fenced by the run's lease on the table (renewed
+right before it) and refused when the partition no longer points where it pointed when the run planned it (another
+run swapped it since): then nothing changes and the item reports why."""
 
 from __future__ import annotations
 
@@ -14,12 +18,27 @@ RUN_PARAMETER = "kafkalake.compaction_run"
 """The Glue partition parameter naming the run whose output the partition points at."""
 
 
+def manifest_location(rewriter: Rewriter, item: Work) -> str:
+    """Where the item's partition points once swapped: its run directory."""
+    return s3_uri(rewriter.bucket, item.manifest.output_prefix)
+
+
 def swap(rewriter: Rewriter, item: Work) -> None:
     """Point the item's Glue partition at its run directory (keeping its other properties), then mark it swapped."""
     started = time.monotonic()
     manifest = item.manifest
+    rewriter.fence(item)
+    now_at = rewriter.glue.get_partition(
+        DatabaseName=item.topic.database, TableName=item.topic.table, PartitionValues=manifest.partition
+    )["Partition"]["StorageDescriptor"]["Location"]
+    if manifest.previous_location and now_at not in (manifest.previous_location, manifest_location(rewriter, item)):
+        item.refused = (
+            f"swap refused: the partition points at {now_at}, not at {manifest.previous_location} as when this run "
+            f"planned it (another run swapped it); nothing changed, s3://{rewriter.bucket}/{item.key} stays for a look"
+        )
+        return
     descriptor = dict(item.glue_partition["StorageDescriptor"])
-    descriptor["Location"] = s3_uri(rewriter.bucket, manifest.output_prefix)
+    descriptor["Location"] = manifest_location(rewriter, item)
     update = {
         "Values": manifest.partition,
         "StorageDescriptor": descriptor,

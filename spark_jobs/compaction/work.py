@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, COMPACTOR_MIN_INPUT_FILES, COMPACTOR_TARGET_FILE_MB
+from kafkalake.lease import Lease
 from kafkalake.settings import Endpoints
 from spark_jobs.compaction.manifest import Manifest, ManifestState, ManifestStore
 
@@ -76,6 +77,8 @@ class Work:
     late: bool = False
     """The maintainer left a late-data marker for this partition: its marker goes once the swap is done."""
     failure: str = ""
+    refused: str = ""
+    """Why the swap was refused (the partition changed since it was planned): left as it was, not a failure."""
     repacked: bool = False
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
@@ -108,6 +111,13 @@ class Rewriter:
         self.s3, self.glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
         self.bucket = endpoints.bucket
         self.manifests = ManifestStore(self.s3, self.bucket)
+        self.leases: dict[str, Lease] = {}
+        """Table name → this run's lease on it; only tables whose lease the run holds are rewritten."""
+
+    def fence(self, item: Work) -> None:
+        """Renew the item's table lease before a step readers see (swap, clean-up): ``LeaseLost`` if another run
+        took the table over, so a run that stalled past its lease changes nothing more."""
+        self.leases[item.table].renew()
 
     def advance(self, item: Work, state: ManifestState) -> None:
         """The item's manifest moves on to ``state``, in S3 before anything else happens."""

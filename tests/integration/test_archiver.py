@@ -22,7 +22,8 @@ from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
-from spark_jobs.archiver.topic_run import Run, archive_topic
+from spark_jobs.archiver.topic_run import archive_topic
+from spark_jobs.common import Run
 from tests.crashes import CRASH_POINTS, InjectedCrash
 from tests.integration.archive_helpers import (
     committed_and_end,

@@ -348,7 +348,17 @@ def test_sigkill_at_random_moments_then_a_clean_run(
         rows[lake.topic.name] = {hour: lake.put_files(40, hour) for hour in hours}
         lake.register(hours)
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
-    command = [kafkalake, "compact", "run", "--env", env.name, "--catalog", str(catalog_folder)]
+    command = [
+        kafkalake,
+        "compact",
+        "run",
+        "--env",
+        env.name,
+        "--catalog",
+        str(catalog_folder),
+        "--lease-ttl-seconds",
+        "5",
+    ]
     command += ["--target-file-mb", "1", "--grace-minutes", "0", "--min-input-files", "2"]
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
     seed = random.randrange(1_000_000)

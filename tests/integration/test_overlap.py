@@ -20,7 +20,8 @@ from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease
 from spark_jobs.archiver.summary import TopicResult
-from spark_jobs.archiver.topic_run import Run, catch_up
+from spark_jobs.archiver.topic_run import catch_up
+from spark_jobs.common import Run
 from tests.integration.archive_helpers import committed_and_end, contents, differing_rows, fresh, keys, produce
 
 pytestmark = pytest.mark.stack

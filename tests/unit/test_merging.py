@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.settings import Endpoints
-from spark_jobs.common import worker_s3_client
+from spark_jobs.common import Run, worker_s3_client
 from spark_jobs.compaction.digest import KeyDigest
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.merging import InspectTask, MergeTask, inspect, merge
@@ -119,7 +119,7 @@ def test_a_spark_job_that_fails_reports_each_of_its_tasks_failed() -> None:
         raise RuntimeError("Job aborted due to stage failure: Python worker exited unexpectedly (crashed)")
 
     context = SimpleNamespace(setJobDescription=lambda _: None, parallelize=parallelize)
-    compactor = Compactor(SimpleNamespace(sparkContext=context), ENDPOINTS, [], Knobs())  # type: ignore[arg-type]
+    compactor = Compactor(SimpleNamespace(sparkContext=context), ENDPOINTS, [], Knobs(), run=Run("unit"))  # type: ignore[arg-type]
     outcomes = compactor.tasks(merge, [task(("a",), overlapping=False)], "write")
     assert outcomes == [
         {
