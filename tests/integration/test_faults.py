@@ -93,6 +93,7 @@ def arming(arms: dict[str, Callable[[], Fault]], lines: list[str]) -> Callable[[
     committed, so the fault hits the topic's second plan."""
 
     def say(line: str) -> None:
+        print(line)  # shown when a test fails
         lines.append(line)
         kafka_topic = line.split(": ", 1)[0]
         if line.startswith(f"{kafka_topic}: committed offsets") and kafka_topic in arms:
@@ -162,7 +163,7 @@ def test_access_denied_fails_its_topic_only_commits_nothing_of_the_plan_and_a_re
     lease = stored_plan(endpoints, denied)
     assert lease["run_id"] is None and isinstance(lease["work"], dict) and lease["work"]["plan"] is not None
     error = results[by_kms.kafka_topic].error or ""
-    assert error.startswith("ClientError: An error occurred (AccessDenied) when calling the PutObject operation")
+    assert error.startswith("AccessDenied: An error occurred (AccessDenied) when calling the PutObject operation")
     assert f"lake key to write s3://{endpoints.bucket}/{by_kms.prefix.data_prefix()}*" in error
     assert "kms:GenerateDataKey and kms:Decrypt" in error
     assert keys(endpoints, by_kms.prefix.data_prefix()) == set()
