@@ -1,8 +1,10 @@
-"""boto3 clients for kafkalake: one factory, botocore's own retry modes for throttling."""
+"""boto3 clients for kafkalake: one factory, botocore's own retry modes for throttling, and a count of the retries
+they made."""
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Protocol
 
 import boto3
@@ -25,6 +27,21 @@ class AwsTarget(Protocol):
 def make_client(target: AwsTarget, service: str) -> Any:
     """A client with botocore's adaptive retries; credentials come from the default chain (the role in AWS)."""
     return boto3.client(service, config=RETRIES, region_name=target.region, endpoint_url=target.aws_endpoint_url)
+
+
+class RetryCount:
+    """The retries botocore made for a client's calls (503 SlowDown, 500 InternalError, timeouts, ...), summed from
+    each call's ``ResponseMetadata.RetryAttempts``, also of calls that failed after their last attempt."""
+
+    def __init__(self, client: Any) -> None:
+        self.total = 0
+        self._lock = threading.Lock()
+        client.meta.events.register("after-call", self._after_call)
+
+    def _after_call(self, parsed: dict[str, Any] | None = None, **_: Any) -> None:
+        retries = int((parsed or {}).get("ResponseMetadata", {}).get("RetryAttempts", 0))
+        with self._lock:
+            self.total += retries
 
 
 def list_objects(s3: Any, bucket: str, prefix: str, suffix: str = "") -> dict[str, int]:

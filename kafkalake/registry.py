@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+TIMEOUT_SECONDS = 10.0
+"""Per connect, read and write: a registry that hangs fails the call (and the topic's plan) instead of the run."""
 
 
 class RegistryError(RuntimeError):
@@ -28,14 +30,17 @@ class RegisteredSchema:
 class RegistryClient:
     def __init__(self, url: str, http: httpx.Client | None = None, auth: tuple[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
-        self._http = http or httpx.Client(timeout=10.0, auth=auth)
+        self._http = http or httpx.Client(timeout=TIMEOUT_SECONDS, auth=auth)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.url}{path}"
         try:
             response = self._http.request(method, url, json=body, headers={"Content-Type": CONTENT_TYPE})
         except httpx.HTTPError as exc:
-            raise RegistryError(f"schema registry at {self.url} unreachable ({exc}); is it running?") from exc
+            raise RegistryError(
+                f"{method} {url}: the schema registry at {self.url} did not answer ({type(exc).__name__}: "
+                f"{exc or 'no detail'}); check that it runs and is reachable from the job"
+            ) from exc
         if response.status_code >= 400:
             raise RegistryError(f"{method} {url} answered {response.status_code}: {response.text[:300]}")
         return response.json()

@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from kafkalake.aws import make_client
+from kafkalake.aws import RetryCount, make_client
 from kafkalake.jobspec import LEASE_TTL_SECONDS, SESSION_CONF
 from kafkalake.settings import Endpoints
 
@@ -46,3 +46,10 @@ class Run:
 def worker_s3_client(endpoints: Endpoints) -> Any:
     """One client per Python worker process (workers are reused across tasks; building a client costs ~0.1 s)."""
     return make_client(endpoints, "s3")
+
+
+@functools.cache
+def worker_s3_retries(endpoints: Endpoints) -> RetryCount:
+    """The retries of the worker's ``worker_s3_client``: a task's are the growth of ``total`` while it runs (a worker
+    runs one task at a time)."""
+    return RetryCount(worker_s3_client(endpoints))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,18 +33,50 @@ from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.common import Run, job_session
 
 MAX_ERROR_CHARS = 800
+DENIED_CODE = r"(KMS\.)?AccessDenied(Exception)?|403"
+"""S3's error code for a request the job role may not make (KMS's, when S3 passes on the lake key's denial)."""
+DENIED = re.compile(rf"\(({DENIED_CODE})\) when calling")
+"""The same code in a ClientError's text, as a Spark task's traceback ends with it."""
+BY_KMS = re.compile(r"kms:|KMS\.|\bKMS key\b")
+"""A denial S3 passed on from KMS: the role may write the objects but not use the bucket's key."""
+TRACEBACK = "Traceback (most recent call last):"
 
 
-def explain(exc: BaseException, topic: Topic) -> str:
-    """What failed, for the topic, with how to fix it when the failure says; bounded in length."""
-    text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in ("AccessDenied", "403"):
-        text += (
-            f" (check that the archiver's job role may read and write s3://…/{topic.prefix.data_prefix()}, "
-            f"…/{topic.prefix.quarantine_prefix()} and …/{topic.prefix.state_prefix()}, and use the lake key)"
+def worker_error(text: str) -> str | None:
+    """The exception a Spark task's Python worker raised, from the text of the Spark error that wraps it: the first
+    line after the frames of the last traceback (the driver sees only text); None when the text holds none."""
+    _, found, rest = text.rpartition(TRACEBACK)
+    lines = [line for line in rest.splitlines() if line.strip() and not line.startswith((" ", "\t"))]
+    return lines[0].strip() if found and lines else None
+
+
+def denial_hint(text: str, topic: Topic, bucket: str) -> str:
+    """How to fix an access denial of the topic's objects: the S3 permissions, or the lake key's."""
+    prefixes = (topic.prefix.data_prefix(), topic.prefix.quarantine_prefix(), topic.prefix.state_prefix())
+    where = ", ".join(f"s3://{bucket}/{p}*" for p in prefixes)
+    if BY_KMS.search(text):
+        return (
+            f" (S3 could not use the lake key to write {where}: the archiver's job role needs kms:GenerateDataKey "
+            "and kms:Decrypt on the bucket's KMS key, in its policy (ArchiverJobRole) and in the key policy)"
         )
+    return (
+        f" (the archiver's job role needs s3:GetObject and s3:PutObject on {where}: check its policy "
+        "(ArchiverJobRole), permission boundaries, SCPs and the bucket policy)"
+    )
+
+
+def explain(exc: BaseException, topic: Topic, bucket: str) -> str:
+    """What failed, for the topic, with how to fix it when the failure says; bounded in length. A failure in a
+    Spark task is told by the exception the task raised, not by the Spark error's frames."""
+    text = str(exc).strip() or type(exc).__name__
+    raised = worker_error(text)
+    if raised is not None:
+        text = f"a task of the plan's Spark job failed: {raised}"
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + f" … [{len(text) - MAX_ERROR_CHARS} more characters]"
+    code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+    if re.fullmatch(DENIED_CODE, code) or (raised is not None and DENIED.search(raised)):
+        text += denial_hint(text, topic, bucket)
     return f"{type(exc).__name__}: {text}"
 
 
@@ -69,7 +102,7 @@ def archive_fleet(
         try:
             return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, now=now, say=say)
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported below
-            error = explain(exc, topic)
+            error = explain(exc, topic, endpoints.bucket)
             say(f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}")
             return TopicResult(topic.name, topic.kafka_topic, seconds=time.monotonic() - started, error=error)
 

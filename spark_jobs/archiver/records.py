@@ -14,7 +14,7 @@ from pyspark.sql.types import StructType
 
 from kafkalake.access import KafkaAccess
 from kafkalake.catalog import Topic, ValueFormat
-from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
@@ -73,7 +73,15 @@ def version_schemas(topic: Topic, registry: RegistryClient) -> list[transform.Ve
     if topic.spec.value_format == ValueFormat.JSON:
         return [transform.VersionSchema(len(topic.schemas), None, topic.schemas[-1])]
     subject = value_subject(topic.kafka_topic)
-    versions = [transform.VersionSchema(s.version, s.schema_id, s.schema) for s in registry.versions(subject)]
+    try:
+        registered = registry.versions(subject)
+    except RegistryError as exc:
+        raise RegistryError(
+            f"topic {topic.kafka_topic}: cannot read the schema versions of subject {subject!r} from the registry "
+            f"at {registry.url}, so the plan's records cannot be decoded; the plan stays stored for the next run. "
+            f"{exc}"
+        ) from exc
+    versions = [transform.VersionSchema(s.version, s.schema_id, s.schema) for s in registered]
     if not versions:
         raise SubjectMissing(
             f"topic {topic.kafka_topic}: the registry at {registry.url} has no schema under subject {subject!r}, "

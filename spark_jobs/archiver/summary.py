@@ -22,7 +22,7 @@ from kafkalake.layout import parse_data_key
 from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.transform import TOMBSTONE
-from spark_jobs.archiver.writer import COUNT, QUARANTINE, WAITED, WROTE
+from spark_jobs.archiver.writer import COUNT, QUARANTINE, RETRIED, WAITED, WROTE
 
 PHASES = ("plan", "read_decode", "write", "commit")
 """Seconds per phase of a plan: plan (offsets and the stored plan) and commit (receipt, offsets, plan deleted) are
@@ -51,6 +51,8 @@ class Summary:
     quarantine_objects: list[StoredObject] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds per phase (``PHASES``)."""
+    s3_retries: int = 0
+    """S3 calls the plan's executor tasks had botocore retry (throttling, 5xx)."""
     redone_plan: bool = False
     seconds: float = 0.0
     """Wall time of the plan, from loading or making it to deleting it."""
@@ -81,6 +83,8 @@ class TopicResult:
     """Why the topic was left to another run (``held by run <id> since <time>``); not a failure."""
     lease_requests: int = 0
     """S3 requests the topic's lease cost this run: taking it, storing and clearing plans, renewals, release."""
+    driver_s3_retries: int = 0
+    """S3 calls of the driver for the topic (lease, receipts) botocore retried; the executors' are in ``plans``."""
 
     @property
     def ok(self) -> bool:
@@ -96,6 +100,11 @@ class TopicResult:
 
     def timings(self) -> dict[str, float]:
         return {phase: round(sum(s.timings.get(phase, 0.0) for s in self.plans), 3) for phase in PHASES}
+
+    @property
+    def s3_retries(self) -> int:
+        """Every S3 call botocore retried for the topic this run (503 SlowDown, 500 InternalError, timeouts...)."""
+        return self.driver_s3_retries + sum(s.s3_retries for s in self.plans)
 
     def latest_hour(self) -> dict[int, str]:
         latest: dict[int, str] = {}
@@ -121,6 +130,7 @@ class TopicResult:
             "error": self.error,
             "skipped": self.skipped,
             "lease_requests": self.lease_requests,
+            "s3_retries": self.s3_retries,
         }
 
 
@@ -134,6 +144,9 @@ def account(outcome: list[Row], topic: Topic, summary: Summary) -> dict[int, tup
         if kind in (WAITED, WROTE):
             phase = "read_decode" if kind == WAITED else "write"
             summary.timings[phase] = summary.timings.get(phase, 0.0) + row["seconds"]
+            continue
+        if kind == RETRIED:
+            summary.s3_retries += rows
             continue
         per = summary.per_partition.setdefault(partition, {})
         if kind == COUNT:

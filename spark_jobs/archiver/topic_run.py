@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pyspark.sql import SparkSession
 
 from kafkalake.access import KafkaAccess, kafka_access
-from kafkalake.aws import make_client
+from kafkalake.aws import RetryCount, make_client
 from kafkalake.catalog import Topic
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.settings import Endpoints
@@ -74,6 +74,7 @@ def catch_up(
         say(f"{topic.kafka_topic}: skipped: {held}")
     finally:
         archiver.close()
+        result.driver_s3_retries = archiver.s3_retries.total
         result.seconds = time.monotonic() - started
     return result
 
@@ -110,6 +111,7 @@ class TopicArchiver:
     ) -> None:
         self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
         self.s3 = make_client(endpoints, "s3")
+        self.s3_retries = RetryCount(self.s3)
         secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
         self.access = kafka_access(endpoints, secrets)
         self.offsets = Offsets(self.access, topic.kafka_topic)

@@ -23,20 +23,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from botocore.exceptions import ClientError
 
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
-from spark_jobs.common import worker_s3_client
+from spark_jobs.common import worker_s3_client, worker_s3_retries
 
 OUTCOME_SCHEMA = (
     "kind string, key string, kafka_partition int, error string, rows long, first_offset long, last_offset long, "
     "bytes long, seconds double"
 )
 """One row per object written (kind data or quarantine), per (Kafka partition, error) counted (kind count: error
-null for data rows), and per task timing (kind waited: seconds spent waiting for Spark's read and decode; kind
-wrote: seconds spent splitting, encoding and uploading)."""
-DATA, QUARANTINE, COUNT, WAITED, WROTE = "data", "quarantine", "count", "waited", "wrote"
+null for data rows), per task timing (kind waited: seconds spent waiting for Spark's read and decode; kind
+wrote: seconds spent splitting, encoding and uploading), and per task the S3 calls botocore retried (kind retried,
+in rows)."""
+DATA, QUARANTINE, COUNT, WAITED, WROTE, RETRIED = "data", "quarantine", "count", "waited", "wrote", "retried"
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
@@ -53,6 +55,11 @@ _OUTCOME_ARROW = pa.schema(
         ("seconds", pa.float64()),
     ]
 )
+
+
+class ObjectNotWritten(RuntimeError):
+    """S3 refused one of the plan's objects after botocore's retries; the message names the object and S3's
+    answer (the driver sees it as the last line of the Python worker's traceback)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,8 @@ class PlanWriter:
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         self.s3 = worker_s3_client(self.layout.endpoints)
+        retries = worker_s3_retries(self.layout.endpoints)
+        retried_before = retries.total
         self.outcome: list[dict[str, Any]] = []
         self.buffers: dict[tuple[Any, ...], _Buffer] = {}
         self.counts: Counter[tuple[int, str | None]] = Counter()
@@ -181,6 +190,7 @@ class PlanWriter:
             {"kind": COUNT, "kafka_partition": p, "error": e, "rows": n} for (p, e), n in self.counts.items()
         ]
         self.outcome += [{"kind": WAITED, "seconds": waited}, {"kind": WROTE, "seconds": wrote}]
+        self.outcome.append({"kind": RETRIED, "rows": retries.total - retried_before})
         yield pa.RecordBatch.from_pylist(self.outcome, schema=_OUTCOME_ARROW)
 
     def _route(self, table: pa.Table) -> None:
@@ -234,7 +244,11 @@ class PlanWriter:
         path_columns = ["dt", "hour"] if kind == DATA else ["dt"]
         body = io.BytesIO()
         pq.write_table(table.drop_columns(path_columns), body, compression=self.layout.compression)
-        self.s3.put_object(Bucket=self.layout.endpoints.bucket, Key=key, Body=body.getvalue())
+        bucket = self.layout.endpoints.bucket
+        try:
+            self.s3.put_object(Bucket=bucket, Key=key, Body=body.getvalue())
+        except ClientError as exc:
+            raise ObjectNotWritten(f"cannot write s3://{bucket}/{key}: {exc}") from exc
         self.outcome.append(
             {
                 "kind": kind,

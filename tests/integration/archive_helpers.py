@@ -20,6 +20,7 @@ from kafkalake.kafka import watermarks
 from kafkalake.layout import S3Location
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
+from kafkalake_dev.audit import audit, committed_offsets, read_lake
 from kafkalake_dev.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
 
@@ -82,12 +83,19 @@ def keys(endpoints: Endpoints, prefix: str) -> set[str]:
     return set(list_objects(make_client(endpoints, "s3"), endpoints.bucket, prefix))
 
 
-def committed_and_end(endpoints: Endpoints, topic: Topic) -> tuple[dict[int, int], dict[int, int]]:
+def committed_and_end(endpoints: Endpoints, topic: Topic, partitions: int = 3) -> tuple[dict[int, int], dict[int, int]]:
     consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": consumer_group(topic.kafka_topic)})
     try:
-        parts = [TopicPartition(topic.kafka_topic, p) for p in range(3)]
+        parts = [TopicPartition(topic.kafka_topic, p) for p in range(partitions)]
         committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=10)}
         ends = {tp.partition: watermarks(consumer, tp)[1] for tp in parts}
         return committed, ends
     finally:
         consumer.close()
+
+
+def audit_problems(endpoints: Endpoints, topic: Topic) -> list[str]:
+    """What the offset audit (``kafkalake audit``) finds wrong with the topic's archive, one line per problem."""
+    lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, topic)
+    found = audit(lake, committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic))
+    return [f"{p.kafka_partition} {p.start}-{p.end} {p.kind}" for r in found for p in r.problems]

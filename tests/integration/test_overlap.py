@@ -15,14 +15,21 @@ from kafkalake.aws import make_client
 from kafkalake.catalog import Topic
 from kafkalake.lease import Lease, LeaseLost
 from kafkalake.settings import Endpoints
-from kafkalake_dev.audit import audit, committed_offsets, read_lake
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.common import Run
-from tests.integration.archive_helpers import committed_and_end, contents, differing_rows, fresh, keys, produce
+from tests.integration.archive_helpers import (
+    audit_problems,
+    committed_and_end,
+    contents,
+    differing_rows,
+    fresh,
+    keys,
+    produce,
+)
 
 pytestmark = pytest.mark.stack
 RECORDS = 1500
@@ -44,12 +51,6 @@ def arrived(endpoints: Endpoints, topic: Topic) -> list[int]:
         return list(committed_and_end(endpoints, topic)[1].values())
     except Exception:  # noqa: BLE001 - the topic does not exist yet
         return [0]
-
-
-def audit_problems(endpoints: Endpoints, topic: Topic) -> list[str]:
-    lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, topic)
-    found = audit(lake, committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic))
-    return [f"{p.kafka_partition} {p.start}-{p.end} {p.kind}" for r in found for p in r.problems]
 
 
 def test_two_runs_started_seconds_apart_while_records_arrive_then_a_third_catches_up(

@@ -1,6 +1,7 @@
 """The archiver's writer against in-process S3: one pass routes a plan's rows to data objects per (version, Kafka
-partition, hour), the delete log and quarantine, cuts objects at the record bound, counts every row, and writes
-the same keys and bytes however the rows were batched."""
+partition, hour), the delete log and quarantine, cuts objects at the record bound, counts every row, writes the
+same keys and bytes however the rows were batched, counts the S3 retries of each task, and names an object S3
+refused."""
 
 from __future__ import annotations
 
@@ -17,8 +18,19 @@ from moto import mock_aws
 
 from kafkalake.layout import TablePrefix
 from kafkalake.settings import Endpoints
-from spark_jobs.archiver.writer import COUNT, DATA, QUARANTINE, WAITED, WROTE, PlanLayout, PlanWriter
-from spark_jobs.common import worker_s3_client
+from spark_jobs.archiver.writer import (
+    COUNT,
+    DATA,
+    QUARANTINE,
+    RETRIED,
+    WAITED,
+    WROTE,
+    ObjectNotWritten,
+    PlanLayout,
+    PlanWriter,
+)
+from spark_jobs.common import worker_s3_client, worker_s3_retries
+from tests.faults import s3_answers
 
 ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
 PREFIX = TablePrefix("payments", "test", "test", "orders")
@@ -31,10 +43,12 @@ V2 = pa.struct([pa.field("id", pa.string())])
 def s3() -> Iterator[Any]:
     with mock_aws():
         worker_s3_client.cache_clear()
+        worker_s3_retries.cache_clear()
         client = boto3.client("s3", region_name="eu-west-1")
         client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         yield client
         worker_s3_client.cache_clear()
+        worker_s3_retries.cache_clear()
 
 
 def row(offset: int, kind: str, hour: int = 9, partition: int = 0) -> dict[str, Any]:
@@ -159,3 +173,21 @@ def test_objects_are_cut_at_the_record_bound_and_do_not_depend_on_batching(s3: A
     second = write(rows, layout(max_records=3), batch=5)
     assert {r["key"] for r in second if r["key"]} == set(bodies)
     assert all(s3.get_object(Bucket="lake", Key=k)["Body"].read() == body for k, body in bodies.items())
+
+
+
+def test_throttling_and_5xx_are_retried_and_each_task_reports_its_retries(s3: Any) -> None:
+    events = worker_s3_client(ENDPOINTS).meta.events
+    events.register_first("before-send.s3.PutObject", s3_answers((503, "SlowDown"), (500, "InternalError")))
+    outcome = write(PLAN, layout())
+    assert [r["rows"] for r in outcome if r["kind"] == RETRIED] == [2]
+    written = {r["key"] for r in outcome if r["kind"] in (DATA, QUARANTINE)}
+    assert len(written) == 4 and written <= {o["Key"] for o in s3.list_objects_v2(Bucket="lake")["Contents"]}
+    assert [r["rows"] for r in write(PLAN, layout()) if r["kind"] == RETRIED] == [0]  # the next task: its own
+
+
+def test_an_object_s3_refuses_is_named_in_the_tasks_error(s3: Any) -> None:
+    events = worker_s3_client(ENDPOINTS).meta.events
+    events.register_first("before-send.s3.PutObject", s3_answers((403, "AccessDenied")))
+    with pytest.raises(ObjectNotWritten, match=r"^cannot write s3://lake/data/payments/test/test/orders/.+\.parquet: "):
+        write(PLAN, layout())

@@ -1,0 +1,81 @@
+"""What a failed topic's error says: the exception a Spark task raised rather than the Spark error's frames, and how
+to fix an access denial (the S3 permissions on the topic's prefixes, or the lake key's); retries counted per client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from infra.repo import catalog_dir
+from kafkalake.aws import RETRIES, RetryCount
+from kafkalake.catalog import load_catalog
+from spark_jobs.archiver.fleet import MAX_ERROR_CHARS, explain, worker_error
+from tests.faults import s3_answers
+
+TOPIC = load_catalog(catalog_dir()).get("card-authorized", "staging")
+KEY = f"{TOPIC.prefix.data_prefix()}schema_version=1/dt=2026-11-20/hour=09/card-authorized+0+403-500.parquet"
+DENIED = "An error occurred (AccessDenied) when calling the PutObject operation: Access Denied"
+
+
+def spark_error(*exceptions: str) -> Exception:
+    """The text of PySpark's PythonException for a task that raised ``exceptions`` (each the cause of the next)."""
+    frames = (
+        'Traceback (most recent call last):\n  File "/worker.py", line 1231, in main\n    process()\n'
+        "    ^^^^^^^^^\n"
+    )
+    chained = "\nThe above exception was the direct cause of the following exception:\n\n".join(
+        f"{frames}{exception}\n" for exception in exceptions
+    )
+    header = "An exception was thrown from the Python worker. Please see the stack trace below."
+    return Exception(f"\n  {header}\n{chained}")
+
+
+def client_error(code: str, message: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}}, "PutObject")
+
+
+def test_the_error_of_a_failed_task_is_the_exception_it_raised_with_the_fix_for_a_denial() -> None:
+    refused = f"spark_jobs.archiver.writer.ObjectNotWritten: cannot write s3://lake/{KEY}: {DENIED}"
+    error = spark_error(f"botocore.exceptions.ClientError: {DENIED}", refused)
+
+    assert worker_error(str(error)) == refused
+    assert explain(error, TOPIC, "lake") == (
+        f"Exception: a task of the plan's Spark job failed: {refused} (the archiver's job role needs s3:GetObject "
+        f"and s3:PutObject on s3://lake/{TOPIC.prefix.data_prefix()}*, s3://lake/{TOPIC.prefix.quarantine_prefix()}*, "
+        f"s3://lake/{TOPIC.prefix.state_prefix()}*: check its policy (ArchiverJobRole), permission boundaries, SCPs "
+        "and the bucket policy)"
+    )
+
+
+def test_a_denial_by_the_lake_key_says_so_and_offsets_like_403_are_no_denial() -> None:
+    by_kms = client_error("AccessDenied", "User: arn:aws:sts::1:assumed-role/r/x is not authorized: kms:Encrypt")
+    assert "S3 could not use the lake key to write s3://lake/data/" in explain(by_kms, TOPIC, "lake")
+    assert "kms:GenerateDataKey and kms:Decrypt on the bucket's KMS key" in explain(by_kms, TOPIC, "lake")
+    throttled = spark_error(f"ObjectNotWritten: cannot write s3://lake/{KEY}: An error occurred (SlowDown) ...")
+    assert "job role" not in explain(throttled, TOPIC, "lake")
+    assert worker_error("RuntimeError: no traceback here") is None
+
+
+def test_a_long_error_is_cut_but_keeps_the_fix() -> None:
+    denied = client_error("AccessDenied", "x" * 2000)
+    error = explain(denied, TOPIC, "lake")
+    assert f" … [{len(str(denied)) - MAX_ERROR_CHARS} more characters] (the archiver's job role needs" in error
+    assert error.endswith("and the bucket policy)")
+
+
+def test_retries_are_counted_per_client_also_for_calls_that_fail_in_the_end() -> None:
+    with mock_aws():
+        s3: Any = boto3.client("s3", region_name="eu-west-1", config=RETRIES)
+        s3.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        retries = RetryCount(s3)
+        s3.meta.events.register_first("before-send.s3.PutObject", s3_answers((503, "SlowDown"), (500, "Internal")))
+        s3.put_object(Bucket="lake", Key="a", Body=b"a")
+        assert retries.total == 2
+        s3.meta.events.register_first("before-send.s3.PutObject", s3_answers((503, "SlowDown"), (403, "AccessDenied")))
+        with pytest.raises(ClientError, match=r"\(AccessDenied\)"):
+            s3.put_object(Bucket="lake", Key="b", Body=b"b")
+        assert retries.total == 3
