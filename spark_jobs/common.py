@@ -4,6 +4,7 @@ module and never each other."""
 
 from __future__ import annotations
 
+import argparse
 import functools
 import uuid
 from dataclasses import dataclass
@@ -40,6 +41,16 @@ class Run:
         """A run named after its Spark application (the job run on EMR Serverless) plus a random part."""
         run_id = f"{spark.sparkContext.applicationId}-{uuid.uuid4().hex[:8]}"
         return cls(run_id) if lease_ttl is None else cls(run_id, lease_ttl)
+
+
+def add_lease_argument(parser: argparse.ArgumentParser) -> None:
+    """``--lease-ttl-seconds``, the same for both jobs (``Run.lease_ttl``)."""
+    parser.add_argument(
+        "--lease-ttl-seconds",
+        type=float,
+        default=LEASE_TTL_SECONDS,
+        help="a run's lease on a topic or table is stale this long after its holder's last renewal",
+    )
 
 
 @functools.cache

@@ -25,12 +25,12 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
-from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY, LEASE_TTL_SECONDS
+from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up
-from spark_jobs.common import Run, job_session
+from spark_jobs.common import Run, add_lease_argument, job_session
 
 MAX_ERROR_CHARS = 800
 DENIED_CODE = r"(KMS\.)?AccessDenied(Exception)?|403"
@@ -132,12 +132,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--budget-minutes", type=float, default=ARCHIVER_BUDGET_MINUTES, help="no new plan starts after this"
     )
-    parser.add_argument(
-        "--lease-ttl-seconds",
-        type=float,
-        default=LEASE_TTL_SECONDS,
-        help="a topic's lease is stale this long after its holder's last renewal",
-    )
+    add_lease_argument(parser)
     return parser.parse_args(argv)
 
 

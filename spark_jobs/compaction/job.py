@@ -28,11 +28,10 @@ from kafkalake.jobspec import (
     COMPACTOR_GRACE_MINUTES,
     COMPACTOR_MIN_INPUT_FILES,
     COMPACTOR_TARGET_FILE_MB,
-    LEASE_TTL_SECONDS,
 )
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.settings import Endpoints
-from spark_jobs.common import Run, job_session
+from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.manifest import DONE_STATES
 from spark_jobs.compaction.protocol import carry_forward
 from spark_jobs.compaction.selection import select
@@ -133,12 +132,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--target-file-mb", type=int, default=COMPACTOR_TARGET_FILE_MB)
     parser.add_argument("--min-input-files", type=int, default=COMPACTOR_MIN_INPUT_FILES)
     parser.add_argument("--grace-minutes", type=int, default=COMPACTOR_GRACE_MINUTES)
-    parser.add_argument(
-        "--lease-ttl-seconds",
-        type=float,
-        default=LEASE_TTL_SECONDS,
-        help="a table's lease is stale this long after its holder's last renewal",
-    )
+    add_lease_argument(parser)
     return parser.parse_args(argv)
 
 
