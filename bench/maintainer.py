@@ -122,6 +122,7 @@ def main() -> None:
             queue_url=provisioned.queue_url,
             bucket=env.bucket,
             event_bus=env.event_bus_name,
+            env=env.name,
             tables=tables,
             max_messages=EVENTS * 2,
             wait_seconds=0,
