@@ -7,6 +7,11 @@ Events arrive in waves (``BENCH_WAVE``, default 500), one warm handler run per w
 10-minute schedules: moto's ReceiveMessage slows down linearly with queue depth, so one 10,000-deep drain
 would take hours of moto time without changing any call count. Both lower bounds are reported: per wave
 (what a drain of that wave can achieve) and global (all events in one drain).
+
+Every drain sends each partition of its keys to ``BatchCreatePartition``, new or not (``AlreadyExists`` is Glue's
+confirmation before a message is acknowledged), so ``partition_create_requests_for_existing`` and
+``duplicate_partitions_created`` count those confirmations: requests Glue answered ``AlreadyExists``, never a
+partition created twice.
 """
 
 from __future__ import annotations
