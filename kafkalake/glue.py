@@ -138,6 +138,8 @@ class BatchOutcome:
     """Per-partition outcome of a batch: values tuple → error code for the failures."""
 
     done: set[tuple[str, ...]] = field(default_factory=set)
+    existing: set[tuple[str, ...]] = field(default_factory=set)
+    """Of ``done``, the partitions a create found already there (``AlreadyExistsException``)."""
     failed: dict[tuple[str, ...], str] = field(default_factory=dict)
     calls: int = 0
 
@@ -152,6 +154,8 @@ def batch_create_partitions(glue: Any, database: str, table: str, inputs: Iterab
         for item in chunk:
             values = tuple(item["Values"])
             code = errors.get(values)
+            if code == "AlreadyExistsException":
+                outcome.existing.add(values)
             if code is None or code == "AlreadyExistsException":
                 outcome.done.add(values)
             else:

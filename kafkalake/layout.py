@@ -15,6 +15,7 @@ parser never matches, so nothing downstream mistakes them for data partitions. P
     state/<topic path>/receipts/<plan created>-<ranges hash>.json           a carried-out plan (the offset audit)
     state/<topic path>/compaction/<partition path>/manifest.json            a partition rewrite's commit record
     state/<topic path>/late/<partition path>/late.json                      the maintainer's late-data marker
+    state/<topic path>/complete/<partition path>/event.json                 the claim on a PartitionComplete event
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ STATE_ROOT: Final = "state"
 LATE_DATA_FILE: Final = "late.json"
 LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
 """Every topic's late-data markers, as an IAM object pattern (see ``TablePrefix.late_data_prefix``)."""
+COMPLETENESS_CLAIM_FILE: Final = "event.json"
+COMPLETENESS_CLAIMS: Final = f"{STATE_ROOT}/*/complete/*"
+"""Every topic's completeness-event claims, as an IAM object pattern (see ``TablePrefix.completeness_claim_key``)."""
 NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STATE_ROOT)
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
@@ -133,6 +137,12 @@ class TablePrefix:
 
     def late_data_key(self, partition: Partition) -> str:
         return f"{self.late_data_prefix()}{partition.path()}{LATE_DATA_FILE}"
+
+    def completeness_claim_key(self, partition: Partition) -> str:
+        """The claim on ``partition``'s ``PartitionComplete`` event, beside the late-data markers: a maintainer drain
+        creates it (``If-None-Match: *``) before publishing, and only the drain whose write created it publishes,
+        so overlapping drains publish each partition's event once."""
+        return f"{self.state_prefix()}complete/{partition.path()}{COMPLETENESS_CLAIM_FILE}"
 
     def receipts_prefix(self) -> str:
         """The archiver's receipts, one per carried-out plan: what the offset audit reads."""

@@ -101,7 +101,7 @@ class Lease:
             try:
                 put = s3.put_object(Bucket=bucket, Key=key, Body=document.to_json(), **condition)
             except ClientError as exc:
-                if _lost_race(exc):
+                if lost_race(exc):
                     continue
                 raise
             return cls(s3, bucket, key, document=document, etag=put["ETag"], now=now)
@@ -135,7 +135,7 @@ class Lease:
         try:
             put = self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=document.to_json(), IfMatch=self.etag)
         except ClientError as exc:
-            if not _lost_race(exc):
+            if not lost_race(exc):
                 raise
             holder = _read(self.s3, self.bucket, self.key)
             who = f"run {holder[0].run_id} (token {holder[0].token})" if holder else "a run that deleted it"
@@ -183,5 +183,6 @@ def _read(s3: Any, bucket: str, key: str) -> tuple[LeaseDocument, str] | None:
     return LeaseDocument.parse(json.loads(got["Body"].read())), got["ETag"]
 
 
-def _lost_race(exc: ClientError) -> bool:
+def lost_race(exc: ClientError) -> bool:
+    """Whether S3 refused a conditional write because another writer got there first (``_CONFLICT``)."""
     return str(exc.response["Error"]["Code"]) in _CONFLICT

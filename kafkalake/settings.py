@@ -102,6 +102,8 @@ class ReconcilerEnvironment(LambdaEnvironment):
 class MaintainerEnvironment(LambdaEnvironment):
     """The maintainer Lambda's environment."""
 
+    env: str = Field(alias="KAFKALAKE_ENV", min_length=1)
+    """The environment the function serves (its data keys' ``<env>`` segment); keys of others are ignored."""
     queue_url: str = Field(alias="KAFKALAKE_QUEUE_URL", min_length=1)
     event_bus: str = Field(alias="KAFKALAKE_EVENT_BUS", min_length=1)
     max_messages: int = Field(alias="KAFKALAKE_MAX_MESSAGES", default=10_000, ge=1)

@@ -60,6 +60,7 @@ def local_environment(
     queue_url = make_client(endpoints, "sqs").get_queue_url(QueueName=env.queue_name)["QueueUrl"]
     return MaintainerEnvironment.model_validate(
         {
+            "KAFKALAKE_ENV": env.name,
             "KAFKALAKE_BUCKET": env.bucket,
             "KAFKALAKE_QUEUE_URL": queue_url,
             "KAFKALAKE_EVENT_BUS": env.event_bus_name,

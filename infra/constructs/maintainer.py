@@ -20,7 +20,7 @@ from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resou
 from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.layout import DATA_ROOT, LATE_DATA_MARKERS
+from kafkalake.layout import COMPLETENESS_CLAIMS, DATA_ROOT, LATE_DATA_MARKERS
 from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE
 from kafkalake.naming import TableInference, crawler_name_for
 from kafkalake.settings import MaintainerEnvironment
@@ -51,6 +51,7 @@ def function_environment(
     """The function's variables: its validated ``MaintainerEnvironment`` and Powertools' names."""
     environment = MaintainerEnvironment.model_validate(
         {
+            "KAFKALAKE_ENV": settings.name,
             "KAFKALAKE_BUCKET": settings.bucket,
             "KAFKALAKE_QUEUE_URL": queue.queue_url,
             "KAFKALAKE_EVENT_BUS": bus.event_bus_name,
@@ -128,7 +129,7 @@ class Maintainer(Construct):
             (list(MAINTAINER_GLUE_ACTIONS), glue_table_resources(stack, databases)),
             (["glue:GetCrawler", "glue:StartCrawler"], [f"{glue_arn(stack)}:crawler/{c}" for c in crawlers]),
             (["s3:GetObject"], [bucket.arn_for_objects(f"{DATA_ROOT}/*")]),
-            (["s3:PutObject"], [bucket.arn_for_objects(LATE_DATA_MARKERS)]),
+            (["s3:PutObject"], [bucket.arn_for_objects(p) for p in (LATE_DATA_MARKERS, COMPLETENESS_CLAIMS)]),
             (["kms:GenerateDataKey"], [lake_key.key_arn]),
             (["events:PutEvents"], [bus.event_bus_arn]),
         ]
@@ -138,11 +139,12 @@ class Maintainer(Construct):
             role,
             "X-Ray trace upload has no resource-level permissions (AWS requires *). Tables and crawlers are "
             "created at run time, so their ARNs end in a wildcard scoped to our databases and crawler naming "
-            "convention; data objects are read by key under the data prefix, and late-data markers are written "
-            "by key under each topic's state prefix.",
+            "convention; data objects are read by key under the data prefix, and late-data markers and "
+            "completeness-event claims are written by key under each topic's state prefix.",
             "AwsSolutions-IAM5[Resource::*]",
             object_finding(bucket, DATA_ROOT),
             object_finding(bucket, LATE_DATA_MARKERS.removesuffix("/*")),
+            object_finding(bucket, COMPLETENESS_CLAIMS.removesuffix("/*")),
             *glue_table_findings(stack, databases),
             *[
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:{stack.region}:<AWS::AccountId>:crawler/{c}]"

@@ -21,6 +21,7 @@ from kafkalake.glue import (
     chunks,
 )
 from kafkalake.layout import Partition, TablePrefix
+from kafkalake.lease import lost_race
 from kafkalake.metrics import MaintainerCount
 from lambdas.maintainer.inference import read_footer_columns
 
@@ -73,7 +74,8 @@ class State:
     crawlers: TtlCache[str, bool] = field(init=False)
     tables: TtlCache[tuple[str, str], dict[str, Any]] = field(init=False)
     partitions: TtlCache[PartitionKey, str] = field(init=False)
-    """Partitions known to exist → their location (empty when Glue holds none, as crawlers may leave it)."""
+    """Partitions → the location Glue gave them (empty when Glue holds none, as crawlers may leave it), for the
+    late-data check; never taken as proof that Glue still holds the partition (``logic``'s acknowledgement rule)."""
     versions: TtlCache[tuple[str, str, int], bool] = field(init=False)
     completed: TtlCache[PartitionKey, bool] = field(init=False)
 
@@ -190,9 +192,18 @@ class GlueCatalog:
         self.counts[MaintainerCount.TABLES_CREATED] += 1
         return True
 
-    def update_table(self, database: str, table_input: dict[str, Any]) -> None:
-        self.glue.update_table(DatabaseName=database, TableInput=table_input)
+    def update_table(self, database: str, table_input: dict[str, Any], version_id: str) -> bool:
+        """Glue's optimistic lock: update the table only if it is still at ``version_id`` (the ``VersionId`` its
+        ``GetTable`` answer carried). True when updated, False when it changed since (``ConcurrentModification``)."""
+        try:
+            self.glue.update_table(DatabaseName=database, TableInput=table_input, VersionId=version_id)
+        except ClientError as exc:
+            if error_code(exc) != "ConcurrentModificationException":
+                raise
+            self.counts[MaintainerCount.TABLE_UPDATE_CONFLICTS] += 1
+            return False
         self.counts[MaintainerCount.TABLES_UPDATED] += 1
+        return True
 
     def has_version_partition(self, database: str, table: str, version: int) -> bool:
         """Whether any partition of ``version`` exists (a crawler registered the version)."""
@@ -211,9 +222,10 @@ class GlueCatalog:
         return found
 
     def create_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
+        """Create the partitions; one that already exists is confirmed (``BatchOutcome.existing``), not added."""
         outcome = batch_create_partitions(self.glue, database, table, inputs)
         self.counts[MaintainerCount.CREATE_PARTITION_CALLS] += outcome.calls
-        self.counts[MaintainerCount.PARTITIONS_ADDED] += len(outcome.done)
+        self.counts[MaintainerCount.PARTITIONS_ADDED] += len(outcome.done - outcome.existing)
         return outcome
 
     def update_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
@@ -221,7 +233,8 @@ class GlueCatalog:
 
 
 class LakeObjects:
-    """The lake bucket: the Parquet footers of data objects (read) and the late-data markers (written)."""
+    """The lake bucket: the Parquet footers of data objects (read), the late-data markers and the completeness-event
+    claims (written)."""
 
     def __init__(self, s3: Any, bucket: str) -> None:
         self.s3, self.bucket = s3, bucket
@@ -237,3 +250,18 @@ class LakeObjects:
         marker = {"partition": partition.values(), "objects": objects, "noticed_at": noticed_at.isoformat()}
         body = json.dumps(marker, sort_keys=True).encode()
         self.s3.put_object(Bucket=self.bucket, Key=table.late_data_key(partition), Body=body)
+
+    def claim_completeness_event(self, table: TablePrefix, partition: Partition, claimed_at: datetime) -> bool:
+        """Create the claim on the partition's ``PartitionComplete`` event (``TablePrefix.completeness_claim_key``)
+        unless it exists: True for the one drain whose write created it, False when another drain holds it."""
+        claim = {"partition": partition.values(), "claimed_at": claimed_at.isoformat()}
+        body = json.dumps(claim, sort_keys=True).encode()
+        try:
+            self.s3.put_object(
+                Bucket=self.bucket, Key=table.completeness_claim_key(partition), Body=body, IfNoneMatch="*"
+            )
+        except ClientError as exc:
+            if not lost_race(exc):
+                raise
+            return False
+        return True

@@ -48,6 +48,7 @@ class Runtime:
             queue_url=environment.queue_url,
             bucket=environment.bucket,
             event_bus=environment.event_bus,
+            env=environment.env,
             tables=read_tables(environment.tables_file),
             max_messages=environment.max_messages,
             safety_margin_ms=environment.safety_margin_ms,
@@ -88,8 +89,8 @@ def entry_point(runtime: Callable[[], Runtime]) -> Handler:
         publish_metrics(report)
         for error in report.errors:
             logger.warning(error)
-        for reason in report.foreign_keys:  # a sample: every foreign key is counted, the first few are explained
-            logger.info("ignored a key outside the data layout", extra={"reason": reason})
+        for reason in report.foreign_keys:  # a sample: every such key is counted, the first few are explained
+            logger.info("ignored a key that is not this maintainer's", extra={"reason": reason})
         logger.info("drain finished", extra={"counts": dict(report.counts), "events": len(report.events)})
         return report.as_dict()
 

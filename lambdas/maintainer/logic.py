@@ -1,6 +1,24 @@
 """The maintainer's rules: drain the queue, make Glue match S3 table by table (``sync``, ``partitions``), delete
 only what is done.
 
+A message is acknowledged (deleted) only when Glue is known to hold the partition of every data key it names, and
+a cache never stands in for that knowledge, because Glue can change behind it (a partition deleted by hand, a
+table deleted and created again) within any TTL: every partition of the drain's keys is sent to
+``BatchCreatePartition`` (100 per call, per table), which creates it or answers ``AlreadyExists``, and either
+answer is the confirmation. A table Glue no longer has (``EntityNotFound``) has its cached entries dropped and its
+sync tried once more. The caches save the reads only: the table's definition, its schema versions, partition
+locations (for the late-data check) and the hours already checked for completeness.
+
+Overlapping drains (two execution environments, or a run that outlives the schedule) are safe: a schema merge
+updates the table under Glue's optimistic lock (``VersionId``; re-read and merged again when refused), creating a
+partition is idempotent, and a partition's ``PartitionComplete`` event is published only by the drain whose
+conditional write created its claim (``TablePrefix.completeness_claim_key``). A drain that stops between the claim
+and ``PutEvents`` loses that event; the partition stays marked complete in Glue (``kafkalake.complete``), which is
+what the compactor's own selection reads.
+
+A maintainer serves one environment: keys under another environment's prefix are ignored (counted, acknowledged,
+never sent to Glue or a crawler).
+
 Plain values in, a ``Report`` out; every AWS call goes through ``lambdas.maintainer.dal``. No environment, no
 client construction.
 """
@@ -29,6 +47,7 @@ IGNORED = {
     "other_event": MaintainerCount.IGNORED_OTHER_EVENT,
     "no_object": MaintainerCount.IGNORED_NO_OBJECT,
     "foreign_key": MaintainerCount.IGNORED_FOREIGN_KEY,
+    "other_environment": MaintainerCount.IGNORED_OTHER_ENVIRONMENT,
 }
 """Why a record is ignored → what it is counted as."""
 
@@ -38,6 +57,8 @@ class Settings:
     queue_url: str
     bucket: str
     event_bus: str
+    env: str
+    """The environment this maintainer serves: the ``<env>`` segment of every data key it acts on."""
     tables: Sequence[CatalogTable]
     """Topics from the catalog; keys for other prefixes are ours only if their crawler exists by convention."""
     max_messages: int = 10_000
@@ -65,8 +86,8 @@ class Ignored:
     detail: str = ""
 
 
-def handle_record(event: ObjectEvent) -> DataKey | Ignored:
-    """The typed record handler: a data key to act on, or why this event is ignored."""
+def handle_record(event: ObjectEvent, env: str) -> DataKey | Ignored:
+    """The typed record handler: a data key of environment ``env`` to act on, or why this event is ignored."""
     if event.name.startswith("ObjectRemoved"):
         return Ignored("removed_object")
     if not event.name.startswith("ObjectCreated"):
@@ -74,9 +95,16 @@ def handle_record(event: ObjectEvent) -> DataKey | Ignored:
     if event.key is None:
         return Ignored("no_object")
     try:
-        return parse_key(event.key)
+        data_key = parse_key(event.key)
     except LayoutError as exc:
         return Ignored("foreign_key", str(exc))
+    if data_key.table.env != env:
+        return Ignored(
+            "other_environment",
+            f"{event.key!r} belongs to environment {data_key.table.env!r}; this maintainer serves {env!r} "
+            f"(that environment's own maintainer registers it)",
+        )
+    return data_key
 
 
 def drain(
@@ -90,7 +118,7 @@ def drain(
     report = Report()
     queue = Queue(clients.sqs, settings.queue_url, report.counts)
     messages = _receive(settings, queue, remaining_ms, report)
-    work = _parse(messages, report)
+    work = _parse(messages, settings.env, report)
     by_table: dict[TablePrefix, set[DataKey]] = defaultdict(set)
     for item in work:
         for key in item.keys:
@@ -106,7 +134,7 @@ def drain(
     return report
 
 
-def _parse(messages: list[dict[str, Any]], report: Report) -> list[_Message]:
+def _parse(messages: list[dict[str, Any]], env: str, report: Report) -> list[_Message]:
     """Each well-formed message with the data keys its records name; malformed ones stay for the DLQ."""
     work = []
     for message in messages:
@@ -121,7 +149,7 @@ def _parse(messages: list[dict[str, Any]], report: Report) -> list[_Message]:
         if body.test_event:
             report.counts[MaintainerCount.IGNORED_TEST_EVENT] += 1
         for event in body.events:
-            outcome = handle_record(event)
+            outcome = handle_record(event, env)
             if isinstance(outcome, DataKey):
                 report.counts[MaintainerCount.DATA_EVENTS] += 1
                 item.keys.add(outcome)

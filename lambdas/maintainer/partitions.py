@@ -53,35 +53,28 @@ class PartitionSync:
         return done
 
     def add(self, table: CatalogTable, partitions: set[Partition]) -> set[Partition]:
-        """The partitions Glue holds now: cached, found, or created in batches."""
-        cache, db, name = self.state.partitions, table.database, table.table
-        known = {p for p in partitions if cache.get((db, name, tuple(p.values()))) is not None}
-        unknown = partitions - known
-        if not unknown:
-            return known
-        existing = self.glue.partitions(db, name, (tuple(p.values()) for p in unknown))
-        missing = sorted(p for p in unknown if tuple(p.values()) not in existing)
+        """The partitions Glue holds now, each confirmed by Glue in this drain: one ``BatchCreatePartition`` per 100
+        of them creates those missing and answers ``AlreadyExists`` for the others (the acknowledgement rule in
+        ``logic``). Locations are cached for the late-data check: a created partition's is the one given here,
+        an existing one's is asked for (``BatchGetPartition``) only when the cache lacks it."""
+        db, name = table.database, table.table
         described = self.glue.table(db, name)
         if described is None:
-            return known | (unknown - set(missing))
+            return set()
         location = table.location(self.lake.bucket)
-        inputs = [partition_input(described, f"{location}{p.path()}", p) for p in missing]
+        by_values = {tuple(p.values()): p for p in partitions}
+        inputs = [partition_input(described, f"{location}{p.path()}", p) for p in sorted(partitions)]
         outcome = self.glue.create_partitions(db, name, inputs)
         for values, code in sorted(outcome.failed.items()):
             self.report.counts[MaintainerCount.PARTITION_ERRORS] += 1
             self.report.errors.append(f"{table.name} {list(values)}: {code}")
-        confirmed = set()
-        for partition in unknown:
-            values = tuple(partition.values())
-            if values in existing:
-                where = existing[values].get("StorageDescriptor", {}).get("Location", "")
-            elif values in outcome.done:
-                where = f"{location}{partition.path()}"
-            else:
-                continue
-            cache.put((db, name, values), where)
-            confirmed.add(partition)
-        return known | confirmed
+        cache = self.state.partitions
+        for values in outcome.done - outcome.existing:
+            cache.put((db, name, values), f"{location}{by_values[values].path()}")
+        uncached = [values for values in outcome.existing if cache.get((db, name, values)) is None]
+        for values, found in self.glue.partitions(db, name, uncached).items():
+            cache.put((db, name, values), found.get("StorageDescriptor", {}).get("Location", ""))
+        return {by_values[values] for values in outcome.done}
 
     def note_late(self, table: CatalogTable, keys: set[DataKey]) -> None:
         """Objects in closed hours (ended more than the completeness delay ago) whose partition's location is a
@@ -125,5 +118,8 @@ class PartitionSync:
         self.report.counts[MaintainerCount.PARTITIONS_COMPLETED] += len(outcome.done)
         for values, code in sorted(outcome.failed.items()):
             self.report.errors.append(f"{table.name} {list(values)}: marking complete failed: {code}")
-        for values in sorted(outcome.done):
+        for values in sorted(outcome.done):  # overlapping drains may both have marked it: one publishes its event
+            if not self.lake.claim_completeness_event(table.prefix, Partition.from_values(list(values)), self.now):
+                self.report.counts[MaintainerCount.COMPLETENESS_CLAIMED_ELSEWHERE] += 1
+                continue
             self.report.event("PartitionComplete", table, partition=dict(zip(PARTITION_KEYS, values, strict=True)))

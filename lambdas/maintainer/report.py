@@ -12,8 +12,8 @@ from lambdas.tables import CatalogTable
 MAX_REASON = 300
 """Characters of a failure's message a report repeats."""
 MAX_SAMPLES = 20
-"""Foreign keys logged with their reason per drain, and late objects named per ``LateData`` event (the rest are
-only counted)."""
+"""Keys that are not ours logged with their reason per drain, and late objects named per ``LateData`` event (the
+rest are only counted)."""
 
 
 @dataclass
@@ -23,7 +23,8 @@ class Report:
     events: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     foreign_keys: list[str] = field(default_factory=list)
-    """A sample of the foreign keys and why the layout rejects them."""
+    """A sample of the keys that are not this maintainer's and why: outside the data layout, or of another
+    environment."""
     failed_tables: dict[str, str] = field(default_factory=dict)
     """``database.table`` (or the data prefix) → what failed; its messages stay for the next run."""
 

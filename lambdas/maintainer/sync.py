@@ -22,6 +22,13 @@ from lambdas.maintainer.partitions import PartitionSync
 from lambdas.maintainer.report import Report
 from lambdas.tables import CatalogTable
 
+MERGE_ATTEMPTS = 5
+"""Reads and updates of a table a schema merge tries before it fails the table (``SchemaMergeConflict``)."""
+
+
+class SchemaMergeConflict(RuntimeError):
+    """A schema merge that lost every optimistic-lock race it tried: the table fails for this drain (isolated)."""
+
 
 @dataclass(frozen=True)
 class TableSync:
@@ -135,16 +142,34 @@ class TableSync:
     def _merge_version(
         self, table: CatalogTable, described: dict[str, Any], version: int, keys: set[DataKey]
     ) -> dict[str, Any]:
+        """Merge ``version``'s columns into the table under Glue's optimistic lock: an update refused because the
+        table changed since it was read (another drain merged another version) re-reads the table and merges
+        again, at most ``MERGE_ATTEMPTS`` times; a table that already lists the version is left as it is."""
         sample = min(keys, key=lambda k: k.key())
-        existing = described["StorageDescriptor"]["Columns"]
-        merged, added = merge_columns(existing, self.lake.footer_columns(sample.key()))
-        update = table_input_from(described)
-        update["StorageDescriptor"]["Columns"] = merged
-        versions = [v for v in update.get("Parameters", {}).get(SCHEMA_VERSIONS_PARAMETER, "").split(",") if v]
-        update.setdefault("Parameters", {})[SCHEMA_VERSIONS_PARAMETER] = ",".join([*versions, str(version)])
-        self.glue.update_table(table.database, update)
-        self.report.event("SchemaVersionAdded", table, schema_version=version, columns_added=[c["Name"] for c in added])
-        refreshed = self.glue.table(table.database, table.table, fresh=True)
-        if refreshed is None:
+        incoming = self.lake.footer_columns(sample.key())
+        for attempt in range(MERGE_ATTEMPTS):
+            if attempt:  # the update was refused: the table changed since it was read
+                described = self._reread(table)
+            listed = described.get("Parameters", {}).get(SCHEMA_VERSIONS_PARAMETER, "")
+            versions = {int(v) for v in listed.split(",") if v}
+            if version in versions:
+                return described
+            merged, added = merge_columns(described["StorageDescriptor"]["Columns"], incoming)
+            update = table_input_from(described)
+            update["StorageDescriptor"]["Columns"] = merged
+            listing = ",".join(str(v) for v in sorted({*versions, version}))
+            update.setdefault("Parameters", {})[SCHEMA_VERSIONS_PARAMETER] = listing
+            if self.glue.update_table(table.database, update, described["VersionId"]):
+                columns_added = [c["Name"] for c in added]
+                self.report.event("SchemaVersionAdded", table, schema_version=version, columns_added=columns_added)
+                return self._reread(table)
+        raise SchemaMergeConflict(
+            f"schema_version={version} not merged: the table changed between reading and updating it "
+            f"{MERGE_ATTEMPTS} times in a row (other drains or writers updating it at the same time)"
+        )
+
+    def _reread(self, table: CatalogTable) -> dict[str, Any]:
+        described = self.glue.table(table.database, table.table, fresh=True)
+        if described is None:
             raise IncompatibleSchema(f"table {table.name} disappeared while it was being updated")
-        return refreshed
+        return described

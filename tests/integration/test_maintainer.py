@@ -84,6 +84,7 @@ class Lake:
             queue_url=provisioned.queue_url,
             bucket=provisioned.bucket,
             event_bus=provisioned.event_bus,
+            env=env.name,
             tables=tables_from_document(tables_document(catalog.for_env(env.name))),
             wait_seconds=0,
         )
@@ -227,7 +228,8 @@ def test_second_run_without_events_makes_no_glue_calls_and_cache_saves_reads(lak
     lake.put(key(lake.card, 1, 3, first=50))  # a new object in a known partition, within the TTL
     report = lake.run()
     assert report.counts["deleted"] == 1
-    assert lake.glue_total() == 0, lake.calls
+    # no read (table, versions, location, completeness: all cached); Glue confirms the partition before the ack
+    assert lake.calls == Counter({"glue.BatchCreatePartition": 1}), lake.calls
 
 
 def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
@@ -251,7 +253,7 @@ def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
     lake.send(s3_event(quote(card.key(), safe="/"), name="ObjectRemoved:Delete"))
     lake.send(s3_event("quarantine/staging/acme/payments/card-authorized/x.parquet"))
     lake.send(s3_event("data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=06/_SUCCESS"))
-    lake.send(s3_event(quote(key(TablePrefix("staging", "nobody", "x", "unknown-topic"), 1, 1).key(), safe="/")))
+    lake.send(s3_event(quote(key(TablePrefix(lake.env.name, "nobody", "x", "unknown-topic"), 1, 1).key(), safe="/")))
     report = lake.run()
     assert report.counts["ignored_test_event"] == 2
     assert report.counts["ignored_removed_object"] == 1

@@ -206,8 +206,8 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
         "glue:GetCrawler",
         "glue:StartCrawler",
         "s3:GetObject",
-        "s3:PutObject",  # late-data markers only (below)
-        "kms:GenerateDataKey",  # for those markers, with the lake's key
+        "s3:PutObject",  # late-data markers and completeness-event claims only (below)
+        "kms:GenerateDataKey",  # for those objects, with the lake's key
         "events:PutEvents",
         "sqs:SendMessage",  # its invocation dead-letter queue
         "xray:PutTraceSegments",
@@ -215,7 +215,8 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
     }
     assert not any(a.startswith("s3:Delete") for a in actions)
     [put] = [s for s in statements if s["Action"] == "s3:PutObject"]
-    assert json.dumps(put["Resource"]).endswith('/state/*/late/*"]]}'), put["Resource"]
+    late, claims = (json.dumps(resource) for resource in put["Resource"])
+    assert late.endswith('/state/*/late/*"]]}') and claims.endswith('/state/*/complete/*"]]}'), put["Resource"]
     glue = next(s for s in statements if "glue:BatchCreatePartition" in s["Action"])
     rendered = json.dumps(glue["Resource"])
     for database in {t.database for t in CATALOG.for_env(env)}:

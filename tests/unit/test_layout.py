@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalake.layout import (
+    COMPLETENESS_CLAIMS,
     LATE_DATA_MARKERS,
     DataKey,
     LayoutError,
@@ -135,6 +136,17 @@ def test_late_data_markers_are_under_the_state_prefix_and_the_iam_pattern() -> N
     assert marker.startswith(prefix.late_data_prefix()) and fnmatch.fnmatchcase(marker, LATE_DATA_MARKERS)
     with pytest.raises(LayoutError, match="state"):
         parse_data_key(marker)
+
+
+def test_completeness_claims_are_beside_the_late_data_markers_and_under_their_iam_pattern() -> None:
+    prefix = TablePrefix("staging", "acme", "payments", "card-authorized")
+    claim = prefix.completeness_claim_key(Partition(2, date(2026, 11, 20), 7))
+    assert claim == (
+        "state/staging/acme/payments/card-authorized/complete/schema_version=2/dt=2026-11-20/hour=07/event.json"
+    )
+    assert fnmatch.fnmatchcase(claim, COMPLETENESS_CLAIMS) and not fnmatch.fnmatchcase(claim, LATE_DATA_MARKERS)
+    with pytest.raises(LayoutError, match="state"):
+        parse_data_key(claim)
 
 
 def test_durable_records_live_side_by_side_under_the_state_prefix_with_their_existing_keys() -> None:

@@ -69,14 +69,17 @@ def test_malformed_bodies_say_why(body: str, reason: str) -> None:
 
 
 def test_record_handler_decisions() -> None:
-    data_key = handle_record(parse_body(json.dumps({"Records": [record()]})).events[0])
+    data_key = handle_record(parse_body(json.dumps({"Records": [record()]})).events[0], "staging")
     assert isinstance(data_key, DataKey) and (data_key.first_offset, data_key.last_offset) == (5, 9)
     removed = parse_body(json.dumps({"Records": [record(name="ObjectRemoved:Delete")]})).events[0]
-    assert handle_record(removed) == Ignored("removed_object")
+    assert handle_record(removed, "staging") == Ignored("removed_object")
     foreign = parse_body(json.dumps({"Records": [record(key="state/x/_SUCCESS")]})).events[0]
-    ignored = handle_record(foreign)
+    ignored = handle_record(foreign, "staging")
     assert isinstance(ignored, Ignored) and ignored.kind == "foreign_key"
     assert "state/x/_SUCCESS" in ignored.detail and "not a data partition" in ignored.detail
+    other = handle_record(parse_body(json.dumps({"Records": [record()]})).events[0], "production")
+    assert isinstance(other, Ignored) and other.kind == "other_environment"
+    assert "belongs to environment 'staging'; this maintainer serves 'production'" in other.detail
 
 
 def eventbridge(key: str, detail_type: str = "Object Created") -> str:
@@ -107,10 +110,10 @@ def eventbridge(key: str, detail_type: str = "Object Created") -> str:
 def test_eventbridge_bodies_are_accepted_with_their_keys_as_they_are() -> None:
     plain_key = decode_event_key(KEY)  # "...card-authorized+0+5-9.parquet": a literal '+', not a space
     [created] = parse_body(eventbridge(plain_key)).events
-    data_key = handle_record(created)
+    data_key = handle_record(created, "staging")
     assert isinstance(data_key, DataKey) and data_key.key() == plain_key
     [deleted] = parse_body(eventbridge(plain_key, "Object Deleted")).events
-    assert handle_record(deleted) == Ignored("removed_object")
+    assert handle_record(deleted, "staging") == Ignored("removed_object")
 
 
 def test_errors_for_bad_bodies_echo_a_bounded_part_of_them() -> None:

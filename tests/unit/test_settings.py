@@ -33,11 +33,12 @@ def test_job_settings_round_trip_and_aws_region_stands_in() -> None:
 
 
 def test_maintainer_environment_names_what_is_missing_and_round_trips() -> None:
-    with pytest.raises(SettingsError, match=r"KAFKALAKE_QUEUE_URL: Field required"):
+    with pytest.raises(SettingsError, match=r"KAFKALAKE_ENV: Field required.*KAFKALAKE_QUEUE_URL: Field required"):
         MaintainerEnvironment.from_environ({"KAFKALAKE_BUCKET": "lake", "KAFKALAKE_EVENT_BUS": "bus"})
     with pytest.raises(SettingsError, match=r"KAFKALAKE_MAX_MESSAGES"):
         MaintainerEnvironment.from_environ(
             {
+                "KAFKALAKE_ENV": "staging",
                 "KAFKALAKE_BUCKET": "lake",
                 "KAFKALAKE_QUEUE_URL": "q",
                 "KAFKALAKE_EVENT_BUS": "bus",
@@ -46,7 +47,13 @@ def test_maintainer_environment_names_what_is_missing_and_round_trips() -> None:
             }
         )
     environment = MaintainerEnvironment.from_environ(
-        {"KAFKALAKE_BUCKET": "lake", "KAFKALAKE_QUEUE_URL": "q", "KAFKALAKE_EVENT_BUS": "bus", "AWS_REGION": "r"}
+        {
+            "KAFKALAKE_ENV": "staging",
+            "KAFKALAKE_BUCKET": "lake",
+            "KAFKALAKE_QUEUE_URL": "q",
+            "KAFKALAKE_EVENT_BUS": "bus",
+            "AWS_REGION": "r",
+        }
     )
     assert "KAFKALAKE_AWS_ENDPOINT_URL" not in environment.to_env()  # absent in AWS: the regional endpoints
     assert MaintainerEnvironment.from_environ({**environment.to_env(), "AWS_REGION": "r"}) == environment
