@@ -36,6 +36,8 @@ class Count(StrEnum):
     IGNORED_OTHER_EVENT = "ignored_other_event"
     IGNORED_NO_OBJECT = "ignored_no_object"
     IGNORED_FOREIGN_KEY = "ignored_foreign_key"
+    IGNORED_COMPACTION_OUTPUT = "ignored_compaction_output"
+    """Objects the compactor wrote under a table's location (``kafkalake.layout.is_compaction_output``)."""
     IGNORED_UNKNOWN_TABLE = "ignored_unknown_table"
     GLUE_READS = "glue_reads"
     CRAWLERS_STARTED = "crawlers_started"

@@ -15,7 +15,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from kafkalake.glue import COMPLETE_PARAMETER, SCHEMA_VERSIONS_PARAMETER, partition_input, table_input, table_input_from
-from kafkalake.layout import COMPACTED_ROOT, PARTITION_KEYS, DataKey, LayoutError, Partition, TablePrefix, s3_uri
+from kafkalake.layout import (
+    PARTITION_KEYS,
+    DataKey,
+    LayoutError,
+    Partition,
+    TablePrefix,
+    is_compaction_output,
+    parse_s3_uri,
+    s3_uri,
+)
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import Count
 from kafkalake.naming import TableInference, crawler_name_for, default_names
@@ -28,6 +37,7 @@ IGNORED = {
     "other_event": Count.IGNORED_OTHER_EVENT,
     "no_object": Count.IGNORED_NO_OBJECT,
     "foreign_key": Count.IGNORED_FOREIGN_KEY,
+    "compaction_output": Count.IGNORED_COMPACTION_OUTPUT,
 }
 """Why a record is ignored → what it is counted as."""
 
@@ -118,6 +128,8 @@ def handle_record(event: ObjectEvent) -> DataKey | Ignored:
         return Ignored("other_event")
     if event.key is None:
         return Ignored("no_object")
+    if is_compaction_output(event.key):  # the compactor's own files under the table: never a table or partition
+        return Ignored("compaction_output")
     try:
         return parse_key(event.key)
     except LayoutError as exc:
@@ -372,12 +384,11 @@ class _TableSync:
         the partition cache, like every lookup: a compaction that swapped the partition after it was cached is
         seen once the entry expires (the compactor takes the late file at its next run either way)."""
         delay = timedelta(seconds=self.settings.completeness_delay_seconds)
-        compacted = s3_uri(self.settings.bucket, f"{COMPACTED_ROOT}/")
         late: dict[tuple[str, ...], list[DataKey]] = defaultdict(list)
         for key in keys:
             values = tuple(key.partition.values())
             location = self.state.partitions.get((cfg.database, cfg.table, values)) or ""
-            if key.partition.end + delay <= self.now and location.startswith(compacted):
+            if key.partition.end + delay <= self.now and location and is_compaction_output(parse_s3_uri(location).key):
                 late[values].append(key)
         for values, found in sorted(late.items()):
             objects = sorted(k.key() for k in found)

@@ -74,6 +74,10 @@ def test_record_handler_decisions() -> None:
     ignored = handle_record(foreign)
     assert isinstance(ignored, Ignored) and ignored.kind == "foreign_key"
     assert "state/x/_SUCCESS" in ignored.detail and "not a data partition" in ignored.detail
+    output = "data/staging/acme/payments/card-authorized/_compacted/schema_version=1/dt=2026-11-20/hour=07/run-0a/"
+    output += "part-00000.parquet"
+    compacted = parse_body(json.dumps({"Records": [record(key=output)]})).events[0]
+    assert handle_record(compacted) == Ignored("compaction_output")
 
 
 def eventbridge(key: str, detail_type: str = "Object Created") -> str:
