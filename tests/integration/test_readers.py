@@ -56,9 +56,9 @@ def test_reads_during_a_compaction_run_count_every_row_once(spark: SparkSession,
     spec = template.spec.model_copy(update={"database": f"readers_{suffix}"})
     topic = dataclasses.replace(template, env=f"t{suffix}", spec=spec)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
-    for hour in HOURS:
+    for index, hour in enumerate(HOURS):
         for i in range(FILES):
-            first = i * ROWS
+            first = (index * FILES + i) * ROWS  # one Kafka partition's offsets, spread over the hours
             key = DataKey(topic.prefix, hour, 0, first, first + ROWS - 1).key()
             s3.put_object(Bucket=endpoints.bucket, Key=key, Body=small_file(0, first, ROWS))
     schema = pq.read_schema(io.BytesIO(small_file(0, 0, 1)))
