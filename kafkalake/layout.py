@@ -45,6 +45,9 @@ alike, so it counts that partition twice until the clean-up deletes the inputs (
 exact when). Output written before this layout lies under ``compacted/<topic path>/`` (``legacy_compacted_prefix``):
 partitions pointing there are still read by every engine that reads Glue's locations (not by SDK for pandas with a
 filter, and not under Lake Formation), and the compactor moves them here at its next runs.
+
+The module runs past 300 lines on purpose: every key the system writes, its parser and this reasoning stay in one
+place.
 """
 
 from __future__ import annotations
