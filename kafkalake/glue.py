@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
-from kafkalake.layout import PARTITION_KEYS, Partition
+from kafkalake.layout import COMPACTED_DIR, PARTITION_KEYS, Partition
 
 T = TypeVar("T")
 CREATE_CHUNK = 100
@@ -205,6 +205,9 @@ class CrawlerSpec:
     database: str
     location: str
     """``s3://bucket/data/<env>/<company>/<domain>/<topic>/``: the table's location."""
+    exclusions: tuple[str, ...] = (f"{COMPACTED_DIR}/**",)
+    """Glob patterns, relative to the location, the crawler skips: the compaction output under the table's location
+    (``kafkalake.layout``) is never a table or a partition of its own."""
     recrawl_behavior: str = "CRAWL_EVERYTHING"
     """Triggered only for new tables and schema versions, so every run looks at everything."""
     update_behavior: str = "UPDATE_IN_DATABASE"
@@ -224,7 +227,7 @@ class CrawlerSpec:
             "Name": self.name,
             "Role": role,
             "DatabaseName": self.database,
-            "Targets": {"S3Targets": [{"Path": self.location}]},
+            "Targets": {"S3Targets": [{"Path": self.location, "Exclusions": list(self.exclusions)}]},
             "RecrawlPolicy": {"RecrawlBehavior": self.recrawl_behavior},
             "SchemaChangePolicy": {"UpdateBehavior": self.update_behavior, "DeleteBehavior": self.delete_behavior},
             "Configuration": self.configuration,

@@ -52,7 +52,15 @@ COMPACTOR_TARGET_FILE_MB: Final = 128
 COMPACTOR_MIN_INPUT_FILES: Final = 10
 """The compactor merges partitions with at least this many new files (``--min-input-files``)."""
 COMPACTOR_GRACE_MINUTES: Final = 60
-"""The compactor keeps inputs this long after the swap, for queries that started before it (``--grace-minutes``)."""
+"""The compactor keeps a partition's replaced files this long after the swap (``--grace-minutes``), because Glue's
+``UpdatePartition`` switches new queries at once but not those already running, nor readers holding the old
+location in a cache. It must exceed the longest query plus the longest metadata cache of any reader:
+Athena's DML queries time out after 30 minutes by default (a service quota: raise this with it); Trino's Glue
+metastore cache is off by default (``hive.metastore-cache-ttl=0s`` in 476; when set, add its TTL); Spark with the
+Glue catalog fetches a table's partitions per query and caches file listings by path, so a swapped partition is
+listed afresh (only a DataFrame kept from before the swap reads the old files: re-read it or ``REFRESH TABLE``).
+Until then the old files stay, so whole-table SDK for pandas reads without a ``partition_filter`` count a swapped
+partition twice during this window (see ``kafkalake.layout``)."""
 TERMINAL_STATES: Final = ("SUCCESS", "FAILED", "CANCELLED")
 SCHEDULED_TIME: Final = "<aws.scheduler.scheduled-time>"
 """EventBridge Scheduler's context attribute: the same for every attempt of one scheduled run."""

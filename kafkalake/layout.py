@@ -6,16 +6,49 @@ Data objects live under a deterministic, Hive-style layout::
         <topic>+<kafka partition>+<first offset>-<last offset>.parquet
 
 The formatter and the parser are both generated from ``_DATA_SEGMENTS`` so they cannot drift apart.
-Quarantine, compaction output and the durable records live under their own top-level prefixes, which the data
-parser never matches, so nothing downstream mistakes them for data partitions. Per topic (``TablePrefix``)::
+Quarantine and the durable records live under their own top-level prefixes, which the data parser never matches.
+Compaction output lives under the table's location, in a hidden tree beside the raw partitions. Per topic
+(``TablePrefix``)::
 
+    data/<topic path>/_compacted/<partition path>/run-<id>/part-<n>.parquet  a rewrite's output
     quarantine/<topic path>/dt=<YYYY-MM-DD>/<topic>+<partition>+<first>-<last>.parquet
-    compacted/<topic path>/<partition path>/run=<id>/part-<n>.parquet       a rewrite's output
     state/<topic path>/plan.json                                            the archiver's plan in progress
     state/<topic path>/receipts/<plan created>-<ranges hash>.json           a carried-out plan (the offset audit)
     state/<topic path>/compaction/<partition path>/manifest.json            a partition rewrite's commit record
     state/<topic path>/late/<partition path>/late.json                      the maintainer's late-data marker
     state/<topic path>/complete/<partition path>/event.json                 the claim on a PartitionComplete event
+
+Where compaction output lives, and why. A Glue partition points either at its raw directory or at one run
+directory of compaction output; every reader must read exactly one of them, at every moment, with its defaults:
+
+- Athena (engine v3), Trino's Hive connector and Spark on EMR/Glue read a partitioned table through its Glue
+  partitions: they list each partition's location and only that, recursively or not (Trino's
+  ``hive.recursive-directories`` is off by default; Spark lists the location's files), and skip names starting with
+  ``_`` or ``.`` *below* the listed location, never the location itself (Trino's ``HiveFileIterator`` tests the
+  path relative to the listed root; Spark 3.5 tests the names of the listed children; Hive and Hadoop input formats
+  filter children the same way). So a run directory must not lie inside a raw partition directory (the raw
+  directory would list it), and may lie inside a hidden directory.
+- AWS SDK for pandas (``wr.s3.read_parquet_table``) without a ``partition_filter`` lists the *table's* location
+  recursively, with no hidden-name filter (only ``_SUCCESS`` files are skipped), and takes partition values from
+  every ``k=v`` path segment; with a ``partition_filter`` it lists each Glue partition's location and refuses one
+  that is not under the table's location. Lake Formation, too, grants on the table's location and expects its
+  partitions below it. So a run directory must lie under the table's location, its path must carry the
+  partition's ``k=v`` segments and no other ``=`` (the run directory is ``run-<id>``, not ``run=<id>``).
+- Crawlers, ``MSCK REPAIR TABLE`` and Spark's partition discovery walk the table's location: Hive and Spark skip
+  hidden directories, and the crawler's S3 target excludes ``_compacted/**`` (``kafkalake.glue.CrawlerSpec``), so
+  none of them makes the output a table or a partition. S3 events of output keys match the notification filter
+  (``data/`` … ``.parquet``); the parser rejects them as compaction output (``is_compaction_output``).
+
+Hence ``data/<topic path>/_compacted/<partition path>/run-<id>/``: under the table's location, hidden, beside and
+never inside the raw partitions. No layout makes a whole-table SDK for pandas read without a filter exact between
+a swap and the clean-up: it lists every file under the table's location, the replaced inputs and the run's output
+alike, so it counts that partition twice until the clean-up deletes the inputs (the README says which reads are
+exact when). Output written before this layout lies under ``compacted/<topic path>/`` (``legacy_compacted_prefix``):
+partitions pointing there are still read by every engine that reads Glue's locations (not by SDK for pandas with a
+filter, and not under Lake Formation), and the compactor moves them here at its next runs.
+
+The module runs past 300 lines on purpose: every key the system writes, its parser and this reasoning stay in one
+place.
 """
 
 from __future__ import annotations
@@ -31,7 +64,10 @@ from urllib.parse import unquote_plus
 
 DATA_ROOT: Final = "data"
 QUARANTINE_ROOT: Final = "quarantine"
-COMPACTED_ROOT: Final = "compacted"
+COMPACTED_DIR: Final = "_compacted"
+"""The hidden folder of compaction output under each table's location (see the module's docstring)."""
+LEGACY_COMPACTED_ROOT: Final = "compacted"
+"""Where compaction output lived before it moved under the tables' locations: read, moved, expired, never written."""
 STATE_ROOT: Final = "state"
 LATE_DATA_FILE: Final = "late.json"
 LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
@@ -39,7 +75,7 @@ LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
 COMPLETENESS_CLAIM_FILE: Final = "event.json"
 COMPLETENESS_CLAIMS: Final = f"{STATE_ROOT}/*/complete/*"
 """Every topic's completeness-event claims, as an IAM object pattern (see ``TablePrefix.completeness_claim_key``)."""
-NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, COMPACTED_ROOT, STATE_ROOT)
+NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 """A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
@@ -75,6 +111,19 @@ DATA_KEY_RE: Final = re.compile(
     + "$"
 )
 
+
+COMPACTION_OUTPUT_RE: Final = re.compile(
+    "^(?:"
+    + re.escape(DATA_ROOT)
+    + "/"
+    + "/".join([NAME_PATTERN] * 4)
+    + "/"
+    + re.escape(COMPACTED_DIR)
+    + "|"
+    + re.escape(LEGACY_COMPACTED_ROOT)
+    + ")/"
+)
+"""A key (or key prefix) of compaction output: under a table's ``_compacted/`` folder, or the legacy root."""
 
 PARTITION_SEGMENT_RE: Final = {
     name: re.compile("^" + re.escape(lit) + f"(?P<value>{pat})/$") for name, lit, pat in _DATA_SEGMENTS[4:]
@@ -119,7 +168,12 @@ class TablePrefix:
         return f"{QUARANTINE_ROOT}/{self._path()}"
 
     def compacted_prefix(self) -> str:
-        return f"{COMPACTED_ROOT}/{self._path()}"
+        """The table's compaction output: hidden, under the table's location, beside the raw partitions."""
+        return f"{self.data_prefix()}{COMPACTED_DIR}/"
+
+    def legacy_compacted_prefix(self) -> str:
+        """Where the table's compaction output lived before it moved under the table's location."""
+        return f"{LEGACY_COMPACTED_ROOT}/{self._path()}"
 
     def state_prefix(self) -> str:
         return f"{STATE_ROOT}/{self._path()}"
@@ -167,8 +221,9 @@ class TablePrefix:
         return f"{self.compaction_prefix()}{partition.path()}manifest.json"
 
     def compaction_output_prefix(self, partition: Partition, run_id: str) -> str:
-        """The run directory a rewrite of ``partition`` writes its files to, never inside a raw directory."""
-        return f"{self.compacted_prefix()}{partition.path()}run={run_id}/"
+        """The run directory a rewrite of ``partition`` writes its files to, never inside a raw directory; its path
+        holds the partition's ``k=v`` segments and no other ``=``."""
+        return f"{self.compacted_prefix()}{partition.path()}run-{run_id}/"
 
     def quarantine_key(self, dt: date, kafka_partition: int, first_offset: int, last_offset: int) -> str:
         """Undecodable records of one Kafka partition and day; never matched by the data parser."""
@@ -254,10 +309,17 @@ def partition_segment_value(name: str, segment: str) -> str:
     return match.group("value")
 
 
+def is_compaction_output(key: str) -> bool:
+    """Whether ``key`` (or key prefix) is compaction output, in this layout or the legacy one."""
+    return COMPACTION_OUTPUT_RE.match(key) is not None
+
+
 def parse_data_key(key: str) -> DataKey:
     """Parse a decoded data key; raise ``LayoutError`` saying why a key is not one of ours."""
     match = DATA_KEY_RE.match(key)
     if match is None:
+        if is_compaction_output(key):
+            raise LayoutError(f"{key!r} is compaction output, not a data partition")
         root = key.split("/", 1)[0]
         if root in NON_DATA_ROOTS:
             raise LayoutError(f"{key!r} is under the {root!r} prefix, not a data partition")

@@ -36,6 +36,8 @@ class MaintainerCount(StrEnum):
     IGNORED_OTHER_EVENT = "ignored_other_event"
     IGNORED_NO_OBJECT = "ignored_no_object"
     IGNORED_FOREIGN_KEY = "ignored_foreign_key"
+    IGNORED_COMPACTION_OUTPUT = "ignored_compaction_output"
+    """Objects the compactor wrote under a table's location (``kafkalake.layout.is_compaction_output``)."""
     IGNORED_UNKNOWN_TABLE = "ignored_unknown_table"
     IGNORED_OTHER_ENVIRONMENT = "ignored_other_environment"
     """Data keys under another environment's prefix: acknowledged, never sent to Glue (nor to a crawler)."""

@@ -22,6 +22,7 @@ from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
 from kafkalake.layout import LayoutError, parse_data_key
 from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
+from kafkalake_dev.inventory import table_objects
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest
 
@@ -88,8 +89,7 @@ def read_lake(s3: Any, bucket: str, topic: Topic) -> Lake:
 
     receipts = [Receipt.from_dict(d) for d in documents(prefix.receipts_prefix(), ".json")]
     manifests = [Manifest.from_dict(d) for d in documents(prefix.compaction_prefix(), "manifest.json")]
-    raw = set(list_objects(s3, bucket, prefix.data_prefix(), ".parquet"))
-    compacted = set(list_objects(s3, bucket, prefix.compacted_prefix(), ".parquet"))
+    raw, compacted = (set(found) for found in table_objects(s3, bucket, prefix))
     quarantine = set(list_objects(s3, bucket, prefix.quarantine_prefix(), ".parquet"))
     counted = sorted(raw | compacted | {o.key for r in receipts for o in r.quarantine if o.key in quarantine})
 

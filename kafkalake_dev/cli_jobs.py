@@ -85,8 +85,9 @@ def demo(
     console.print(
         f"Next: `kafkalake inventory --env {env}`, `kafkalake catalog show <topic>`, "
         f"`kafkalake compact run --table <topic>`, `kafkalake maintain --once`.\n"
-        f"S3 (moto at {endpoints.aws_endpoint_url}): s3://{report.bucket}/data/ (raw), /compacted/, "
-        f"/quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, late-data markers)."
+        f"S3 (moto at {endpoints.aws_endpoint_url}): s3://{report.bucket}/data/ (raw files; compacted ones in each "
+        f"table's _compacted/), /quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, "
+        f"late-data markers)."
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
     console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
@@ -189,7 +190,9 @@ def compact_run(
         f"{skipped} partitions or tables skipped (too few new files, nothing new since their last compaction, "
         "or held by another run)"
     )
-    console.print(f"compacted files are under s3://{endpoints.bucket}/compacted/ (manifests under /state/)")
+    console.print(
+        f"compacted files are under s3://{endpoints.bucket}/data/<topic path>/_compacted/ (manifests under /state/)"
+    )
     if any(result.action == Action.FAILED for result in results):
         raise typer.Exit(1)
 

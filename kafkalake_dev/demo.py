@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from kafkalake.aws import list_objects, make_client
+from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.jobspec import JobRun, archiver_run, compactor_run
 from kafkalake.layout import parse_data_key, parse_s3_uri
 from kafkalake.settings import Endpoints
-from kafkalake_dev.inventory import TableInventory, take_inventory
+from kafkalake_dev.inventory import TableInventory, table_objects, take_inventory
 from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
 from kafkalake_dev.stack import state_dir
 from kafkalake_dev.workload import Produced
@@ -250,7 +250,7 @@ def table_results(  # noqa: PLR0917 - what the comparison is made of
     inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics)
     results = []
     for topic, inventory in zip(topics, inventories, strict=True):
-        raw = list_objects(clients["s3"], bucket, topic.prefix.data_prefix(), ".parquet")
+        raw, _ = table_objects(clients["s3"], bucket, topic.prefix)
         results.append(
             TableResult(
                 topic=topic,

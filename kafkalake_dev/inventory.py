@@ -15,7 +15,7 @@ from kafkalake.aws import list_objects, read_json
 from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import Partition, parse_s3_uri
+from kafkalake.layout import Partition, TablePrefix, is_compaction_output, parse_s3_uri
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,17 @@ class TableInventory:
         return sum(p.compacted for p in self.partitions)
 
 
+def table_objects(s3: Any, bucket: str, prefix: TablePrefix) -> tuple[dict[str, int], dict[str, int]]:
+    """A table's live Parquet objects, key → size: the raw files, and the compaction output (under the table's
+    location, and under the legacy root for partitions compacted before it moved)."""
+    listed = list_objects(s3, bucket, prefix.data_prefix(), ".parquet")
+    raw = {k: size for k, size in listed.items() if not is_compaction_output(k)}
+    legacy = list_objects(s3, bucket, prefix.legacy_compacted_prefix(), ".parquet")
+    return raw, {**{k: size for k, size in listed.items() if k not in raw}, **legacy}
+
+
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
-    raw = list_objects(s3, bucket, topic.prefix.data_prefix(), ".parquet")
-    compacted = list_objects(s3, bucket, topic.prefix.compacted_prefix(), ".parquet")
+    raw, compacted = table_objects(s3, bucket, topic.prefix)
     quarantine = list_objects(s3, bucket, topic.prefix.quarantine_prefix(), ".parquet")
     partitions, columns_by_version = [], {}
     files = {**raw, **compacted}
@@ -83,7 +91,7 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
         partition = Partition.from_values(list(values))
         location = parse_s3_uri(glue_partition["StorageDescriptor"]["Location"]).as_prefix()
         current = {k: s for k, s in files.items() if k.startswith(location)}
-        is_compacted = location.startswith(topic.prefix.compacted_prefix())
+        is_compacted = is_compaction_output(location)
         manifest = read_json(s3, bucket, topic.prefix.compaction_manifest_key(partition)) if is_compacted else None
         raw_here = [k for k in raw if k.startswith(topic.prefix.data_prefix() + partition.path())]
         partitions.append(

@@ -129,7 +129,9 @@ class GlueCatalog(Construct):
             name=spec.name,
             role=self.crawler_role.role_arn,
             database_name=self.database_resources[spec.database].ref,
-            targets=glue.CfnCrawler.TargetsProperty(s3_targets=[glue.CfnCrawler.S3TargetProperty(path=spec.location)]),
+            targets=glue.CfnCrawler.TargetsProperty(
+                s3_targets=[glue.CfnCrawler.S3TargetProperty(path=spec.location, exclusions=list(spec.exclusions))]
+            ),
             recrawl_policy=glue.CfnCrawler.RecrawlPolicyProperty(recrawl_behavior=spec.recrawl_behavior),
             schema_change_policy=glue.CfnCrawler.SchemaChangePolicyProperty(
                 update_behavior=spec.update_behavior, delete_behavior=spec.delete_behavior

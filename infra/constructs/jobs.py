@@ -21,11 +21,15 @@ from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run
-from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT
+from kafkalake.layout import COMPACTED_DIR, DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT, STATE_ROOT
 from kafkalake.metrics import NAMESPACE
 
 ARCHIVER_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
-COMPACTOR_ROOTS = (DATA_ROOT, COMPACTED_ROOT, STATE_ROOT)
+COMPACTOR_ROOTS = (DATA_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
+"""The compactor reads and deletes under these; it writes only its manifests and its output."""
+COMPACTOR_WRITES = (STATE_ROOT, f"{DATA_ROOT}/*/{COMPACTED_DIR}")
+"""Manifests, and the output under each table's location (``kafkalake.layout``); never raw files, never the legacy
+root."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
 
 
@@ -170,7 +174,12 @@ class Jobs(Construct):
 
     def _compactor_role(self) -> iam.Role:
         stack = Stack.of(self)
-        role = self._job_role("CompactorJobRole", COMPACTOR_ROOTS, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"])
+        role = self._job_role("CompactorJobRole", COMPACTOR_ROOTS, ["s3:GetObject", "s3:DeleteObject"])
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{w}/*") for w in COMPACTOR_WRITES]
+            )
+        )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
@@ -179,12 +188,12 @@ class Jobs(Construct):
         )
         acknowledge(
             role,
-            "The compactor reads and deletes objects under the data prefix, writes and deletes its own "
-            "output and manifests with the lake key, and updates partitions of tables created at run time in our "
-            "databases.",
+            "The compactor reads and deletes objects under the data prefix (and the legacy compaction root), writes "
+            "its output (under each table's _compacted/ folder) and manifests with the lake key, and updates "
+            "partitions of tables created at run time in our databases.",
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-            *(object_finding(self.bucket, root) for root in COMPACTOR_ROOTS),
+            *(object_finding(self.bucket, root) for root in sorted({*COMPACTOR_ROOTS, *COMPACTOR_WRITES})),
             *glue_table_findings(stack, self.databases),
         )
         return role

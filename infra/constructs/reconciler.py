@@ -16,7 +16,7 @@ from infra.constructs.functions import function_logs, invocation_dlq, python_fun
 from infra.constructs.iam import glue_table_findings, glue_table_resources
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT
+from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT
 from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE
 from kafkalake.settings import ReconcilerEnvironment
 
@@ -60,10 +60,11 @@ class Reconciler(Construct):
         schedule(self, self.function, events.Schedule.expression(settings.reconcile_schedule), self.dead_letters)
 
     def _role(self, log_group: logs.ILogGroup, databases: list[str], bucket: s3.IBucket) -> iam.Role:
-        """Logs, our Glue tables (read, add partitions), and listing the data and compaction prefixes."""
+        """Logs, our Glue tables (read, add partitions), and listing the data prefix (compaction output included) and
+        the legacy compaction root (partitions compacted before the output moved under the tables)."""
         stack = Stack.of(self)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        listing = {"StringLike": {"s3:prefix": [f"{DATA_ROOT}/*", f"{COMPACTED_ROOT}/*"]}}
+        listing = {"StringLike": {"s3:prefix": [f"{DATA_ROOT}/*", f"{LEGACY_COMPACTED_ROOT}/*"]}}
         statements = [
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]

@@ -11,12 +11,14 @@ from constructs import Construct
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.layout import COMPACTED_ROOT, DATA_ROOT, QUARANTINE_ROOT
+from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT
 
 
 def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[s3.LifecycleRule]:
-    """Abort stale uploads; tier data by age; expire each topic's data and compacted output after its retention
-    (GDPR), quarantined records after theirs, and noncurrent object versions after a few days."""
+    """Abort stale uploads; tier data by age; expire each topic's data after its retention (GDPR), quarantined
+    records after theirs, and noncurrent object versions after a few days. Compaction output lies under each table's
+    data prefix (``kafkalake.layout``), so the data rules tier and expire it too; output from before it moved there
+    keeps its retention rule under the legacy root until the compactor has moved it."""
     rules = [
         s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
         s3.LifecycleRule(
@@ -42,7 +44,10 @@ def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[
     for topic in topics:
         if topic.spec.retention_days is None:
             continue
-        prefixes = ((DATA_ROOT, topic.prefix.data_prefix()), (COMPACTED_ROOT, topic.prefix.compacted_prefix()))
+        prefixes = (
+            (DATA_ROOT, topic.prefix.data_prefix()),
+            (LEGACY_COMPACTED_ROOT, topic.prefix.legacy_compacted_prefix()),
+        )
         for root, prefix in prefixes:
             rules.append(
                 s3.LifecycleRule(

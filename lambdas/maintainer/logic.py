@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from kafkalake.layout import DataKey, LayoutError, TablePrefix
+from kafkalake.layout import DataKey, LayoutError, TablePrefix, is_compaction_output
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import MaintainerCount
 from lambdas.maintainer.dal import Clients, GlueCatalog, LakeObjects, Queue, State, publish
@@ -48,6 +48,7 @@ IGNORED = {
     "no_object": MaintainerCount.IGNORED_NO_OBJECT,
     "foreign_key": MaintainerCount.IGNORED_FOREIGN_KEY,
     "other_environment": MaintainerCount.IGNORED_OTHER_ENVIRONMENT,
+    "compaction_output": MaintainerCount.IGNORED_COMPACTION_OUTPUT,
 }
 """Why a record is ignored → what it is counted as."""
 
@@ -86,14 +87,24 @@ class Ignored:
     detail: str = ""
 
 
-def handle_record(event: ObjectEvent, env: str) -> DataKey | Ignored:
-    """The typed record handler: a data key of environment ``env`` to act on, or why this event is ignored."""
+def _not_a_new_data_object(event: ObjectEvent) -> Ignored | None:
+    """Why the event names no new object a table could hold, if it does not."""
     if event.name.startswith("ObjectRemoved"):
         return Ignored("removed_object")
     if not event.name.startswith("ObjectCreated"):
         return Ignored("other_event")
     if event.key is None:
         return Ignored("no_object")
+    if is_compaction_output(event.key):  # the compactor's own files under the table: never a table or partition
+        return Ignored("compaction_output")
+    return None
+
+
+def handle_record(event: ObjectEvent, env: str) -> DataKey | Ignored:
+    """The typed record handler: a data key of environment ``env`` to act on, or why this event is ignored."""
+    ignored = _not_a_new_data_object(event)
+    if ignored is not None or event.key is None:
+        return ignored or Ignored("no_object")
     try:
         data_key = parse_key(event.key)
     except LayoutError as exc:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafkalake.glue import COMPLETE_PARAMETER, partition_input
-from kafkalake.layout import COMPACTED_ROOT, PARTITION_KEYS, DataKey, Partition, s3_uri
+from kafkalake.layout import PARTITION_KEYS, DataKey, Partition, is_compaction_output, parse_s3_uri
 from kafkalake.metrics import MaintainerCount
 from lambdas.maintainer.dal import GlueCatalog, LakeObjects, State
 from lambdas.maintainer.report import MAX_SAMPLES, Report
@@ -81,12 +81,12 @@ class PartitionSync:
         compaction run directory get a marker for the compactor and a ``LateData`` event. The location comes from
         the partition cache, like every lookup: a compaction that swapped the partition after it was cached is
         seen once the entry expires (the compactor takes the late file at its next run either way)."""
-        compacted = s3_uri(self.lake.bucket, f"{COMPACTED_ROOT}/")
         late: dict[tuple[str, ...], list[DataKey]] = defaultdict(list)
         for key in keys:
             values = tuple(key.partition.values())
             location = self.state.partitions.get((table.database, table.table, values)) or ""
-            if key.partition.end + self.completeness_delay <= self.now and location.startswith(compacted):
+            closed = key.partition.end + self.completeness_delay <= self.now
+            if closed and location and is_compaction_output(parse_s3_uri(location).key):
                 late[values].append(key)
         for values, found in sorted(late.items()):
             objects = sorted(k.key() for k in found)

@@ -2,7 +2,8 @@
 lost: a message that expired in the DLQ, a changed notification configuration, an object restored by hand), and
 Glue partitions whose location holds no object are reported.
 
-S3 is listed with a delimiter, level by level (schema_version=, dt=, hour=), never object by object.
+S3 is listed with a delimiter, level by level (schema_version=, dt=, hour=), never object by object; the table's
+compaction output (``_compacted/``, beside the partitions) is not a partition and is not descended into.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from kafkalake.glue import batch_create_partitions, partition_input, table_partitions
 from kafkalake.layout import (
+    COMPACTED_DIR,
     PARTITION_KEYS,
     LayoutError,
     Partition,
@@ -48,6 +50,8 @@ def s3_partitions(s3: Any, bucket: str, data_prefix: str) -> set[Partition]:
     """Every partition folder of a table on S3, level by level; folders of another shape are left out."""
     found = set()
     for version in _folders(s3, bucket, data_prefix):
+        if version == f"{COMPACTED_DIR}/":
+            continue
         for day in _folders(s3, bucket, data_prefix + version):
             for hour in _folders(s3, bucket, data_prefix + version + day):
                 try:

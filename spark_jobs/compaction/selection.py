@@ -2,7 +2,10 @@
 
 A partition is due when it is closed (marked complete by the maintainer, or older than the safety delay) and holds
 at least ``min_input_files`` files no earlier run took (one is enough next to an earlier run's output: a late
-file), within the run's byte budget; partitions with a late-data marker come first. A manifest that is not done is
+file), within the run's byte budget; partitions with a late-data marker come first. A partition whose location is
+still an output of the legacy layout (``kafkalake.layout.TablePrefix.legacy_compacted_prefix``) is due as it is:
+its files are rewritten under the table's location and deleted after the grace period, a few per run within the
+budget, so SDK for pandas and Lake Formation can read it too. A manifest that is not done is
 carried forward from its state; a swapped one is cleaned first (``spark_jobs.compaction.clean``), then its
 outputs become inputs of the next run.
 """
@@ -16,7 +19,7 @@ from typing import Any
 from kafkalake.aws import list_objects
 from kafkalake.catalog import Topic
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import LATE_DATA_FILE, Partition
+from kafkalake.layout import LATE_DATA_FILE, Partition, parse_s3_uri
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest, ManifestState
 from spark_jobs.compaction.work import Action, PartitionResult, Rewriter, Work, describe, table_name
@@ -106,7 +109,8 @@ def _plan(
     needed = rewriter.knobs.min_input_files if not base else 1
     if late and not untaken:  # an earlier run already took the late files: the marker is stale
         rewriter.s3.delete_object(Bucket=rewriter.bucket, Key=topic.prefix.late_data_key(partition))
-    if len(untaken) < needed or not untaken or sum(inputs.values()) > budget:
+    moving = bool(base) and parse_s3_uri(current).key.startswith(topic.prefix.legacy_compacted_prefix())
+    if (not moving and (len(untaken) < needed or not untaken)) or sum(inputs.values()) > budget:
         return PartitionResult(table_name(topic), values, Action.SKIPPED, files_before=len(inputs))
     run_id = hashlib.sha256("\n".join(sorted(inputs)).encode()).hexdigest()[:16]
     due = manifest.due_for_deletion() if manifest and manifest.state != ManifestState.CLEANED else {}

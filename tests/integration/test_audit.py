@@ -14,12 +14,13 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from kafkalake.aws import list_objects, make_client
+from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.layout import parse_data_key
 from kafkalake.settings import Endpoints
 from kafkalake_dev.audit import PartitionAudit, audit, committed_offsets, read_lake
 from kafkalake_dev.cli import app
+from kafkalake_dev.inventory import table_objects
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.compaction.job import Compactor
@@ -63,7 +64,7 @@ def test_every_offset_is_accounted_for_a_deleted_object_is_a_gap_and_compaction_
     assert {r.kafka_partition: r.end for r in clean} == committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic)
 
     s3 = make_client(endpoints, "s3")
-    raw = sorted(list_objects(s3, endpoints.bucket, topic.prefix.data_prefix(), ".parquet"))
+    raw = sorted(table_objects(s3, endpoints.bucket, topic.prefix)[0])
     victim = raw[len(raw) // 2]
     body = s3.get_object(Bucket=endpoints.bucket, Key=victim)["Body"].read()
     s3.delete_object(Bucket=endpoints.bucket, Key=victim)
@@ -82,7 +83,7 @@ def test_every_offset_is_accounted_for_a_deleted_object_is_a_gap_and_compaction_
     assert {r.action for r in compacted} >= {"compacted"} and "failed" not in {r.action for r in compacted}
     assert problems(audited(endpoints, topic)) == []  # raw files still there through the grace period
     Compactor(spark, endpoints, [topic], knobs, now=lambda: LATER + timedelta(hours=2), say=lambda _: None).run()
-    remaining = list_objects(s3, endpoints.bucket, topic.prefix.data_prefix(), ".parquet")
+    remaining, _ = table_objects(s3, endpoints.bucket, topic.prefix)
     assert len(remaining) < len(raw)  # compacted inputs deleted: their rows live on in the outputs
     after = audited(endpoints, topic)
     assert problems(after) == [] and sum(r.found for r in after) == sum(r.stored for r in clean)
@@ -124,7 +125,7 @@ def test_the_command_prints_the_table_and_exits_non_zero_on_a_gap(
     assert balanced.exit_code == 0, balanced.output
     assert f"offset audit of {topic.kafka_topic}" in balanced.output and "problems" not in balanced.output
     s3 = make_client(bucket_endpoints, "s3")
-    victim = sorted(list_objects(s3, env.bucket, topic.prefix.data_prefix(), ".parquet"))[0]
+    victim = sorted(table_objects(s3, env.bucket, topic.prefix)[0])[0]
     s3.delete_object(Bucket=env.bucket, Key=victim)
     gone = parse_data_key(victim)
     unbalanced = CliRunner().invoke(app, ["audit", *where, "--topic", topic.name])

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.layout import DataKey, Partition
+from kafkalake.layout import DataKey, Partition, TablePrefix, is_compaction_output
 from kafkalake.settings import Endpoints
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compaction.job import Compactor, main
@@ -94,7 +94,7 @@ class Lake:
         return sum(order.index(ManifestState(state)) + 1 for state in states)
 
     def raw(self) -> dict[str, int]:
-        return self.keys(self.topic.prefix.data_prefix())
+        return {k: v for k, v in self.keys(self.topic.prefix.data_prefix()).items() if not is_compaction_output(k)}
 
     def read_current(self, spark: SparkSession, partition: Partition = PARTITION) -> Any:
         """What a reader sees: the files at the location Glue holds."""
@@ -126,7 +126,7 @@ def test_500_small_files_become_target_sized_files(spark: SparkSession, endpoint
     assert len(outputs) == round(sum(outputs.values()) / (64 * 1024)) < math.ceil(input_bytes / (64 * 1024))
     for size in outputs.values():
         assert 0.75 * 64 * 1024 <= size <= 1.25 * 64 * 1024, sorted(outputs.values())
-    assert lake.location().startswith(f"s3://{BUCKET}/compacted/")
+    assert lake.location().startswith(f"s3://{BUCKET}/{lake.topic.prefix.compacted_prefix()}")
     assert_exact(spark, lake, rows)
     covered = sorted(r for ranges in lake.manifest()["output_ranges"].values() for r in ranges)
     for kafka_partition in range(3):  # the recorded ranges tile each Kafka partition's offsets without a gap
@@ -171,7 +171,7 @@ def test_killed_compactor_rolls_forward(
     compactor(spark, lake).run()
     compactor(spark, lake, now=later).run()
     assert_exact(spark, lake, rows)
-    runs = {k.split("/run=")[1].split("/")[0] for k in lake.keys(lake.topic.prefix.compacted_prefix())}
+    runs = {k.split("/run-")[1].split("/")[0] for k in lake.keys(lake.topic.prefix.compacted_prefix())}
     assert len(runs) == 1, "orphaned compaction output"
     assert lake.raw() == {}
 
@@ -189,6 +189,42 @@ def test_late_files_become_visible_after_one_more_cycle(spark: SparkSession, end
     compactor(spark, lake, now=NOW + timedelta(hours=3)).run()
     assert_exact(spark, lake, rows + late_rows)
     assert lake.raw() == {}
+
+
+def test_partitions_compacted_under_the_legacy_layout_are_read_and_moved_under_the_table(
+    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lake compacted before the output moved under the tables (``compacted/<topic path>/…/run=<id>/``): readers
+    of Glue's locations still read it exactly; the next run moves each such partition under the table's location
+    (one with a late file, one without), and the clean-up deletes the legacy files after the grace period."""
+    lake = Lake(endpoints)
+    hours = [PARTITION, Partition(1, PARTITION.dt, 8)]
+    rows = {hour: lake.put_files(12, hour) for hour in hours}
+    lake.register(hours)
+    legacy = lake.topic.prefix.legacy_compacted_prefix()
+
+    def legacy_output(self: TablePrefix, partition: Partition, run_id: str) -> str:  # the layout before the move
+        return f"{self.legacy_compacted_prefix()}{partition.path()}run={run_id}/"
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TablePrefix, "compaction_output_prefix", legacy_output)
+        compactor(spark, lake).run()
+        compactor(spark, lake, now=NOW + timedelta(hours=2)).run()
+    assert lake.raw() == {} and all(lake.location(h).startswith(f"s3://{BUCKET}/{legacy}") for h in hours)
+    for hour in hours:
+        assert lake.read_current(spark, hour).count() == rows[hour]
+    rows[PARTITION] += lake.put_files(1)  # a late file in the first hour only
+    results = compactor(spark, lake, now=NOW + timedelta(hours=3)).run()
+    assert sorted((r.partition, r.action) for r in results) == sorted((h.values(), "compacted") for h in hours)
+    for hour in hours:
+        assert lake.location(hour).startswith(f"s3://{BUCKET}/{lake.topic.prefix.compacted_prefix()}")
+        frame = lake.read_current(spark, hour).select("_kafka_partition", "_kafka_offset")
+        assert frame.count() == frame.distinct().count() == rows[hour]
+    assert lake.keys(legacy), "legacy files stay through the grace period"
+    compactor(spark, lake, now=NOW + timedelta(hours=5)).run()
+    assert lake.keys(legacy) == {} and lake.raw() == {}
+    for hour in hours:
+        assert lake.read_current(spark, hour).count() == rows[hour]
 
 
 def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> None:
@@ -323,7 +359,7 @@ def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
     by_table = {line["table"]: line for line in lines}
     assert by_table[f"{good.topic.database}.{good.topic.table}"]["action"] == "compacted"
     assert_exact(spark, good, rows[good.topic.name])
-    assert good.location().startswith(f"s3://{BUCKET}/compacted/")
+    assert good.location().startswith(f"s3://{BUCKET}/{good.topic.prefix.compacted_prefix()}")
     reported = by_table[f"{missing.topic.database}.{missing.topic.table}"]
     assert reported["action"] == "failed" and "is not in Glue" in reported["reason"], reported
     assert missing.keys(missing.topic.prefix.compacted_prefix()) == {}
@@ -375,7 +411,8 @@ def test_sigkill_at_random_moments_then_a_clean_run(
         for hour in hours:
             frame = lake.read_current(spark, hour).select("_kafka_partition", "_kafka_offset")
             assert (frame.count(), frame.distinct().count()) == (rows[lake.topic.name][hour],) * 2, (seed, kills)
-            assert lake.location(hour).startswith(f"s3://{lake.bucket}/compacted/"), (seed, kills)
+            output = f"s3://{lake.bucket}/{lake.topic.prefix.compacted_prefix()}"
+            assert lake.location(hour).startswith(output), (seed, kills)
         assert lake.raw() == {}, f"seed {seed}: inputs left behind"
         runs = {k.rsplit("/", 1)[0] for k in lake.keys(lake.topic.prefix.compacted_prefix())}
         assert runs == {lake.location(hour).split(f"{lake.bucket}/", 1)[1].rstrip("/") for hour in hours}, seed

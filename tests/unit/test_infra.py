@@ -245,6 +245,8 @@ def test_glue_databases_and_one_crawler_per_crawler_mode_topic(stacks: Any, env:
         configuration = json.loads(props["Configuration"])
         assert configuration["Grouping"]["TableGroupingPolicy"] == "CombineCompatibleSchemas"
         assert configuration["CrawlerOutput"]["Partitions"]["AddOrUpdateBehavior"] == "InheritFromTable"
+        [target] = props["Targets"]["S3Targets"]
+        assert target["Exclusions"] == ["_compacted/**"], "compaction output is never a table or partition"
         configuration_id = props["CrawlerSecurityConfiguration"]["Ref"]
         security = resources(tpl, "AWS::Glue::SecurityConfiguration")[configuration_id]["Properties"]
         assert security["Name"] == f"kafkalake-{env}"
@@ -288,6 +290,9 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     assert len(deletes) == 1 and "/state/*" in json.dumps(deletes[0]["Resource"])
     assert not any("glue:" in json.dumps(s["Action"]) for s in archiver)
     compactor = role_statements(tpl, "CompactorJobRole")
+    [puts] = [s for s in compactor if "s3:PutObject" in s["Action"]]
+    written = sorted(r["Fn::Join"][1][1] for r in puts["Resource"])
+    assert written == ["/data/*/_compacted/*", "/state/*"], "output under the tables' _compacted/, manifests"
     glue = next(s for s in compactor if "glue:UpdatePartition" in s["Action"])
     assert sorted(glue["Action"]) == [
         "glue:GetPartition",

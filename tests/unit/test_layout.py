@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalake.layout import (
+    COMPACTED_DIR,
     COMPLETENESS_CLAIMS,
     LATE_DATA_MARKERS,
     DataKey,
@@ -14,6 +15,7 @@ from kafkalake.layout import (
     Partition,
     TablePrefix,
     decode_event_key,
+    is_compaction_output,
     parse_data_key,
     to_segment,
 )
@@ -47,7 +49,7 @@ def real_s3_event_encode(key: str) -> str:
 @given(keys)
 def test_round_trip_through_event_encodings(data_key: DataKey) -> None:
     key = data_key.key()
-    assert parse_data_key(key) == data_key
+    assert parse_data_key(key) == data_key and not is_compaction_output(key)
     assert parse_data_key(decode_event_key(s3_event_encode(key))) == data_key
     assert parse_data_key(decode_event_key(real_s3_event_encode(key))) == data_key
 
@@ -85,7 +87,8 @@ def test_example_key() -> None:
     ("key", "reason"),
     [
         ("quarantine/staging/acme/payments/card-authorized/x.parquet", "under the 'quarantine' prefix"),
-        ("compacted/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/a.parquet", "'compacted' prefix"),
+        ("compacted/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/a.parquet", "compaction output"),
+        ("data/staging/acme/p/t/_compacted/schema_version=1/dt=2026-01-01/hour=00/run-0a/p.parquet", "compaction"),
         ("state/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet", "'state' prefix"),
         ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/_SUCCESS", "not a .parquet data object"),
         ("data/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet.tmp", "not a .parquet"),
@@ -110,11 +113,28 @@ def test_prefixes_do_not_overlap() -> None:
         for p in (
             prefix.data_prefix(),
             prefix.quarantine_prefix(),
-            prefix.compacted_prefix(),
+            prefix.legacy_compacted_prefix(),
             prefix.state_prefix(),
         )
     }
     assert roots == {"data", "quarantine", "compacted", "state"}
+
+
+def test_compaction_output_lies_under_the_table_location_hidden_beside_the_partitions() -> None:
+    """Under the table's location (SDK for pandas, Lake Formation), in a folder readers skip when they list the table
+    or a partition (a leading ``_``), never inside a raw partition directory, with no ``=`` but the partition's."""
+    prefix = TablePrefix("staging", "acme", "payments", "card-authorized")
+    partition = Partition(2, date(2026, 11, 20), 7)
+    output = prefix.compaction_output_prefix(partition, "0123abcd")
+    assert output.startswith(prefix.data_prefix()) and output.startswith(prefix.compacted_prefix())
+    relative = output[len(prefix.data_prefix()) :]
+    assert relative.split("/")[0] == COMPACTED_DIR and COMPACTED_DIR.startswith("_")
+    assert not output.startswith(prefix.data_prefix() + partition.path())
+    assert [s for s in relative.split("/") if "=" in s] == partition.path().strip("/").split("/")
+    assert is_compaction_output(output) and is_compaction_output(output + "part-00000.parquet")
+    assert is_compaction_output(prefix.legacy_compacted_prefix() + partition.path() + "run=0a/part-00000.parquet")
+    assert not is_compaction_output(prefix.data_prefix() + partition.path() + "card-authorized+0+0-9.parquet")
+    assert not is_compaction_output(prefix.quarantine_prefix())
 
 
 def test_partition_values_round_trip() -> None:
@@ -163,5 +183,5 @@ def test_durable_records_live_side_by_side_under_the_state_prefix_with_their_exi
     )
     assert receipt.startswith(prefix.receipts_prefix()) and manifest.startswith(prefix.compaction_prefix())
     assert prefix.compaction_output_prefix(partition, "0123abcd") == (
-        "compacted/staging/acme/payments/card-authorized/schema_version=2/dt=2026-11-20/hour=07/run=0123abcd/"
+        "data/staging/acme/payments/card-authorized/_compacted/schema_version=2/dt=2026-11-20/hour=07/run-0123abcd/"
     )

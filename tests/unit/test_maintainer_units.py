@@ -80,6 +80,10 @@ def test_record_handler_decisions() -> None:
     other = handle_record(parse_body(json.dumps({"Records": [record()]})).events[0], "production")
     assert isinstance(other, Ignored) and other.kind == "other_environment"
     assert "belongs to environment 'staging'; this maintainer serves 'production'" in other.detail
+    output = "data/staging/acme/payments/card-authorized/_compacted/schema_version=1/dt=2026-11-20/hour=07/run-0a/"
+    output += "part-00000.parquet"
+    compacted = parse_body(json.dumps({"Records": [record(key=output)]})).events[0]
+    assert handle_record(compacted, "staging") == Ignored("compaction_output")
 
 
 def eventbridge(key: str, detail_type: str = "Object Created") -> str:

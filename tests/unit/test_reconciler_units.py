@@ -53,6 +53,8 @@ def test_one_failing_table_is_reported_and_the_others_are_reconciled() -> None:
     for name in ("denied", "good"):
         prefix = TablePrefix("staging", "acme", "payments", name).data_prefix()
         s3.put_object(Bucket="lake", Key=f"{prefix}{HOUR.path()}{name}+0+0-9.parquet", Body=b"x")
+        output = TablePrefix("staging", "acme", "payments", name).compaction_output_prefix(HOUR.previous(), "0a")
+        s3.put_object(Bucket="lake", Key=f"{output}part-00000.parquet", Body=b"x")  # compaction output: no partition
         columns = [{"Name": "id", "Type": "string"}]
         glue.create_table(DatabaseName="acme", TableInput=table_input(name, s3_uri("lake", prefix), columns, {}))
         targets.append(
