@@ -146,10 +146,8 @@ class Jobs(Construct):
         return role
 
     def _archiver_role(self) -> iam.Role:
+        # No s3:DeleteObject: the archiver's plans live in the topic's lease, which is rewritten, never deleted.
         role = self._job_role("ArchiverJobRole", ARCHIVER_ROOTS, ["s3:GetObject", "s3:PutObject"])
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[self.bucket.arn_for_objects(f"{STATE_ROOT}/*")])
-        )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],

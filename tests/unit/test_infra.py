@@ -286,8 +286,7 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "Effect": "Allow",
         "Resource": settings.kafka_secret_arn,
     } in archiver
-    deletes = [s for s in archiver if "s3:DeleteObject" in s["Action"]]
-    assert len(deletes) == 1 and "/state/*" in json.dumps(deletes[0]["Resource"])
+    assert not [s for s in archiver if "s3:DeleteObject" in s["Action"]], "the archiver deletes nothing"
     assert not any("glue:" in json.dumps(s["Action"]) for s in archiver)
     compactor = role_statements(tpl, "CompactorJobRole")
     [puts] = [s for s in compactor if "s3:PutObject" in s["Action"]]
