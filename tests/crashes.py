@@ -106,10 +106,17 @@ def random_kills(seed: int, steps: range, count: int = 3, most_delay: float = 2.
 
 
 def kill_on_progress(
-    command: Sequence[str], environ: Mapping[str, str], progress: Callable[[], int], kills: Sequence[Kill]
+    command: Sequence[str],
+    environ: Mapping[str, str],
+    progress: Callable[[], int],
+    kills: Sequence[Kill],
+    *,
+    lease_ttl: float,
 ) -> int:
     """Start ``command`` once per kill and SIGKILL its whole process group (Spark's JVM included) when the kill is
     due by ``progress()`` (the work all runs left in S3 so far), unless the run ended first; how many were killed.
+    After a kill it waits ``lease_ttl`` seconds, so the leases the killed run held are stale for the next run (a run
+    skips what a live-looking run holds).
 
     A kill keyed to the run's own progress lands in the middle of its work however long Spark takes to start."""
     killed = 0
@@ -126,4 +133,5 @@ def kill_on_progress(
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
             killed += 1
+            time.sleep(lease_ttl)
     return killed

@@ -22,10 +22,14 @@ RECORDS = 600
 
 
 def snapshot(endpoints: Endpoints, report: DemoReport) -> dict[str, Any]:
-    """Every object (key → ETag) in the bucket and every Glue partition (values → location and parameters)."""
+    """Every object (key → ETag) in the bucket and every Glue partition (values → location and parameters); the
+    runs' leases are left out: each run takes and releases them, which is all they record."""
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+    leases = {
+        k for t in report.tables for k in (t.topic.prefix.archive_lease_key(), t.topic.prefix.compaction_lease_key())
+    }
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=report.bucket)
-    objects = {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
+    objects = {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", []) if o["Key"] not in leases}
     partitions = {
         (t.topic.table, tuple(p["Values"])): (p["StorageDescriptor"]["Location"], p.get("Parameters"))
         for t in report.tables

@@ -40,6 +40,8 @@ CATALOG = load_catalog(catalog_dir())
 PARTITION = Partition(1, date(2026, 11, 20), 7)
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 ROWS_PER_FILE = 40
+LEASE_TTL_SECONDS = 3
+"""Short, so a run after a SIGKILL takes the killed run's tables over within seconds."""
 
 
 @pytest.fixture(scope="module")
@@ -393,7 +395,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
         "--catalog",
         str(catalog_folder),
         "--lease-ttl-seconds",
-        "5",
+        str(LEASE_TTL_SECONDS),
     ]
     command += ["--target-file-mb", "1", "--grace-minutes", "0", "--min-input-files", "2"]
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
@@ -402,7 +404,8 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     # plans all 18 partitions at once, then writes, verifies and swaps them; each kill comes 1-18 steps into its own
     # run and up to 2 s later, wherever Spark's start left the run by then
     kills = random_kills(seed, range(1, 19))
-    killed = kill_on_progress(command, environ, lambda: sum(lake.steps() for lake in lakes), kills)
+    steps = lambda: sum(lake.steps() for lake in lakes)  # noqa: E731
+    killed = kill_on_progress(command, environ, steps, kills, lease_ttl=LEASE_TTL_SECONDS)
     assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the compactor still running"
     for _ in range(2):  # the first finishes what the kills left; the second deletes inputs swapped by the first
         final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.stack
 RECORDS = 6000
 
 
-LEASE_TTL_SECONDS = 5
+LEASE_TTL_SECONDS = 3
 """Short, so a run after a SIGKILL takes the killed run's topics over within seconds."""
 
 
@@ -176,7 +176,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     def objects() -> int:
         return len(keys(fleet.endpoints, topic.prefix.data_prefix()))
 
-    killed = kill_on_progress(command, environ, objects, kills)
+    killed = kill_on_progress(command, environ, objects, kills, lease_ttl=LEASE_TTL_SECONDS)
     assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the archiver still running"
     final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
     assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"

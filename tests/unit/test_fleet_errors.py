@@ -24,8 +24,7 @@ DENIED = "An error occurred (AccessDenied) when calling the PutObject operation:
 def spark_error(*exceptions: str) -> Exception:
     """The text of PySpark's PythonException for a task that raised ``exceptions`` (each the cause of the next)."""
     frames = (
-        'Traceback (most recent call last):\n  File "/worker.py", line 1231, in main\n    process()\n'
-        "    ^^^^^^^^^\n"
+        'Traceback (most recent call last):\n  File "/worker.py", line 1231, in main\n    process()\n    ^^^^^^^^^\n'
     )
     chained = "\nThe above exception was the direct cause of the following exception:\n\n".join(
         f"{frames}{exception}\n" for exception in exceptions

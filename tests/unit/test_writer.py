@@ -175,7 +175,6 @@ def test_objects_are_cut_at_the_record_bound_and_do_not_depend_on_batching(s3: A
     assert all(s3.get_object(Bucket="lake", Key=k)["Body"].read() == body for k, body in bodies.items())
 
 
-
 def test_throttling_and_5xx_are_retried_and_each_task_reports_its_retries(s3: Any) -> None:
     events = worker_s3_client(ENDPOINTS).meta.events
     events.register_first("before-send.s3.PutObject", s3_answers((503, "SlowDown"), (500, "InternalError")))
