@@ -3,6 +3,9 @@
 Everything kafkalake does per topic (Kafka topic name, S3 prefix, Glue database/table/crawler names,
 business-time candidates, formats, policies) is derived here from those files and overridable defaults.
 Validation collects *every* problem with its file, field and a fix before anything runs.
+
+The module runs past 300 lines on purpose: the catalog's models, their validation messages and the loader that
+derives every per-topic name stay in one place, so a new catalog key is added, validated and documented together.
 """
 
 from __future__ import annotations
