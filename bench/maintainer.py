@@ -109,7 +109,7 @@ def main() -> None:
         env, catalog_dir, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-")))
         catalog = load_catalog(catalog_dir)
         topics = catalog.for_env(env.name)
-        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
         provisioned = provision(clients, endpoints.region, env, catalog)
         tables = [
             t.model_copy(update={"inference": TableInference.NATIVE})

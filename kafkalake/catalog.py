@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from kafkalake.glue import CrawlerSpec
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, s3_uri, to_segment
 from kafkalake.naming import TableInference, crawler_name_for, default_names
+from kafkalake.personal import PiiAction, schema_fields, schema_personal_fields
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -88,6 +89,8 @@ class TopicSpec(BaseModel):
     crawler_name: str | None = None
     archive: ArchiveSettings = ArchiveSettings()
     description: str = ""
+    pii: dict[str, PiiAction] = {}
+    """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,19 @@ class Topic:
     def crawler(self, bucket: str) -> CrawlerSpec:
         """The topic's crawler (crawler-mode topics get one in every deployment)."""
         return CrawlerSpec(self.crawler_name, self.database, s3_uri(bucket, self.prefix.data_prefix()))
+
+    @property
+    def personal_fields(self) -> dict[str, PiiAction]:
+        """Every personal field of any schema version with its action: the schemas' tags (a later version's
+        tag wins), then the catalog's ``pii`` overrides."""
+        tagged: dict[str, PiiAction] = {}
+        for text in self.schemas:
+            tagged.update(schema_personal_fields(json.loads(text)))
+        return {**tagged, **self.spec.pii}
+
+    def field_paths(self) -> set[str]:
+        """The dotted path of every field in any schema version."""
+        return {path for text in self.schemas for path, _ in schema_fields(json.loads(text))}
 
     def derived(self) -> dict[str, Any]:
         """The full derived configuration, as ``catalog show`` prints it."""
@@ -277,6 +293,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
                 f"add {name}.v1.avsc next to {path.name} (JSON topics declare their structure as Avro too)",
             )
         )
+    _check_personal_fields(topic, problems)
     for field_name, value in (("database", topic.database), ("table", topic.table)):
         if not ATHENA_NAME.match(value):
             problems.append(
@@ -288,6 +305,28 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
                 )
             )
     return topic
+
+
+def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None:
+    """A ``pii`` path must name a field of some schema version; a schema's own ``pii`` tag must name an action."""
+    try:
+        known = topic.field_paths()
+        for text in topic.schemas:
+            schema_personal_fields(json.loads(text))
+    except ValueError as exc:
+        actions = ", ".join(PiiAction)
+        message = f"a field's pii tag is not an action ({exc})"
+        problems.append(CatalogProblem(str(topic.source), "schemas", message, f"use {actions}"))
+        return
+    for path in sorted(set(topic.spec.pii) - known):
+        problems.append(
+            CatalogProblem(
+                str(topic.source),
+                f"pii.{path}",
+                "no schema version has this field",
+                "use a dotted path of a field in one of the topic's .avsc files",
+            )
+        )
 
 
 def _load_schemas(path: Path, name: str, problems: list[CatalogProblem]) -> tuple[str, ...]:

@@ -45,6 +45,8 @@ class EnvironmentSettings(BaseModel):
     schema_registry_url: str = "http://schema-registry.internal:8081"
     kafka_secret_arn: str | None = None
     """Secrets Manager secret with the Kafka/registry credentials; the archiver role may read only it."""
+    pseudonym_secret_arn: str | None = None
+    """Secrets Manager secret with the environment's HMAC key for pseudonyms and hashed erasure subjects."""
     subnet_ids: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
     maintainer_layers: tuple[str, ...] = ()
@@ -78,6 +80,7 @@ class EnvironmentSettings(BaseModel):
             region=self.region,
             bucket=self.bucket,
             kafka_secret_arn=self.kafka_secret_arn,
+            pseudonym_secret_arn=self.pseudonym_secret_arn,
         )
 
     @model_validator(mode="after")

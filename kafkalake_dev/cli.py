@@ -85,7 +85,7 @@ def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: Catal
     from kafkalake_dev.provision import provision
 
     endpoints = on_local_stack(ctx)
-    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
     done = provision(clients, endpoints.region, environment(env), load_catalog(catalog))
     typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
     typer.echo(f"  bucket     s3://{done.bucket}\n  queue      {done.queue_url}\n  dlq        {done.dlq_url}")

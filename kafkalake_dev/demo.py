@@ -189,7 +189,7 @@ def run_demo(
     from kafkalake_dev.workload import produce_topic
 
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
-    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
     say(f"[1/6] provisioning {settings.name} as `cdk deploy` would, from the catalog and environments.yaml")
     provision(clients, endpoints.region, settings, catalog)
     topics = catalog.for_env(settings.name)

@@ -28,6 +28,8 @@ TRINO_PORT: Final = 18082
 """Trino for the interop check (``make interop``); started and stopped by that check only."""
 ACCESS_KEY: Final = "testing"
 LOCAL_BUCKET: Final = "kafkalake-local-lake"
+LOCAL_PSEUDONYM_SECRET: Final = "kafkalake/local/pseudonym-key"  # noqa: S105 - the secret's name, not a secret
+"""The local stack's HMAC key (``kafkalake.personal``), created by ``provision`` with random bytes."""
 LOCAL_ENV: Final = "staging"
 """The environment of environments.yaml the local commands work on unless told otherwise."""
 
@@ -37,6 +39,7 @@ DEFAULTS: Final = Endpoints(
     region="eu-west-1",
     bucket=LOCAL_BUCKET,
     aws_endpoint_url=f"http://127.0.0.1:{AWS_PORT}",
+    pseudonym_secret_arn=LOCAL_PSEUDONYM_SECRET,
 )
 CREDENTIALS: Final = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": ACCESS_KEY}
 """moto accepts any credentials; these keep real ones from ever being sent to the local endpoint."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,8 @@ from kafkalake.catalog import Catalog
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import notification_filter
 from kafkalake.naming import TableInference
+from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
+from kafkalake_dev.local import LOCAL_PSEUDONYM_SECRET
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
 
@@ -34,13 +37,20 @@ def _ignore_exists(call: Any, **kwargs: Any) -> None:
             "AlreadyExistsException",
             "BucketAlreadyOwnedByYou",
             "ResourceAlreadyExistsException",
+            "ResourceExistsException",
         ):
             raise
 
 
 def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, catalog: Catalog) -> Provisioned:
-    """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, bus."""
+    """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, bus, and the
+    pseudonym key (random bytes, made once: pseudonyms stay stable while the stack runs)."""
     s3, sqs, glue, events = clients["s3"], clients["sqs"], clients["glue"], clients["events"]
+    _ignore_exists(
+        clients["secretsmanager"].create_secret,
+        Name=LOCAL_PSEUDONYM_SECRET,
+        SecretString=PseudonymKey.secret_string("local-1", secrets.token_bytes(MIN_KEY_BYTES)),
+    )
     _ignore_exists(s3.create_bucket, Bucket=env.bucket, CreateBucketConfiguration={"LocationConstraint": region})
     dlq_url = sqs.create_queue(QueueName=env.dead_letter_queue_name)["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

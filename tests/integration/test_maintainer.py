@@ -69,7 +69,7 @@ def key(prefix: TablePrefix, version: int, hour: int, first: int = 0, day: date 
 class Lake:
     def __init__(self, endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, files: tuple[Path, Path]):
         self.endpoints, self.env, self.catalog, self.files = endpoints, env, catalog, files
-        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
         provisioned = provision(clients, endpoints.region, env, catalog)
         self.p = provisioned
         self.card = TablePrefix(env.name, "acme", "payments", "card-authorized")  # native inference

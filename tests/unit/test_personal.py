@@ -1,0 +1,139 @@
+"""Personal fields from schema tags and the catalog, and the keyed hash in Python and in Spark."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from kafkalake.catalog import load_catalog
+from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey, load_key, schema_personal_fields
+from spark_jobs.keyed_hash import keyed_hash
+
+SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Payment",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "email", "type": "string", "confluent:tags": ["PII"]},
+        {"name": "iban", "type": ["null", "string"], "pii": "mask_last4"},
+        {"name": "note", "type": "string", "pii": True},
+        {
+            "name": "customer",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Customer",
+                    "fields": [{"name": "id", "type": "string"}, {"name": "phone", "type": "string", "pii": "drop"}],
+                },
+            ],
+        },
+    ],
+}
+KEY = PseudonymKey("k1", bytes(range(32)))
+
+
+def test_tags_in_the_schema_name_personal_fields_with_their_action() -> None:
+    assert schema_personal_fields(SCHEMA) == {
+        "email": PiiAction.HMAC,
+        "iban": PiiAction.MASK_LAST4,
+        "note": PiiAction.HMAC,
+        "customer.phone": PiiAction.DROP,
+    }
+
+
+def write_topic(root: Path, body: str, schema: dict[str, Any]) -> Path:
+    folder = root / "acme" / "payments" / "staging"
+    folder.mkdir(parents=True)
+    (folder / "paid.yaml").write_text(body)
+    (folder / "paid.v1.avsc").write_text(json.dumps(schema))
+    return folder / "paid.yaml"
+
+
+def test_the_catalog_adds_to_and_overrides_the_schema_tags(tmp_path: Path) -> None:
+    write_topic(tmp_path, "pii: {customer.id: hmac, email: drop}\n", SCHEMA)
+    topic = load_catalog(tmp_path).topics[0]
+    assert topic.personal_fields == {
+        "email": PiiAction.DROP,
+        "iban": PiiAction.MASK_LAST4,
+        "note": PiiAction.HMAC,
+        "customer.phone": PiiAction.DROP,
+        "customer.id": PiiAction.HMAC,
+    }
+
+
+def test_a_pii_path_no_schema_has_is_refused(tmp_path: Path) -> None:
+    from kafkalake.catalog import CatalogInvalid
+
+    path = write_topic(tmp_path, "pii: {customer.mail: hmac}\n", SCHEMA)
+    with pytest.raises(CatalogInvalid) as exc:
+        load_catalog(tmp_path)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: pii.customer.mail: no schema version has this field "
+        "(fix: use a dotted path of a field in one of the topic's .avsc files)"
+    ]
+
+
+def test_a_schema_tag_naming_no_action_is_refused(tmp_path: Path) -> None:
+    from kafkalake.catalog import CatalogInvalid
+
+    bad = {**SCHEMA, "fields": [{"name": "email", "type": "string", "pii": "encrypt"}]}
+    write_topic(tmp_path, "{}\n", bad)
+    with pytest.raises(CatalogInvalid) as exc:
+        load_catalog(tmp_path)
+    assert "pii tag is not an action" in str(exc.value) and "hmac, drop, mask_last4" in str(exc.value)
+
+
+def test_the_digest_is_hmac_sha256() -> None:
+    # RFC 4231, test case 2
+    key = PseudonymKey("rfc", b"Jefe")
+    assert key.digest("what do ya want for nothing?") == (
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    )
+
+
+@pytest.mark.parametrize("secret", [bytes(range(32)), bytes(range(100))], ids=["short key", "key over one block"])
+def test_the_spark_column_equals_the_python_digest(bare_spark: SparkSession, secret: bytes) -> None:
+    key = PseudonymKey("k", secret)
+    values = ["alice@example.com", "", "Zoë Ünïcode ✓", "x" * 300, None]
+    rows = bare_spark.createDataFrame([(v,) for v in values], "v string").select(keyed_hash(key, F.col("v")).alias("h"))
+    expected = [hmac.new(secret, v.encode(), hashlib.sha256).hexdigest() if v is not None else None for v in values]
+    assert [r.h for r in rows.collect()] == expected
+
+
+def test_the_secret_is_read_and_its_key_never_shown() -> None:
+    class Secrets:
+        def get_secret_value(self, SecretId: str) -> dict[str, str]:
+            assert SecretId == "arn:secret"
+            return {"SecretString": PseudonymKey.secret_string("k7", b"s" * 32)}
+
+    key = load_key(Secrets(), "arn:secret")
+    assert key == PseudonymKey("k7", b"s" * 32)
+    assert "sss" not in repr(key)
+
+
+@pytest.mark.parametrize(
+    ("secret_string", "message"),
+    [
+        ("not json", "must be a JSON object with 'key_id' and 'key'"),
+        (json.dumps({"key_id": "k", "key": "%%%"}), "must be a JSON object with 'key_id' and 'key'"),
+        (PseudonymKey.secret_string("k", b"short"), "the key has 5 bytes; use at least 32"),
+        (PseudonymKey.secret_string("", b"s" * 32), "'key_id' must be a non-empty string"),
+    ],
+)
+def test_a_bad_secret_is_named_without_its_value(secret_string: str, message: str) -> None:
+    with pytest.raises(KeyInvalid, match=message) as exc:
+        PseudonymKey.from_secret(secret_string, "arn:the-secret")
+    assert "arn:the-secret" in str(exc.value) and "short" not in str(exc.value)
+
+
+def test_no_secret_configured_says_where_to_set_it() -> None:
+    with pytest.raises(KeyInvalid, match=r"set pseudonym_secret_arn for the environment in environments\.yaml"):
+        load_key(object(), None)
