@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from kafkalake.glue import CrawlerSpec
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, s3_uri, to_segment
+from kafkalake.lftags import Sensitivity, personal_columns
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake.personal import PiiAction, schema_fields, schema_personal_fields
 
@@ -82,7 +83,7 @@ class TopicSpec(BaseModel):
     time_fields: tuple[TimeCandidate, ...] = ()
     tombstones: Literal["drop", "keep"] = "drop"
     retention_days: int | None = Field(default=None, ge=1)
-    sensitivity: Literal["public", "internal", "confidential", "pii"] = "internal"
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
     table_inference: TableInference = TableInference.CRAWLER
     database: str | None = None
     table: str | None = None
@@ -394,8 +395,9 @@ def _suggest(value: str) -> str:
         return "topic-name"
 
 
-def tables_document(topics: Iterable[Topic]) -> list[dict[str, str]]:
-    """The catalog as the maintainer Lambda needs it (bundled as ``tables.json``): prefix and Glue names."""
+def tables_document(topics: Iterable[Topic]) -> list[dict[str, Any]]:
+    """The catalog as the maintainer Lambda needs it (bundled as ``tables.json``): prefix, Glue names, and the
+    LF-tags of the tables it creates (``kafkalake.lftags``)."""
     return [
         {
             "env": t.env,
@@ -406,6 +408,8 @@ def tables_document(topics: Iterable[Topic]) -> list[dict[str, str]]:
             "table": t.table,
             "inference": t.spec.table_inference.value,
             "crawler_name": t.crawler_name,
+            "sensitivity": t.spec.sensitivity.value,
+            "personal_columns": list(personal_columns(t.personal_fields)),
         }
         for t in topics
     ]

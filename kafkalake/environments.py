@@ -9,7 +9,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES
+from kafkalake.lftags import Sensitivity
 from kafkalake.settings import Endpoints
+
+ROLE_ARN = r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
 
 
 class AlarmSubscription(BaseModel):
@@ -19,6 +22,19 @@ class AlarmSubscription(BaseModel):
 
     protocol: Literal["email", "https"]
     endpoint: str = Field(min_length=3)
+
+
+class Consumer(BaseModel):
+    """A role that reads the lake through Lake Formation: the tables of the listed sensitivity levels, and their
+    personal columns only with ``pii: true``. It has no S3 access of its own to the lake (``kafkalake access``
+    prints what it may read)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")
+    role_arn: str = Field(pattern=ROLE_ARN)
+    sensitivity: tuple[Sensitivity, ...] = Field(min_length=1)
+    pii: bool = False
 
 
 class EnvironmentSettings(BaseModel):
@@ -71,6 +87,8 @@ class EnvironmentSettings(BaseModel):
     quarantine_retention_days: int = Field(default=90, ge=1)
     noncurrent_version_days: int = Field(default=7, ge=1)
     """How long the lake bucket keeps an overwritten or deleted object's old version."""
+    consumers: tuple[Consumer, ...] = ()
+    """Roles granted read access through Lake Formation by LF-tag expression (``kafkalake.permissions``)."""
 
     def endpoints(self) -> Endpoints:
         """What this environment's jobs talk to in AWS (regional AWS endpoints)."""
@@ -98,6 +116,10 @@ class EnvironmentSettings(BaseModel):
             )
         if self.archiver_budget_minutes >= self.archiver_timeout_minutes:
             raise ValueError("archiver_budget_minutes must be below archiver_timeout_minutes")
+        for what in ("name", "role_arn"):
+            values = [getattr(c, what) for c in self.consumers]
+            if repeated := sorted({v for v in values if values.count(v) > 1}):
+                raise ValueError(f"consumers: {what} {', '.join(repeated)} listed twice; give each consumer its own")
         return self
 
     @property

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from kafkalake.layout import TablePrefix, s3_uri
+from kafkalake.lftags import Sensitivity
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake.settings import SettingsError
 
@@ -33,6 +34,10 @@ class CatalogTable(BaseModel):
     table: str
     inference: TableInference
     crawler_name: str
+    sensitivity: Sensitivity | None = None
+    """The table's LF-tag; None for a table outside the catalog, which inherits its database's (the strictest)."""
+    personal_columns: tuple[str, ...] = ()
+    """Columns the maintainer tags ``pii`` once they exist."""
 
     @classmethod
     def by_convention(cls, prefix: TablePrefix) -> CatalogTable:

@@ -1,0 +1,149 @@
+"""The access model: LF-tags per database, table and personal column, grants per consumer, the matrix, and the
+consumers' validation in environments.yaml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from infra.repo import catalog_dir, environments_file
+from kafkalake.catalog import load_catalog, tables_document
+from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake.lftags import MAX_KEYS_PER_EXPRESSION, MAX_TAGS_PER_RESOURCE, personal_columns, strictest
+from kafkalake.permissions import AccessModel, Grant, access_model, matches
+from kafkalake.personal import PiiAction
+from lambdas.tables import tables_from_document
+
+ENVIRONMENTS = load_environments(environments_file())
+CATALOG = load_catalog(catalog_dir())
+
+
+def model(env: str) -> AccessModel:
+    return access_model(ENVIRONMENTS[env], CATALOG.for_env(env))
+
+
+def grant(access: AccessModel, name: str) -> Grant:
+    return next(g for g in access.grants if g.consumer.name == name)
+
+
+def test_a_nested_personal_field_tags_its_top_level_column_and_a_dropped_field_is_no_column() -> None:
+    fields = {
+        "customer.email": PiiAction.HMAC,
+        "customer.phone": PiiAction.DROP,
+        "card.pan": PiiAction.MASK_LAST4,
+        "Phone": PiiAction.DROP,
+        "address": PiiAction.DROP,
+        "address.street": PiiAction.HMAC,
+        "ip": PiiAction.DROP,
+        "note.text": PiiAction.DROP,
+    }
+    assert personal_columns(fields) == ("card", "customer")
+
+
+def test_databases_carry_their_strictest_table_and_no_pii_tables_their_own_level() -> None:
+    access = model("staging")
+    assert access.databases == {
+        "acme_staging": {"sensitivity": "confidential", "pii": "false"},
+        "globex_staging": {"sensitivity": "pii", "pii": "false"},
+    }
+    by_name = {t.name: t for t in access.tables}
+    assert {name: (t.sensitivity, t.personal_columns) for name, t in by_name.items()} == {
+        "acme_staging.card_authorized": ("confidential", ()),
+        "acme_staging.refund_issued": ("internal", ()),
+        "acme_staging.shipment_events": ("internal", ()),
+        "globex_staging.customer_updated": ("pii", ("email",)),
+        "globex_staging.sensor_readings": ("public", ()),
+    }
+    customer = by_name["globex_staging.customer_updated"]
+    assert customer.columns == ("id", "customer_id", "email", "updated_at")
+    assert access.column_tags(customer, "email") == {"sensitivity": "pii", "pii": "true"}
+    assert access.column_tags(customer, "id") == {"sensitivity": "pii", "pii": "false"}
+    assert strictest(["public", "pii", "internal"]) == "pii"
+
+
+def test_grants_express_the_consumers_settings_as_tag_expressions() -> None:
+    access = model("staging")
+    analysts, privacy = grant(access, "analysts"), grant(access, "privacy")
+    assert analysts.table_expression == {"sensitivity": ("public", "internal"), "pii": ("false",)}
+    assert privacy.table_expression == {"sensitivity": ("public", "internal", "confidential", "pii")}
+    for each in access.grants:
+        assert each.database_expression == {"sensitivity": ("public", "internal", "confidential", "pii")}
+        assert all(matches(each.database_expression, tags) for tags in access.databases.values())
+
+
+def test_the_matrix_follows_lake_formation_inheritance() -> None:
+    access = model("staging")
+    analysts, privacy = grant(access, "analysts"), grant(access, "privacy")
+    by_name = {t.name: t for t in access.tables}
+    customer, card = by_name["globex_staging.customer_updated"], by_name["acme_staging.card_authorized"]
+    assert access.readable(analysts, customer) == ((), ())
+    assert access.readable(analysts, card) == ((), ())
+    assert access.readable(analysts, by_name["globex_staging.sensor_readings"])[1] == ()
+    assert access.readable(privacy, customer) == (customer.columns, ())
+    no_pii = Grant(privacy.consumer.model_copy(update={"pii": False}))
+    assert access.readable(no_pii, customer) == (("id", "customer_id", "updated_at"), ("email",))
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_lake_formation_limits_hold(env: str) -> None:
+    access = model(env)
+    tagged: list[dict[str, str]] = [*access.databases.values()]
+    tagged += [{**t.tags()} for t in access.tables]
+    tagged += [access.column_tags(t, c) for t in access.tables for c in t.personal_columns]
+    for tags in tagged:
+        assert len(tags) <= MAX_TAGS_PER_RESOURCE
+        assert all(value == value.lower() for value in tags.values())
+    for each in access.grants:
+        assert 1 <= len(each.table_expression) <= MAX_KEYS_PER_EXPRESSION
+
+
+def test_the_tables_document_carries_each_tables_tags_for_the_lambda() -> None:
+    tables = {t.name: t for t in tables_from_document(tables_document(CATALOG.for_env("staging")))}
+    customer = tables["globex_staging.customer_updated"]
+    assert (customer.sensitivity, customer.personal_columns) == ("pii", ("email",))
+    assert tables["acme_staging.card_authorized"].sensitivity == "confidential"
+
+
+def staging_with(consumers: list[dict[str, Any]]) -> EnvironmentSettings:
+    values = ENVIRONMENTS["staging"].model_dump(exclude={"consumers"})
+    return EnvironmentSettings.model_validate({**values, "consumers": consumers})
+
+
+ARN = "arn:aws:iam::111111111111:role/readers"
+
+
+@pytest.mark.parametrize(
+    ("consumers", "message"),
+    [
+        ([{"name": "a", "role_arn": ARN, "sensitivity": ["secret"]}], "sensitivity.0"),
+        ([{"name": "a", "role_arn": ARN, "sensitivity": []}], "at least 1 item"),
+        ([{"name": "a", "role_arn": "arn:aws:iam::1111:user/x", "sensitivity": ["public"]}], "role_arn"),
+        ([{"name": "A b", "role_arn": ARN, "sensitivity": ["public"]}], "name"),
+        (
+            [
+                {"name": "a", "role_arn": ARN, "sensitivity": ["public"]},
+                {"name": "a", "role_arn": ARN + "2", "sensitivity": ["public"]},
+            ],
+            "name a listed twice",
+        ),
+        (
+            [
+                {"name": "a", "role_arn": ARN, "sensitivity": ["public"]},
+                {"name": "b", "role_arn": ARN, "sensitivity": ["public"]},
+            ],
+            f"role_arn {ARN} listed twice",
+        ),
+    ],
+)
+def test_consumers_are_validated(consumers: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        staging_with(consumers)
+
+
+def test_a_consumer_in_another_partition_is_accepted() -> None:
+    settings = staging_with(
+        [{"name": "a", "role_arn": "arn:aws-cn:iam::111111111111:role/team/a", "sensitivity": ["public"]}]
+    )
+    assert settings.consumers[0].pii is False
