@@ -206,6 +206,16 @@ def inventory(
         typer.echo(f"inventory page: {html}")
 
 
+@app.command("access")
+def access(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
+    """The access the stacks will enforce: per consumer role, each table's readable and hidden columns."""
+    from kafkalake.permissions import access_model
+    from kafkalake_dev.access import matrix_lines
+
+    model = access_model(environment(env), load_catalog(catalog).for_env(env))
+    typer.echo("\n".join(matrix_lines(model)))
+
+
 app.command("archive")(cli_jobs.archive)
 app.add_typer(cli_jobs.compact_app, name="compact")
 

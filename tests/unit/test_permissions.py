@@ -7,16 +7,19 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
-from infra.repo import catalog_dir, environments_file
+from infra.repo import REPO_ROOT, catalog_dir, environments_file
 from kafkalake.catalog import load_catalog, tables_document
 from kafkalake.environments import EnvironmentSettings, load_environments
 from kafkalake.lftags import MAX_KEYS_PER_EXPRESSION, MAX_TAGS_PER_RESOURCE, personal_columns, strictest
 from kafkalake.permissions import AccessModel, Grant, access_model, matches
 from kafkalake.personal import PiiAction
+from kafkalake_dev.cli import app
 from lambdas.tables import tables_from_document
 
 ENVIRONMENTS = load_environments(environments_file())
+README_MARKER = "<!-- kafkalake access --env staging -->\n```text\n"
 CATALOG = load_catalog(catalog_dir())
 
 
@@ -147,3 +150,13 @@ def test_a_consumer_in_another_partition_is_accepted() -> None:
         [{"name": "a", "role_arn": "arn:aws-cn:iam::111111111111:role/team/a", "sensitivity": ["public"]}]
     )
     assert settings.consumers[0].pii is False
+
+
+def test_the_readme_shows_what_kafkalake_access_prints_for_the_demo_catalog() -> None:
+    result = CliRunner().invoke(app, ["access", "--env", "staging"])
+    assert result.exit_code == 0, result.output
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert README_MARKER in readme, "the README lost its `kafkalake access` block"
+    block = readme.split(README_MARKER, 1)[1].split("```", 1)[0]
+    assert block == result.output, "README's `kafkalake access` block is stale: paste the command's output into it"
+    assert "globex_staging.customer_updated  pii           id, customer_id, updated_at | email" in result.output
