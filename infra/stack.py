@@ -1,5 +1,5 @@
 """One kafkalake environment, composed of its parts: storage, notifications, Glue catalog, maintainer, jobs,
-monitoring."""
+monitoring, access by sensitivity (Lake Formation)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.constructs.access import LakeAccess
 from infra.constructs.catalog import GlueCatalog
 from infra.constructs.iam import admit_logs
 from infra.constructs.jobs import Jobs
@@ -76,6 +77,21 @@ class KafkalakeStack(Stack):
             build_dir=build_dir / settings.name,
         )
         self.monitoring = self._monitoring(settings)
+        self.access = LakeAccess(
+            self,
+            "Access",
+            settings=settings,
+            topics=topics,
+            catalog=self.catalog,
+            bucket=bucket,
+            key=self.key,
+            writers={
+                "Crawlers": self.catalog.crawler_role,
+                "Maintainer": self.maintainer.role,
+                "Reconciler": self.reconciler.role,
+                "Compactor": self.jobs.compactor_role,
+            },
+        )
 
     def _reconciler(self, settings: EnvironmentSettings, bucket: s3.IBucket) -> Reconciler:
         return Reconciler(

@@ -53,7 +53,10 @@ class GlueCatalog(Construct):
                 self,
                 f"Database-{database}",
                 catalog_id=Stack.of(self).account,
-                database_input=glue.CfnDatabase.DatabaseInputProperty(name=database),
+                # No IAMAllowedPrincipals grant on new tables: Lake Formation decides (infra.constructs.access).
+                database_input=glue.CfnDatabase.DatabaseInputProperty(
+                    name=database, create_table_default_permissions=[]
+                ),
             )
             for database in self.databases
         }

@@ -85,7 +85,7 @@ class Maintainer(Construct):
         self.key = lake_key
         log_group = function_logs(self, name, self.key)
         self.dead_letters = invocation_dlq(self, "the maintainer", queue_key)
-        role = self._role(log_group, topics, databases, bucket, (lake_key, queue_key), queue, bus)
+        self.role = self._role(log_group, topics, databases, bucket, (lake_key, queue_key), queue, bus)
         self.code = lambda_.Code.from_asset(str(maintainer_bundle(build_dir, topics)))
         """The Lambdas' bundle, shared with the reconciler."""
         self.function = python_function(
@@ -94,7 +94,7 @@ class Maintainer(Construct):
             name=name,
             handler="lambdas.maintainer.handler.handler",
             code=self.code,
-            role=role,
+            role=self.role,
             log_group=log_group,
             dead_letters=self.dead_letters,
             key=self.key,
@@ -132,12 +132,15 @@ class Maintainer(Construct):
             (["s3:PutObject"], [bucket.arn_for_objects(p) for p in (LATE_DATA_MARKERS, COMPLETENESS_CLAIMS)]),
             (["kms:GenerateDataKey"], [lake_key.key_arn]),
             (["events:PutEvents"], [bus.event_bus_arn]),
+            (["lakeformation:AddLFTagsToResource"], ["*"]),
         ]
         for actions, resources in statements:
             role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
         acknowledge(
             role,
-            "X-Ray trace upload has no resource-level permissions (AWS requires *). Tables and crawlers are "
+            "X-Ray trace upload and Lake Formation's AddLFTagsToResource (tagging the tables it creates; Lake "
+            "Formation's ASSOCIATE grant scopes it to our tags) have no resource-level permissions (AWS requires *). "
+            "Tables and crawlers are "
             "created at run time, so their ARNs end in a wildcard scoped to our databases and crawler naming "
             "convention; data objects are read by key under the data prefix, and late-data markers and "
             "completeness-event claims are written by key under each topic's state prefix.",

@@ -44,13 +44,14 @@ class Reconciler(Construct):
             {"KAFKALAKE_BUCKET": settings.bucket, "AWS_REGION": Stack.of(self).region}
         )
         powertools = {"POWERTOOLS_SERVICE_NAME": RECONCILER_SERVICE, "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE}
+        self.role = self._role(log_group, databases, bucket)
         self.function = python_function(
             self,
             settings=settings,
             name=name,
             handler="lambdas.reconciler.handler.handler",
             code=code,
-            role=self._role(log_group, databases, bucket),
+            role=self.role,
             log_group=log_group,
             dead_letters=self.dead_letters,
             key=key,

@@ -26,6 +26,7 @@ from kafkalake.environments import load_environments
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 ENVIRONMENTS = load_environments(environments_file())
+TAG = "AWS::LakeFormation::Tag"
 CATALOG = load_catalog(catalog_dir())
 
 
@@ -209,6 +210,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
         "s3:PutObject",  # late-data markers and completeness-event claims only (below)
         "kms:GenerateDataKey",  # for those objects, with the lake's key
         "events:PutEvents",
+        "lakeformation:AddLFTagsToResource",  # the tables it creates (Lake Formation scopes it to our tags)
         "sqs:SendMessage",  # its invocation dead-letter queue
         "xray:PutTraceSegments",
         "xray:PutTelemetryRecords",
@@ -222,7 +224,10 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
     for database in {t.database for t in CATALOG.for_env(env)}:
         assert f":database/{database}" in rendered and f":table/{database}/*" in rendered
     wildcard = [s for s in statements if s["Resource"] == "*"]
-    assert [sorted(s["Action"]) for s in wildcard] == [["xray:PutTelemetryRecords", "xray:PutTraceSegments"]]
+    tagging = "lakeformation:AddLFTagsToResource"
+    assert [s["Action"] for s in wildcard if s["Action"] == tagging] == [tagging]
+    xray = [sorted(s["Action"]) for s in wildcard if s["Action"] != tagging]
+    assert xray == [["xray:PutTelemetryRecords", "xray:PutTraceSegments"]]
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -614,3 +619,83 @@ def test_alarms_can_notify_and_fire_only_when_something_is_wrong(stacks: Any, en
     failed_jobs = [a for a in alarms.values() if a.get("MetricName") == "FailedJobs"]
     applications = {json.dumps(a["Dimensions"]) for a in failed_jobs}
     assert len(failed_jobs) == 2 and len(applications) == 2, "one job-failure alarm per application"
+
+
+def lf_tag_policy_grants(tpl: Template) -> dict[tuple[str, str], tuple[dict[str, list[str]], list[str]]]:
+    """(principal, resource type) → (tag expression, permissions) of every grant by LF-tag expression."""
+    found = {}
+    for resource in resources(tpl, "AWS::LakeFormation::PrincipalPermissions").values():
+        props = resource["Properties"]
+        policy = props["Resource"].get("LFTagPolicy")
+        if policy:
+            expression = {e["TagKey"]: e["TagValues"] for e in policy["Expression"]}
+            principal = props["Principal"]["DataLakePrincipalIdentifier"]
+            found[(principal, policy["ResourceType"])] = (expression, props["Permissions"])
+    return found
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_lake_formation_tags_every_database_and_grants_each_consumer_by_tag_expression(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    tags = {r["Properties"]["TagKey"]: r["Properties"]["TagValues"] for r in resources(tpl, TAG).values()}
+    assert tags == {"sensitivity": ["public", "internal", "confidential", "pii"], "pii": ["false", "true"]}
+    associations = {
+        r["Properties"]["Resource"]["Database"]["Name"]: {
+            t["TagKey"]: t["TagValues"] for t in r["Properties"]["LFTags"]
+        }
+        for r in resources(tpl, "AWS::LakeFormation::TagAssociation").values()
+    }
+    strictest = {
+        "staging": {"acme": "confidential", "globex": "pii"},
+        "production": {"acme": "confidential", "globex": "public"},
+    }
+    assert associations == {
+        f"{company}_{env}": {"pii": ["false"], "sensitivity": [level]} for company, level in strictest[env].items()
+    }
+    databases = [r["Properties"]["DatabaseInput"] for r in resources(tpl, "AWS::Glue::Database").values()]
+    assert {d["Name"] for d in databases} == set(associations)  # every database the stack creates is tagged
+    assert all(d["CreateTableDefaultPermissions"] == [] for d in databases)  # Lake Formation decides on new tables
+    every_level = {"sensitivity": ["public", "internal", "confidential", "pii"]}
+    expected = {}
+    for consumer in settings.consumers:
+        levels = {"sensitivity": [level.value for level in consumer.sensitivity]}
+        table_expression = levels if consumer.pii else {**levels, "pii": ["false"]}
+        expected[(consumer.role_arn, "DATABASE")] = (every_level, ["DESCRIBE"])
+        expected[(consumer.role_arn, "TABLE")] = (table_expression, ["SELECT", "DESCRIBE"])
+    assert lf_tag_policy_grants(tpl) == expected
+    analysts = next(c.role_arn for c in settings.consumers if c.name == "analysts")
+    assert expected[(analysts, "TABLE")][0] == {"sensitivity": ["public", "internal"], "pii": ["false"]}
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_access(stacks: Any, env: str) -> None:
+    tpl = template(stacks, env)
+    [location] = resources(tpl, "AWS::LakeFormation::Resource").values()
+    props = location["Properties"]
+    assert props["UseServiceLinkedRole"] is False
+    assert json.dumps(props["ResourceArn"]).endswith('"/data"]]}')
+    role_id = props["RoleArn"]["Fn::GetAtt"][0]
+    role = resources(tpl, "AWS::IAM::Role")[role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "lakeformation.amazonaws.com"}
+    consumers = [c.role_arn for c in ENVIRONMENTS[env].consumers]
+    identity = json.dumps([resources(tpl, kind) for kind in ("AWS::IAM::Role", "AWS::IAM::Policy")])
+    assert not any(arn in identity for arn in consumers)
+    policies = [r["Properties"]["PolicyDocument"] for r in resources(tpl, "AWS::S3::BucketPolicy").values()]
+    [deny] = [s for p in policies for s in p["Statement"] if s.get("Sid") == "ConsumersReadThroughLakeFormationOnly"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"ArnEquals": {"aws:PrincipalArn": consumers}}
+    assert "s3:GetObject" in deny["Action"]
+    permissions = [r["Properties"] for r in resources(tpl, "AWS::LakeFormation::PrincipalPermissions").values()]
+    located = [p for p in permissions if "DataLocation" in p["Resource"]]
+    assert [p["Permissions"] for p in located] == [["DATA_LOCATION_ACCESS"]] * 2  # the crawlers and the maintainer
+    associate = {
+        p["Resource"]["LFTag"]["TagKey"]: p["Resource"]["LFTag"]["TagValues"]
+        for p in permissions
+        if "LFTag" in p["Resource"]
+    }
+    assert associate == {"sensitivity": ["public", "internal", "confidential", "pii"], "pii": ["true"]}
+    databases = {t.database for t in CATALOG.for_env(env)}
+    on_tables = [p for p in permissions if "Table" in p["Resource"]]
+    assert {p["Resource"]["Table"]["DatabaseName"] for p in on_tables} == databases
+    assert all(p["Resource"]["Table"]["TableWildcard"] == {} for p in on_tables)
+    assert len(on_tables) == 4 * len(databases)  # crawlers, maintainer, reconciler, compactor
