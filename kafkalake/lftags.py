@@ -1,13 +1,15 @@
 """Lake Formation LF-tags: the two keys kafkalake attaches to what it creates, their values, and the request
-bodies that attach them. Dependency-free: the maintainer Lambda tags the tables it creates with it, without the
-catalog's YAML/Avro.
+bodies that attach them. Needs nothing beyond the core: the maintainer Lambda tags the tables it creates with it,
+without the catalog's YAML/Avro.
 
 - ``sensitivity`` (``public`` < ``internal`` < ``confidential`` < ``pii``): on every table (the catalog's level) and
   on every database (the most restrictive level among its tables, so that a table nobody tagged yet, such as one a
   crawler has just created, inherits the strictest level of its database until it is tagged).
-- ``pii`` (``false`` / ``true``): ``false`` on every database (tables and columns inherit it), ``true`` on each column
-  that holds personal data after the archiver's actions. A grant whose expression says ``pii in (false)`` therefore
-  leaves those columns out.
+- ``pii`` (``false`` / ``true``): ``false`` on every table, ``true`` on each column that holds personal data after
+  the archiver's actions, and ``true`` on every database, so that the columns of a table nobody tagged yet count
+  as personal. A grant whose expression says ``pii in (false)`` therefore leaves personal columns out, and every
+  column of an untagged table. The maintainer tags a table's personal columns before the table itself, so a
+  failure in between leaves the table untagged, never its personal columns readable.
 
 Lake Formation's limits hold by construction: two keys per resource (at most 50), lower-case values, one value per
 key per resource, and grant expressions of at most two keys (1 to 5 allowed).
@@ -34,9 +36,9 @@ class Sensitivity(StrEnum):
 SENSITIVITY_KEY = "sensitivity"
 PII_KEY = "pii"
 PII_COLUMN = "true"
-"""The ``pii`` value of a column holding personal data."""
+"""The ``pii`` value of a column holding personal data, and of every database (the default of untagged tables)."""
 NOT_PII = "false"
-"""The ``pii`` value everything else inherits from its database."""
+"""The ``pii`` value of every tagged table, which its other columns inherit."""
 PII_VALUES = (NOT_PII, PII_COLUMN)
 LEVELS = tuple(level.value for level in Sensitivity)
 MAX_TAGS_PER_RESOURCE = 50
@@ -57,32 +59,25 @@ def pairs(tags: dict[str, str]) -> TagPairs:
 
 
 def database_tags(table_levels: Iterable[str]) -> dict[str, str]:
-    return {SENSITIVITY_KEY: strictest(table_levels).value, PII_KEY: NOT_PII}
+    return {SENSITIVITY_KEY: strictest(table_levels).value, PII_KEY: PII_COLUMN}
 
 
 def table_tags(sensitivity: str) -> dict[str, str]:
-    return {SENSITIVITY_KEY: Sensitivity(sensitivity).value}
+    return {SENSITIVITY_KEY: Sensitivity(sensitivity).value, PII_KEY: NOT_PII}
 
 
 def column_tags() -> dict[str, str]:
     return {PII_KEY: PII_COLUMN}
 
 
-def table_resource(catalog_id: str, database: str, table: str) -> dict[str, Any]:
-    """An ``AddLFTagsToResource`` resource: the table."""
-    return {"Table": {"CatalogId": catalog_id, "DatabaseName": database, "Name": table}}
+def table_resource(database: str, table: str) -> dict[str, Any]:
+    """An ``AddLFTagsToResource`` resource: the table (in the caller's account's catalog)."""
+    return {"Table": {"DatabaseName": database, "Name": table}}
 
 
-def columns_resource(catalog_id: str, database: str, table: str, columns: Iterable[str]) -> dict[str, Any]:
-    """An ``AddLFTagsToResource`` resource: some columns of a table."""
-    return {
-        "TableWithColumns": {
-            "CatalogId": catalog_id,
-            "DatabaseName": database,
-            "Name": table,
-            "ColumnNames": sorted(columns),
-        }
-    }
+def columns_resource(database: str, table: str, columns: Iterable[str]) -> dict[str, Any]:
+    """An ``AddLFTagsToResource`` resource: some columns of a table (in the caller's account's catalog)."""
+    return {"TableWithColumns": {"DatabaseName": database, "Name": table, "ColumnNames": sorted(columns)}}
 
 
 def personal_columns(personal_fields: Mapping[str, PiiAction]) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 - The LF-tags ``sensitivity`` and ``pii`` and their association with every database the stacks create. Tables
   are created at run time (by the crawlers and the maintainer), so the maintainer tags them and their personal
-  columns (``lambdas.maintainer``); until then a table inherits its database's tags, the strictest of its tables.
+  columns (``lambdas.maintainer``); until then a table inherits its database's tags: the strictest level of its
+  tables, and every column personal (``kafkalake.lftags``).
 - The data prefix registered with Lake Formation, with a role that reads and writes it: Lake Formation hands
   consumers temporary credentials for it, so consumers need no S3 permission of their own.
 - Per consumer role: DESCRIBE on the databases and SELECT on the tables and columns by LF-tag expression. The
@@ -28,7 +29,7 @@ from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import DATA_ROOT
-from kafkalake.lftags import LEVELS, PII_COLUMN, PII_KEY, PII_VALUES, SENSITIVITY_KEY
+from kafkalake.lftags import LEVELS, PII_KEY, PII_VALUES, SENSITIVITY_KEY
 from kafkalake.permissions import Expression, access_model
 
 CONSUMER_TABLE_PERMISSIONS = ("SELECT", "DESCRIBE")
@@ -39,7 +40,7 @@ TABLE_CREATORS = ("Crawlers", "Maintainer")
 
 
 class LakeAccess(Construct):
-    def __init__(  # noqa: PLR0917 - what the access is to, and whose
+    def __init__(
         self,
         scope: Construct,
         construct_id: str,
@@ -74,7 +75,7 @@ class LakeAccess(Construct):
 
     def _depends_on_tags(self, resource: CfnResource) -> None:
         for tag in self.tags:
-            resource.add_dependency(tag)
+            resource.add_resource_dependency(tag)
 
     def _tag_database(self, catalog: GlueCatalog, database: str) -> lf.CfnTagAssociation:
         association = lf.CfnTagAssociation(
@@ -89,7 +90,7 @@ class LakeAccess(Construct):
             ],
         )
         self._depends_on_tags(association)
-        association.add_dependency(catalog.database_resources[database])
+        association.add_resource_dependency(catalog.database_resources[database])
         return association
 
     def _register(self, bucket: s3.IBucket, key: kms.IKey) -> lf.CfnResource:
@@ -158,7 +159,7 @@ class LakeAccess(Construct):
         grant = self._principal_permissions(f"Grant-{name}-{resource_type}", role_arn, resource, permissions)
         self._depends_on_tags(grant)
         for association in self.associations:
-            grant.add_dependency(association)
+            grant.add_resource_dependency(association)
         return grant
 
     def _writer(self, name: str, role: iam.IRole, catalog: GlueCatalog) -> None:
@@ -181,7 +182,7 @@ class LakeAccess(Construct):
                 ("Tables", on_tables, WRITER_TABLE_PERMISSIONS),
             ):
                 grant = self._principal_permissions(f"{name}-{database}-{suffix}", role.role_arn, target, permissions)
-                grant.add_dependency(cfn_database)
+                grant.add_resource_dependency(cfn_database)
         if creates:
             location = resource(
                 data_location=lf.CfnPrincipalPermissions.DataLocationResourceProperty(
@@ -191,9 +192,9 @@ class LakeAccess(Construct):
             grant = self._principal_permissions(
                 f"{name}-DataLocation", role.role_arn, location, ["DATA_LOCATION_ACCESS"]
             )
-            grant.add_dependency(self.location)
+            grant.add_resource_dependency(self.location)
         if name == "Maintainer":
-            for tag_key, values in ((SENSITIVITY_KEY, LEVELS), (PII_KEY, (PII_COLUMN,))):
+            for tag_key, values in ((SENSITIVITY_KEY, LEVELS), (PII_KEY, PII_VALUES)):
                 tag = resource(
                     lf_tag=lf.CfnPrincipalPermissions.LFTagKeyResourceProperty(
                         catalog_id=self.catalog_id, tag_key=tag_key, tag_values=list(values)

@@ -651,7 +651,7 @@ def test_lake_formation_tags_every_database_and_grants_each_consumer_by_tag_expr
         "production": {"acme": "confidential", "globex": "public"},
     }
     assert associations == {
-        f"{company}_{env}": {"pii": ["false"], "sensitivity": [level]} for company, level in strictest[env].items()
+        f"{company}_{env}": {"pii": ["true"], "sensitivity": [level]} for company, level in strictest[env].items()
     }
     databases = [r["Properties"]["DatabaseInput"] for r in resources(tpl, "AWS::Glue::Database").values()]
     assert {d["Name"] for d in databases} == set(associations)  # every database the stack creates is tagged
@@ -693,7 +693,7 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
         for p in permissions
         if "LFTag" in p["Resource"]
     }
-    assert associate == {"sensitivity": ["public", "internal", "confidential", "pii"], "pii": ["true"]}
+    assert associate == {"sensitivity": ["public", "internal", "confidential", "pii"], "pii": ["false", "true"]}
     databases = {t.database for t in CATALOG.for_env(env)}
     on_tables = [p for p in permissions if "Table" in p["Resource"]]
     assert {p["Resource"]["Table"]["DatabaseName"] for p in on_tables} == databases

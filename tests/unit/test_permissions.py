@@ -48,8 +48,8 @@ def test_a_nested_personal_field_tags_its_top_level_column_and_a_dropped_field_i
 def test_databases_carry_their_strictest_table_and_no_pii_tables_their_own_level() -> None:
     access = model("staging")
     assert access.databases == {
-        "acme_staging": {"sensitivity": "confidential", "pii": "false"},
-        "globex_staging": {"sensitivity": "pii", "pii": "false"},
+        "acme_staging": {"sensitivity": "confidential", "pii": "true"},
+        "globex_staging": {"sensitivity": "pii", "pii": "true"},
     }
     by_name = {t.name: t for t in access.tables}
     assert {name: (t.sensitivity, t.personal_columns) for name, t in by_name.items()} == {
@@ -85,6 +85,11 @@ def test_the_matrix_follows_lake_formation_inheritance() -> None:
     assert access.readable(analysts, card) == ((), ())
     assert access.readable(analysts, by_name["globex_staging.sensor_readings"])[1] == ()
     assert access.readable(privacy, customer) == (customer.columns, ())
+    support = grant(access, "support")
+    assert access.readable(support, customer) == (("id", "customer_id", "updated_at"), ("email",))
+    # a table nobody has tagged yet has only its database's tags: every column counts as personal
+    assert not matches(support.table_expression, access.databases["globex_staging"])
+    assert matches(privacy.table_expression, access.databases["globex_staging"])
     no_pii = Grant(privacy.consumer.model_copy(update={"pii": False}))
     assert access.readable(no_pii, customer) == (("id", "customer_id", "updated_at"), ("email",))
 
