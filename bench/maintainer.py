@@ -38,7 +38,7 @@ from kafkalake.layout import DataKey, Partition
 from kafkalake.naming import TableInference
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.provision import provision
+from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
@@ -109,7 +109,7 @@ def main() -> None:
         env, catalog_dir, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-")))
         catalog = load_catalog(catalog_dir)
         topics = catalog.for_env(env.name)
-        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
+        clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
         provisioned = provision(clients, endpoints.region, env, catalog)
         tables = [
             t.model_copy(update={"inference": TableInference.NATIVE})
@@ -135,7 +135,8 @@ def main() -> None:
             max_messages=EVENTS * 2,
             wait_seconds=0,
         )
-        report, cpu, wave_bounds = drain_waves(events, settings, Clients(sqs, glue, clients["s3"], clients["events"]))
+        drained = Clients(sqs, glue, clients["s3"], clients["events"], clients["lakeformation"])
+        report, cpu, wave_bounds = drain_waves(events, settings, drained)
         write_result("maintainer", summarize(report, calls, keys, len(topics), wave_bounds, cpu, created_values))
 
 

@@ -77,21 +77,7 @@ class KafkalakeStack(Stack):
             build_dir=build_dir / settings.name,
         )
         self.monitoring = self._monitoring(settings)
-        self.access = LakeAccess(
-            self,
-            "Access",
-            settings=settings,
-            topics=topics,
-            catalog=self.catalog,
-            bucket=bucket,
-            key=self.key,
-            writers={
-                "Crawlers": self.catalog.crawler_role,
-                "Maintainer": self.maintainer.role,
-                "Reconciler": self.reconciler.role,
-                "Compactor": self.jobs.compactor_role,
-            },
-        )
+        self.access = self._access(settings, topics, bucket)
 
     def _reconciler(self, settings: EnvironmentSettings, bucket: s3.IBucket) -> Reconciler:
         return Reconciler(
@@ -122,4 +108,21 @@ class KafkalakeStack(Stack):
             reconciler=self.reconciler.function,
             applications=self.jobs.applications,
             schedule_group=self.jobs.group.ref,
+        )
+
+    def _access(self, settings: EnvironmentSettings, topics: list[Topic], bucket: s3.IBucket) -> LakeAccess:
+        return LakeAccess(
+            self,
+            "Access",
+            settings=settings,
+            topics=topics,
+            catalog=self.catalog,
+            bucket=bucket,
+            key=self.key,
+            writers={
+                "Crawlers": self.catalog.crawler_role,
+                "Maintainer": self.maintainer.role,
+                "Reconciler": self.reconciler.role,
+                "Compactor": self.jobs.compactor_role,
+            },
         )

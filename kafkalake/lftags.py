@@ -41,6 +41,8 @@ NOT_PII = "false"
 """The ``pii`` value of every tagged table, which its other columns inherit."""
 PII_VALUES = (NOT_PII, PII_COLUMN)
 LEVELS = tuple(level.value for level in Sensitivity)
+TAG_VALUES = {SENSITIVITY_KEY: LEVELS, PII_KEY: PII_VALUES}
+"""Every LF-tag kafkalake creates, with its values."""
 MAX_TAGS_PER_RESOURCE = 50
 MAX_KEYS_PER_EXPRESSION = 5
 

@@ -48,6 +48,9 @@ class MaintainerCount(StrEnum):
     CRAWLER_REASON_NEW_SCHEMA_VERSION = "crawler_reason_new_schema_version"
     DEFERRED_UNTIL_TABLE_EXISTS = "deferred_until_table_exists"
     TABLES_CREATED = "tables_created"
+    TABLES_TAGGED = "tables_tagged"
+    """Tables whose LF-tags (sensitivity, personal columns) the maintainer attached: new ones, and each again once
+    per cache period."""
     TABLES_UPDATED = "tables_updated"
     TABLE_UPDATE_CONFLICTS = "table_update_conflicts"
     """``UpdateTable`` refused (the table changed since it was read, e.g. by an overlapping drain): re-read, re-merged

@@ -3,7 +3,7 @@ that a reviewer reads a pull request's effect on access before it is deployed.""
 
 from __future__ import annotations
 
-from kafkalake.lftags import LEVELS, PII_KEY, PII_VALUES, SENSITIVITY_KEY
+from kafkalake.lftags import LEVELS, TAG_VALUES
 from kafkalake.permissions import AccessModel, Expression
 
 NONE = "-"
@@ -18,7 +18,7 @@ def matrix_lines(model: AccessModel) -> list[str]:
     """Per consumer role: its grant, then per table its sensitivity, the columns it reads and the personal
     columns hidden from it. Columns are the topic's own; the Kafka metadata columns (``_kafka_*``, ...) are
     readable wherever the table is."""
-    tags = ", ".join(f"{k}=" + "|".join(v) for k, v in ((SENSITIVITY_KEY, LEVELS), (PII_KEY, PII_VALUES)))
+    tags = ", ".join(f"{k}=" + "|".join(v) for k, v in TAG_VALUES.items())
     lines = [f"environment {model.env}: LF-tags {tags}"]
     lines += [
         f"database {name}: " + ", ".join(f"{k}={v}" for k, v in sorted(tags.items()))

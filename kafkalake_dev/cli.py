@@ -82,10 +82,10 @@ def stack_status() -> None:
 def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Create on the local AWS endpoint what `cdk deploy` would: bucket, queue + DLQ, notifications, Glue."""
     from kafkalake.aws import make_client
-    from kafkalake_dev.provision import provision
+    from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 
     endpoints = on_local_stack(ctx)
-    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
+    clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
     done = provision(clients, endpoints.region, environment(env), load_catalog(catalog))
     typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
     typer.echo(f"  bucket     s3://{done.bucket}\n  queue      {done.queue_url}\n  dlq        {done.dlq_url}")

@@ -184,12 +184,12 @@ def run_demo(
 
     from kafkalake.registry import RegistryClient
     from kafkalake_dev.maintainer import invoke_locally
-    from kafkalake_dev.provision import provision
+    from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
     from kafkalake_dev.spark import local_session
     from kafkalake_dev.workload import produce_topic
 
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
-    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
+    clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
     say(f"[1/6] provisioning {settings.name} as `cdk deploy` would, from the catalog and environments.yaml")
     provision(clients, endpoints.region, settings, catalog)
     topics = catalog.for_env(settings.name)

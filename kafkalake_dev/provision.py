@@ -12,11 +12,15 @@ from botocore.exceptions import ClientError
 from kafkalake.catalog import Catalog
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import notification_filter
+from kafkalake.lftags import TAG_VALUES, pairs
 from kafkalake.naming import TableInference
+from kafkalake.permissions import AccessModel, access_model
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake_dev.local import LOCAL_PSEUDONYM_SECRET
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
+PROVISIONED_SERVICES = ("s3", "sqs", "glue", "events", "secretsmanager", "lakeformation")
+"""The clients ``provision`` takes, by service name."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,9 @@ def _ignore_exists(call: Any, **kwargs: Any) -> None:
 
 
 def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, catalog: Catalog) -> Provisioned:
-    """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, bus, and the
-    pseudonym key (random bytes, made once: pseudonyms stay stable while the stack runs)."""
+    """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, the LF-tags
+    and their databases' tags, bus, and the pseudonym key (random bytes, made once: pseudonyms stay stable while the
+    stack runs). Consumer grants and the data location are AWS's only (the local endpoint enforces neither)."""
     s3, sqs, glue, events = clients["s3"], clients["sqs"], clients["glue"], clients["events"]
     _ignore_exists(
         clients["secretsmanager"].create_secret,
@@ -74,6 +79,7 @@ def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, ca
     databases = sorted({t.database for t in topics})
     for database in databases:
         _ignore_exists(glue.create_database, DatabaseInput={"Name": database})
+    _tag_databases(clients["lakeformation"], access_model(env, topics))
     crawlers = []
     for topic in topics:
         if topic.spec.table_inference == TableInference.CRAWLER:
@@ -81,3 +87,11 @@ def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, ca
             crawlers.append(topic.crawler_name)
     _ignore_exists(events.create_event_bus, Name=env.event_bus_name)
     return Provisioned(env.bucket, queue_url, dlq_url, env.event_bus_name, tuple(databases), tuple(crawlers))
+
+
+def _tag_databases(lakeformation: Any, model: AccessModel) -> None:
+    """The LF-tags and each database's, as ``infra.constructs.access`` creates them."""
+    for tag_key, values in TAG_VALUES.items():
+        _ignore_exists(lakeformation.create_lf_tag, TagKey=tag_key, TagValues=list(values))
+    for database, tags in model.databases.items():
+        lakeformation.add_lf_tags_to_resource(Resource={"Database": {"Name": database}}, LFTags=pairs(tags))

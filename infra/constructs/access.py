@@ -29,7 +29,7 @@ from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.layout import DATA_ROOT
-from kafkalake.lftags import LEVELS, PII_KEY, PII_VALUES, SENSITIVITY_KEY
+from kafkalake.lftags import TAG_VALUES
 from kafkalake.permissions import Expression, access_model
 
 CONSUMER_TABLE_PERMISSIONS = ("SELECT", "DESCRIBE")
@@ -57,7 +57,7 @@ class LakeAccess(Construct):
         self.model = access_model(settings, topics)
         self.tags = [
             lf.CfnTag(self, f"Tag-{tag_key}", catalog_id=self.catalog_id, tag_key=tag_key, tag_values=list(values))
-            for tag_key, values in ((SENSITIVITY_KEY, LEVELS), (PII_KEY, PII_VALUES))
+            for tag_key, values in TAG_VALUES.items()
         ]
         self.associations = [self._tag_database(catalog, database) for database in self.model.databases]
         self.location = self._register(bucket, key)
@@ -194,7 +194,7 @@ class LakeAccess(Construct):
             )
             grant.add_resource_dependency(self.location)
         if name == "Maintainer":
-            for tag_key, values in ((SENSITIVITY_KEY, LEVELS), (PII_KEY, PII_VALUES)):
+            for tag_key, values in TAG_VALUES.items():
                 tag = resource(
                     lf_tag=lf.CfnPrincipalPermissions.LFTagKeyResourceProperty(
                         catalog_id=self.catalog_id, tag_key=tag_key, tag_values=list(values)

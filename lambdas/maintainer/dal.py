@@ -1,12 +1,12 @@
-"""The maintainer's data access: the only code that calls SQS, Glue, S3 and EventBridge, with the caches that
-keep the calls few between warm invocations."""
+"""The maintainer's data access: the only code that calls SQS, Glue, S3, EventBridge and Lake Formation, with the
+caches that keep the calls few between warm invocations."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -22,6 +22,7 @@ from kafkalake.glue import (
 )
 from kafkalake.layout import Partition, TablePrefix
 from kafkalake.lease import lost_race
+from kafkalake.lftags import column_tags, columns_resource, pairs, table_resource, table_tags
 from kafkalake.metrics import MaintainerCount
 from lambdas.maintainer.inference import read_footer_columns
 
@@ -38,6 +39,7 @@ class Clients:
     glue: Any
     s3: Any
     events: Any
+    lakeformation: Any
 
 
 class TtlCache(Generic[K, V]):
@@ -78,6 +80,8 @@ class State:
     late-data check; never taken as proof that Glue still holds the partition (``logic``'s acknowledgement rule)."""
     versions: TtlCache[tuple[str, str, int], bool] = field(init=False)
     completed: TtlCache[PartitionKey, bool] = field(init=False)
+    tagged: TtlCache[tuple[str, str], tuple[str, tuple[str, ...]]] = field(init=False)
+    """Tables → the sensitivity and personal columns last tagged (re-sent when either changes, or after the TTL)."""
 
     def __post_init__(self) -> None:
         self.crawlers = TtlCache(self.ttl, self.clock)
@@ -85,6 +89,7 @@ class State:
         self.partitions = TtlCache(self.ttl, self.clock)
         self.versions = TtlCache(self.ttl, self.clock)
         self.completed = TtlCache(self.ttl, self.clock)
+        self.tagged = TtlCache(self.ttl, self.clock)
 
 
 def error_code(exc: ClientError) -> str:
@@ -230,6 +235,42 @@ class GlueCatalog:
 
     def update_partitions(self, database: str, table: str, inputs: list[dict[str, Any]]) -> BatchOutcome:
         return batch_update_partitions(self.glue, database, table, inputs)
+
+
+class TagsRefused(RuntimeError):
+    """Lake Formation did not attach a table's LF-tags: the table fails for this drain, its messages stay."""
+
+
+class LakeTags:
+    """The LF-tags of the tables the maintainer creates or meets (``kafkalake.lftags``), sent once per cache
+    period and again when what they say changes."""
+
+    def __init__(self, lakeformation: Any, state: State, counts: Counter[str]) -> None:
+        self.lakeformation, self.state, self.counts = lakeformation, state, counts
+
+    def tag(self, database: str, table: str, sensitivity: str, personal_columns: Sequence[str]) -> bool:
+        """The personal columns first, then the table: a failure in between leaves the table untagged, so its
+        columns count as personal by its database's tags. True when tags were sent."""
+        wanted = (sensitivity, tuple(sorted(personal_columns)))
+        if self.state.tagged.get((database, table)) == wanted:
+            return False
+        name = f"{database}.{table}"
+        if personal_columns:
+            self._add(columns_resource(database, table, personal_columns), column_tags(), f"the columns of {name}")
+        self._add(table_resource(database, table), table_tags(sensitivity), name)
+        self.state.tagged.put((database, table), wanted)
+        self.counts[MaintainerCount.TABLES_TAGGED] += 1
+        return True
+
+    def _add(self, resource: dict[str, Any], tags: dict[str, str], what: str) -> None:
+        answer = self.lakeformation.add_lf_tags_to_resource(Resource=resource, LFTags=pairs(tags))
+        failures = answer.get("Failures") or []
+        if failures:
+            errors = sorted({f"{f['Error'].get('ErrorCode')}: {f['Error'].get('ErrorMessage')}" for f in failures})
+            raise TagsRefused(
+                f"Lake Formation refused the LF-tags of {what} ({'; '.join(errors)}): the stack creates the tags and "
+                "grants the maintainer ASSOCIATE on them; locally, `kafkalake provision` creates them"
+            )
 
 
 class LakeObjects:

@@ -59,7 +59,8 @@ class Runtime:
 
 
 def clients_for(environment: MaintainerEnvironment) -> Clients:
-    return Clients(*(make_client(environment, service) for service in ("sqs", "glue", "s3", "events")))
+    services = ("sqs", "glue", "s3", "events", "lakeformation")
+    return Clients(*(make_client(environment, service) for service in services))
 
 
 @cache

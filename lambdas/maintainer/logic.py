@@ -35,7 +35,7 @@ from typing import Any
 from kafkalake.layout import DataKey, LayoutError, TablePrefix, is_compaction_output
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import MaintainerCount
-from lambdas.maintainer.dal import Clients, GlueCatalog, LakeObjects, Queue, State, publish
+from lambdas.maintainer.dal import Clients, GlueCatalog, LakeObjects, LakeTags, Queue, State, publish
 from lambdas.maintainer.models import MalformedBody, ObjectEvent, parse_body
 from lambdas.maintainer.partitions import PartitionSync
 from lambdas.maintainer.report import MAX_SAMPLES, Report
@@ -190,4 +190,5 @@ def _table_sync(settings: Settings, clients: Clients, state: State, report: Repo
     glue, lake = GlueCatalog(clients.glue, state, report.counts), LakeObjects(clients.s3, settings.bucket)
     delay = timedelta(seconds=settings.completeness_delay_seconds)
     partitions = PartitionSync(glue, lake, state, report, delay, now)
-    return TableSync(settings.tables_by_prefix, glue, lake, state, report, partitions)
+    tags = LakeTags(clients.lakeformation, state, report.counts)
+    return TableSync(settings.tables_by_prefix, glue, lake, state, report, partitions, tags)

@@ -1,7 +1,8 @@
 """One table at a time: find its settings, make sure Glue has the table and every schema version of the new keys
-(a crawler, or native inference from Parquet footers), then hand its partitions to ``PartitionSync``.
+(a crawler, or native inference from Parquet footers), tag it in Lake Formation, then hand its partitions to
+``PartitionSync``.
 
-Rules only: Glue and S3 through ``lambdas.maintainer.dal``, what happened into the ``Report``.
+Rules only: Glue, S3 and Lake Formation through ``lambdas.maintainer.dal``, what happened into the ``Report``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from kafkalake.glue import SCHEMA_VERSIONS_PARAMETER, table_input, table_input_f
 from kafkalake.layout import DataKey, TablePrefix
 from kafkalake.metrics import MaintainerCount
 from kafkalake.naming import TableInference
-from lambdas.maintainer.dal import GlueCatalog, LakeObjects, State, error_code
+from lambdas.maintainer.dal import GlueCatalog, LakeObjects, LakeTags, State, error_code
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
 from lambdas.maintainer.partitions import PartitionSync
 from lambdas.maintainer.report import Report
@@ -41,6 +42,7 @@ class TableSync:
     state: State
     report: Report
     partitions: PartitionSync
+    tags: LakeTags
 
     def sync_isolated(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
         """``sync``, never letting one table stop the others: on EntityNotFoundException the table's cached
@@ -80,7 +82,20 @@ class TableSync:
             described = self._create_table(table, keys)
             if described is None:
                 return set()
-        return self.partitions.sync(table, self._check_versions(table, described, keys))
+        accepted = self._check_versions(table, described, keys)
+        self._tag(table)
+        return self.partitions.sync(table, accepted)
+
+    def _tag(self, table: CatalogTable) -> None:
+        """The table's LF-tags, and its personal columns' once Glue has them (a column a crawler or a merge adds
+        later is tagged by the sync that finds it). A table outside the catalog keeps its database's tags, the
+        strictest."""
+        if table.sensitivity is None:
+            return
+        described = self.glue.table(table.database, table.table) or {}
+        columns = {c["Name"] for c in described.get("StorageDescriptor", {}).get("Columns", [])}
+        present = [c for c in table.personal_columns if c in columns]
+        self.tags.tag(table.database, table.table, table.sensitivity, present)
 
     def _resolve(self, prefix: TablePrefix) -> CatalogTable | None:
         known = self.tables.get(prefix)

@@ -28,7 +28,7 @@ from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.settings import Endpoints
 from kafkalake_dev.maintainer import invoke_reconciler_locally
-from kafkalake_dev.provision import provision
+from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
@@ -69,7 +69,7 @@ def key(prefix: TablePrefix, version: int, hour: int, first: int = 0, day: date 
 class Lake:
     def __init__(self, endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, files: tuple[Path, Path]):
         self.endpoints, self.env, self.catalog, self.files = endpoints, env, catalog, files
-        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
+        clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
         provisioned = provision(clients, endpoints.region, env, catalog)
         self.p = provisioned
         self.card = TablePrefix(env.name, "acme", "payments", "card-authorized")  # native inference
@@ -79,7 +79,9 @@ class Lake:
         self.s3 = make_client(endpoints, "s3")
         self.sqs = as_s3_sends(make_client(endpoints, "sqs"))  # moto's notifications as S3 sends them
         self.glue = count_calls(make_client(endpoints, "glue"), self.calls)
-        self.clients = Clients(self.sqs, self.glue, self.s3, make_client(endpoints, "events"))
+        self.clients = Clients(
+            self.sqs, self.glue, self.s3, make_client(endpoints, "events"), make_client(endpoints, "lakeformation")
+        )
         self.settings = Settings(
             queue_url=provisioned.queue_url,
             bucket=provisioned.bucket,
@@ -468,7 +470,7 @@ def test_throttling_that_outlasts_the_retries_fails_only_its_table(lake: Lake) -
     glue = boto3.client(
         "glue", config=few_retries, region_name=lake.endpoints.region, endpoint_url=lake.endpoints.aws_endpoint_url
     )
-    lake.clients = Clients(lake.sqs, glue, lake.s3, make_client(lake.endpoints, "events"))
+    lake.clients = dataclasses.replace(lake.clients, glue=glue)
 
     def throttle_card(request: Any, **_: Any) -> AWSResponse | None:
         target = request.headers.get("X-Amz-Target", b"")
@@ -634,3 +636,34 @@ def test_a_late_row_is_visible_after_one_maintainer_and_compactor_cycle(lake: La
     assert visible() == (130, 130)  # the late rows once, nothing twice
     assert marker not in {o["Key"] for o in lake.s3.list_objects_v2(Bucket=lake.p.bucket).get("Contents", [])}
     assert lake.run().counts["late_objects"] == 0  # the drain has nothing new to record
+
+
+def lf_tags(pairs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    return {p["TagKey"]: p["TagValues"] for p in pairs}
+
+
+def test_the_maintainer_tags_the_tables_it_creates_and_their_personal_columns(
+    local_stack: Endpoints, tmp_path: Path
+) -> None:
+    """A native topic whose catalog entry names a nested personal field: the table the maintainer creates carries
+    its sensitivity, the field's top-level column is tagged personal, the database keeps the provisioned tags."""
+    env, catalog, environments = isolated_env(tmp_path)
+    [card_file] = catalog.glob(f"acme/payments/{env.name}/card-authorized.yaml")
+    card_file.write_text(card_file.read_text() + "pii: {authorization.issuer: hmac}\n")
+    lake = Lake(local_stack, env, load_catalog(catalog), (catalog, environments))
+    lake.put(key(lake.card, 1, 3))
+    report = lake.run()
+    assert report.errors == [] and report.counts["tables_created"] == report.counts["tables_tagged"] == 1
+
+    lakeformation = make_client(local_stack, "lakeformation")
+    table = {"DatabaseName": lake.acme, "Name": "card_authorized"}
+    tagged = lakeformation.get_resource_lf_tags(Resource={"Table": table})
+    assert lf_tags(tagged["LFTagsOnTable"]) == {"sensitivity": ["confidential"], "pii": ["false"]}
+    columns = {"TableWithColumns": {**table, "ColumnNames": ["id", "amount_cents", "authorization"]}}
+    on_columns = lakeformation.get_resource_lf_tags(Resource=columns)["LFTagsOnColumns"]
+    assert {c["Name"]: lf_tags(c["LFTags"]) for c in on_columns} == {"authorization": {"pii": ["true"]}}
+    database = lakeformation.get_resource_lf_tags(Resource={"Database": {"Name": lake.acme}})
+    assert lf_tags(database["LFTagOnDatabase"]) == {"sensitivity": ["confidential"], "pii": ["true"]}
+
+    lake.put(key(lake.card, 1, 4))  # a known table within the cache period: not tagged again
+    assert lake.run().counts["tables_tagged"] == 0

@@ -110,6 +110,7 @@ class Lake:
     sqs: Any
     glue: Any
     events: Any
+    lakeformation: Any
     settings: Settings
     calls: Counter[str] = field(default_factory=Counter)
 
@@ -122,7 +123,7 @@ class Lake:
 
     def drain(self, state: State, glue: Any = None) -> Report:
         """One drain of one execution environment (``state``: its warm caches)."""
-        clients = Clients(self.sqs, glue or self.glue, self.s3, self.events)
+        clients = Clients(self.sqs, glue or self.glue, self.s3, self.events, self.lakeformation)
         return drain(self.settings, clients, state, remaining_ms=lambda: 600_000, now=lambda: NOW)
 
     def table(self) -> dict[str, Any]:
@@ -144,7 +145,8 @@ class Lake:
 @pytest.fixture
 def lake() -> Iterator[Lake]:
     with mock_aws():
-        s3, sqs, glue, events = (boto3.client(s, region_name=REGION) for s in ("s3", "sqs", "glue", "events"))
+        services = ("s3", "sqs", "glue", "events", "lakeformation")
+        s3, sqs, glue, events, lakeformation = (boto3.client(s, region_name=REGION) for s in services)
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         glue.create_database(DatabaseInput={"Name": DATABASE})
         events.create_event_bus(Name="lake-events")
@@ -152,7 +154,7 @@ def lake() -> Iterator[Lake]:
         settings = Settings(
             queue_url=queue_url, bucket=BUCKET, event_bus="lake-events", env="staging", tables=[TABLE], wait_seconds=0
         )
-        found = Lake(s3, sqs, glue, events, settings)
+        found = Lake(s3, sqs, glue, events, lakeformation, settings)
         count_calls(glue, found.calls)
         yield found
 

@@ -1,0 +1,65 @@
+"""The maintainer's Lake Formation tagging: personal columns before the table, once per cache period, and a refusal
+that fails the table with the fix."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from kafkalake.lftags import TAG_VALUES
+from lambdas.maintainer.dal import LakeTags, State, TagsRefused
+
+REGION, DATABASE, TABLE = "eu-west-1", "acme_staging", "card_authorized"
+
+
+@pytest.fixture
+def lakeformation() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("lakeformation", region_name=REGION)
+        sent: list[dict[str, Any]] = []
+        client.meta.events.register(
+            "provide-client-params.lakeformation.AddLFTagsToResource", lambda params, **_: sent.append(params)
+        )
+        client.sent = sent
+        yield client
+
+
+def create_tags(lakeformation: Any, *keys: str) -> None:
+    for tag_key in keys:
+        lakeformation.create_lf_tag(TagKey=tag_key, TagValues=list(TAG_VALUES[tag_key]))
+
+
+def test_personal_columns_are_tagged_before_the_table_and_only_once_per_cache_period(lakeformation: Any) -> None:
+    create_tags(lakeformation, "sensitivity", "pii")
+    counts: Counter[str] = Counter()
+    tags = LakeTags(lakeformation, State(600), counts)
+    assert tags.tag(DATABASE, TABLE, "confidential", ["customer", "card"])
+    assert [list(p["Resource"]) for p in lakeformation.sent] == [["TableWithColumns"], ["Table"]]
+    assert lakeformation.sent[0]["Resource"]["TableWithColumns"]["ColumnNames"] == ["card", "customer"]
+    table = {"Table": {"DatabaseName": DATABASE, "Name": TABLE}}
+    on_table = lakeformation.get_resource_lf_tags(Resource=table)["LFTagsOnTable"]
+    assert {t["TagKey"]: t["TagValues"] for t in on_table} == {"pii": ["false"], "sensitivity": ["confidential"]}
+
+    assert not tags.tag(DATABASE, TABLE, "confidential", ["card", "customer"])  # cached: nothing sent
+    assert tags.tag(DATABASE, TABLE, "confidential", ["card", "customer", "email"])  # a new personal column
+    assert len(lakeformation.sent) == 4 and counts["tables_tagged"] == 2
+
+
+def test_a_table_without_personal_columns_gets_its_table_tags_only(lakeformation: Any) -> None:
+    create_tags(lakeformation, "sensitivity", "pii")
+    LakeTags(lakeformation, State(600), Counter()).tag(DATABASE, TABLE, "public", [])
+    assert [list(p["Resource"]) for p in lakeformation.sent] == [["Table"]]
+
+
+def test_a_refused_column_tag_leaves_the_table_untagged_and_says_how_to_fix_it(lakeformation: Any) -> None:
+    create_tags(lakeformation, "sensitivity")  # no pii tag: Lake Formation refuses the columns' tag
+    state = State(600)
+    with pytest.raises(TagsRefused, match=r"the columns of acme_staging\.card_authorized .*ASSOCIATE"):
+        LakeTags(lakeformation, state, Counter()).tag(DATABASE, TABLE, "pii", ["email"])
+    assert [list(p["Resource"]) for p in lakeformation.sent] == [["TableWithColumns"]]  # the table: never sent
+    assert state.tagged.get((DATABASE, TABLE)) is None  # tried again by the next sync
