@@ -37,6 +37,8 @@ WRITER_TABLE_PERMISSIONS = ("ALTER", "DESCRIBE", "INSERT", "SELECT")
 """What the pipeline does to tables it did not create: read them, add, update and list partitions, merge columns."""
 TABLE_CREATORS = ("Crawlers", "Maintainer")
 """The roles that create tables (in our databases, with their location under the registered data prefix)."""
+TAGGER = "Maintainer"
+"""The role that tags the tables it creates or meets (``lambdas.maintainer``): ASSOCIATE on the LF-tags."""
 
 
 class LakeAccess(Construct):
@@ -193,7 +195,7 @@ class LakeAccess(Construct):
                 f"{name}-DataLocation", role.role_arn, location, ["DATA_LOCATION_ACCESS"]
             )
             grant.add_resource_dependency(self.location)
-        if name == "Maintainer":
+        if name == TAGGER:
             for tag_key, values in TAG_VALUES.items():
                 tag = resource(
                     lf_tag=lf.CfnPrincipalPermissions.LFTagKeyResourceProperty(
