@@ -35,7 +35,7 @@ Expression = dict[str, tuple[str, ...]]
 def payload_columns(topic: Topic) -> tuple[str, ...]:
     """The topic's own columns (every schema version's top-level fields, in order of first appearance), minus
     those the archiver drops; the Kafka metadata columns (``_kafka_*``, ...) come on top."""
-    dropped = {path for path, action in topic.personal_fields.items() if action == PiiAction.DROP}
+    dropped = {path.lower() for path, action in topic.personal_fields.items() if action == PiiAction.DROP}
     names = [field["name"].lower() for text in topic.schemas for field in json.loads(text).get("fields", [])]
     return tuple(name for name in dict.fromkeys(names) if name not in dropped)
 

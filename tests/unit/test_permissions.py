@@ -3,6 +3,8 @@ consumers' validation in environments.yaml."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,10 +12,10 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
-from kafkalake.catalog import load_catalog, tables_document
+from kafkalake.catalog import Topic, TopicSpec, load_catalog, tables_document
 from kafkalake.environments import EnvironmentSettings, load_environments
 from kafkalake.lftags import MAX_KEYS_PER_EXPRESSION, MAX_TAGS_PER_RESOURCE, personal_columns, strictest
-from kafkalake.permissions import AccessModel, Grant, access_model, matches
+from kafkalake.permissions import AccessModel, Grant, access_model, matches, table_tags_of
 from kafkalake.personal import PiiAction
 from kafkalake_dev.cli import app
 from lambdas.tables import tables_from_document
@@ -43,6 +45,16 @@ def test_a_nested_personal_field_tags_its_top_level_column_and_a_dropped_field_i
         "note.text": PiiAction.DROP,
     }
     assert personal_columns(fields) == ("card", "customer")
+
+
+def test_a_tables_columns_are_every_versions_top_level_fields_minus_the_dropped() -> None:
+    fields = [{"name": "id", "type": "string"}, {"name": "Phone", "type": "string"}]
+    v1 = {"type": "record", "name": "R", "fields": fields}
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "email", "type": ["null", "string"], "default": None}]}
+    spec = TopicSpec(pii={"Phone": PiiAction.DROP, "email": PiiAction.HMAC})
+    topic = Topic("t", "acme", "crm", "staging", spec, (json.dumps(v1), json.dumps(v2)), Path("t.yaml"))
+    tags = table_tags_of(topic)
+    assert (tags.columns, tags.personal_columns) == (("id", "email"), ("email",))
 
 
 def test_databases_carry_their_strictest_table_and_no_pii_tables_their_own_level() -> None:
