@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, maintainer
+from bench import archiver, compactor, fleet, maintainer
 from kafkalake_dev.local import local_credentials
 
 BENCHMARKS = {
     "maintainer": maintainer.main,
     "archiver": archiver.main,
+    "archiver-fleet": fleet.main,
     "compactor": compactor.main,
     "compactor-fleet": compactor.fleet,
 }

@@ -1,18 +1,25 @@
-"""Compactor benchmarks: the compactor against a plain Spark read + write of the same bytes, in one run each.
+"""Compactor benchmarks: the compactor against a plain read + write of the same bytes with the compactor's committer,
+in one run each.
 
 B3 (``python -m bench compactor``): one partition of BENCH_COMPACT_FILES (default 420) small Parquet files, about
 BENCH_COMPACT_MB (default 320) MB in all, shaped like the archiver's output (one Kafka partition and offset range
 per file, random payloads that do not compress away). On one Spark session:
 
 1. scans before: a full count and a filtered count over the location Glue holds (the raw partition directory);
-2. baseline: ``spark.read.parquet(inputs).write.parquet(elsewhere)``, the least a merge can cost;
-3. the compactor on the same partition (plan, write, inspect, swap);
-4. the same scans after, over the location Glue now holds (the compaction output).
+2. baseline: ``plain_read_write``, the least a merge can cost with the compactor's committer: the same inputs in the
+   same number of output files, consecutive in key order, each one Spark task that reads its inputs and uploads one
+   Parquet object under a key it names (boto3 from the Python worker, no S3A, no rename), with nothing else (no
+   footers, digests, manifests, inspection or swap);
+3. the earlier baseline beside it, ``spark.read.parquet(inputs).write.parquet(elsewhere)`` (S3A's rename commit:
+   a copy and a delete per file on S3), so that the old figures can be read against the new;
+4. the compactor on the same partition (plan, write, inspect, swap);
+5. the same scans after, over the location Glue now holds (the compaction output).
 
 Each scan is repeated BENCH_SCAN_REPEATS (default 3) times; the median is reported.
 
 B3-fleet (``python -m bench compactor-fleet``): 5 tables, 10 partitions each, 40 small files each (BENCH_FLEET_MB,
-default 200 MB, in all): one compactor run over the five tables against one plain read + write of all 50 partitions.
+default 200 MB, in all): one compactor run over the five tables against one plain read + write of all 50 partitions
+(both baselines, as above).
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import dataclasses
 import io
 import os
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -34,15 +43,19 @@ from pyspark.sql import SparkSession
 
 from bench.common import write_result
 from infra.repo import catalog_dir
-from kafkalake.aws import make_client
+from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.layout import DataKey, Partition
+from kafkalake.layout import DataKey, Partition, parse_data_key
 from kafkalake.settings import Endpoints
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
 from kafkalake_dev.spark import local_session
+from spark_jobs.common import worker_s3_client
+from spark_jobs.compaction.binning import InputFile, plan_bins
 from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.merging import read_object
+from spark_jobs.compaction.sizing import estimated_file_count
 from spark_jobs.compaction.work import Knobs
 
 FILES = int(os.environ.get("BENCH_COMPACT_FILES", "420"))
@@ -135,6 +148,69 @@ def scans(spark: SparkSession, location: str) -> dict[str, Any]:
     return {"files": files, "answers": answers, **{f"{k}_seconds": statistics.median(v) for k, v in measured.items()}}
 
 
+@dataclass(frozen=True)
+class CopyTask:
+    """One output file of the plain read + write: its inputs, read whole, written as one object under ``output``."""
+
+    endpoints: Endpoints
+    bucket: str
+    inputs: tuple[str, ...]
+    output: str
+
+
+def copy_bin(task: CopyTask) -> int:
+    """Read the inputs, upload them as one Parquet object (as the compactor's merge uploads); the rows."""
+    s3 = worker_s3_client(task.endpoints)
+    table = pa.concat_tables([read_object(s3, task.bucket, key) for key in task.inputs])
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as out:
+        pq.write_table(table, out.name, compression="snappy")
+        s3.upload_file(out.name, task.bucket, task.output)
+    return int(table.num_rows)
+
+
+def copy_tasks(endpoints: Endpoints, prefixes: list[str], target: str) -> list[CopyTask]:
+    """Per partition (its data prefix), ⌈bytes / target size⌉ outputs of consecutive inputs in key order."""
+    s3, tasks = make_client(endpoints, "s3"), []
+    for index, prefix in enumerate(prefixes):
+        files = []
+        for key, size in list_objects(s3, endpoints.bucket, prefix).items():
+            parsed = parse_data_key(key)
+            low, high = (parsed.kafka_partition, parsed.first_offset), (parsed.kafka_partition, parsed.last_offset)
+            files.append(InputFile(key, size, low, high))
+        wanted = estimated_file_count(sum(f.size for f in files), Knobs().target_file_bytes)
+        for number, chosen in enumerate(plan_bins(sorted(files, key=lambda f: f.low), wanted)):
+            output = f"{target}{index}/part-{number:05d}.parquet"
+            tasks.append(CopyTask(endpoints, endpoints.bucket, chosen.inputs, output))
+    return tasks
+
+
+def baselines(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], rows: int, tag: str) -> dict[str, Any]:
+    """Both plain read + writes of the partitions under ``prefixes``: with the compactor's committer (the baseline)
+    and with Spark's Parquet writer through S3A (the earlier baseline)."""
+    tasks = copy_tasks(endpoints, prefixes, f"bench/plain-{tag}/")
+    context = spark.sparkContext
+    seconds, copied = timed(lambda: context.parallelize(tasks, len(tasks)).map(copy_bin).collect())
+    if sum(copied) != rows:
+        raise RuntimeError(f"the plain read + write copied {sum(copied)} rows of {rows}")
+    say(f"plain read + write, the compactor's committer: {seconds:.1f}s, {len(tasks)} files")
+    sources = [f"s3a://{endpoints.bucket}/{prefix}" for prefix in prefixes]
+    target = f"s3a://{endpoints.bucket}/bench/plain-s3a-{tag}/"
+    s3a_seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
+    s3a_files = len(spark.read.parquet(target).inputFiles())
+    say(f"plain read + write, Spark's writer through S3A: {s3a_seconds:.1f}s, {s3a_files} files")
+    return {
+        "plain_read_write": {"seconds": seconds, "files": len(tasks)},
+        "plain_read_write_s3a": {"seconds": s3a_seconds, "files": s3a_files},
+    }
+
+
+def ratios(compactor_seconds: float, plain: dict[str, Any]) -> dict[str, float]:
+    return {
+        "ratio_compactor_to_plain_read_write": compactor_seconds / plain["plain_read_write"]["seconds"],
+        "ratio_compactor_to_plain_read_write_s3a": compactor_seconds / plain["plain_read_write_s3a"]["seconds"],
+    }
+
+
 def say(line: str) -> None:
     print(f"[bench] {line}", flush=True)
 
@@ -155,10 +231,7 @@ def main() -> None:
             spark.read.parquet(raw).count()  # warm the JVM and the S3A connection pool before anything is timed
             before = scans(spark, raw)
             say(f"scans before: {before}")
-            target = f"s3a://{BUCKET}/bench/plain-{topic.env}/"
-            plain_seconds, _ = timed(lambda: spark.read.parquet(raw).write.parquet(target))
-            plain_files = len(spark.read.parquet(target).inputFiles())
-            say(f"plain read + write: {plain_seconds:.1f}s, {plain_files} files")
+            plain = baselines(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
             compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
             compact_seconds, [result] = timed(compactor.run)
             say(f"compactor: {compact_seconds:.1f}s, {result}")
@@ -175,9 +248,9 @@ def main() -> None:
                 "input_bytes": input_bytes,
                 "rows": rows,
                 "target_file_bytes": Knobs().target_file_bytes,
-                "compactor": {"seconds": compact_seconds, **dataclasses.asdict(result)},
-                "plain_read_write": {"seconds": plain_seconds, "files": plain_files},
-                "ratio_compactor_to_plain_read_write": compact_seconds / plain_seconds,
+                "compactor": {"wall_seconds": compact_seconds, "partition": dataclasses.asdict(result)},
+                **plain,
+                **ratios(compact_seconds, plain),
                 "scans_before": before,
                 "scans_after": after,
                 "speedup_count": before["count_seconds"] / after["count_seconds"],
@@ -204,12 +277,9 @@ def fleet() -> None:
         rows = rows_each * files
         spark = local_session(endpoints, "kafkalake-bench-compactor-fleet")
         try:
-            sources = [f"s3a://{BUCKET}/{t.prefix.data_prefix()}{p.path()}" for t in topics for p in partitions]
-            spark.read.parquet(sources[0]).count()  # warm the JVM and the S3A connection pool
-            target = f"s3a://{BUCKET}/bench/plain-fleet-{topics[0].env}/"
-            plain_seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
-            plain_files = len(spark.read.parquet(target).inputFiles())
-            say(f"plain read + write of all {len(sources)} partitions: {plain_seconds:.1f}s, {plain_files} files")
+            sources = [f"{t.prefix.data_prefix()}{p.path()}" for t in topics for p in partitions]
+            spark.read.parquet(f"s3a://{BUCKET}/{sources[0]}").count()  # warm the JVM and the S3A connection pool
+            plain = baselines(spark, endpoints, sources, rows, f"fleet-{topics[0].env}")
             compact_seconds, results = timed(Compactor(spark, endpoints, topics, Knobs(), say=say).run)
             say(f"compactor over {len(topics)} tables: {compact_seconds:.1f}s")
         finally:
@@ -228,7 +298,7 @@ def fleet() -> None:
                 "files_after": sum(r.files_after for r in compacted),
                 "bytes_after": sum(r.bytes_after for r in compacted),
                 "compactor_seconds": compact_seconds,
-                "plain_read_write": {"seconds": plain_seconds, "files": plain_files},
-                "ratio_compactor_to_plain_read_write": compact_seconds / plain_seconds,
+                **plain,
+                **ratios(compact_seconds, plain),
             },
         )

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from bench.archiver import MEMORY_FIGURES, tree_sample
+from bench.proc import MEMORY_FIGURES, tree_sample
 from bench.spark_alone import plans
 
 STARTS_FROM_A_THREAD = """
