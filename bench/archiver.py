@@ -36,7 +36,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.common import write_result
+from bench.common import LOCAL_CORES, paired_ratio, write_result
 from bench.proc import MEMORY_FIGURES, watched
 from bench.sizing import PlanMemory, emr_sizes
 from kafkalake.catalog import ArchiveSettings
@@ -45,7 +45,6 @@ from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.spark import LOCAL_CONF
 from kafkalake_dev.workload import ensure_topic
 from spark_jobs.archiver.offsets import consumer_group
 
@@ -54,8 +53,6 @@ PARTITIONS = 3
 PER_RUN = RECORDS // 10
 MEMORY_RUNS = int(os.environ.get("BENCH_MEMORY_RUNS", "5"))
 PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
-LOCAL_CORES = int(LOCAL_CONF["spark.master"].removeprefix("local[").removesuffix("]"))
-"""The local session's cores: one Python worker each."""
 PLAN_SIZES = (10_000, 100_000)
 """Records per plan measured for memory beside PER_RUN (B1m) and the default limit (B1)."""
 SCHEMA = json.dumps(
@@ -74,7 +71,11 @@ SCHEMA = json.dumps(
 )
 
 
-def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False) -> float:
+def produce(
+    endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False, hours_ago: tuple[int, int] | None = None
+) -> float:
+    """``records`` records (3 partitions); their Kafka time is now, or spread evenly from ``hours_ago[0]`` hours ago
+    to ``hours_ago[1]`` hours ago. The values' mean size."""
     ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, PARTITIONS)
     schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic), SCHEMA)
     producer = Producer(
@@ -86,7 +87,8 @@ def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = Fal
             "compression.type": "lz4",
         }
     )
-    base_ms = int(time.time() * 1000) - 3_600_000
+    now_ms = int(time.time() * 1000)
+    base_ms = now_ms - 3_600_000
     started, sizes = time.monotonic(), 0
     for i in range(records):
         value = encode(
@@ -103,7 +105,8 @@ def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = Fal
         sizes += len(value)
         while True:
             try:
-                producer.produce(topic, key=str(i).encode(), value=value)
+                at = 0 if hours_ago is None else kafka_time(i, records, hours_ago, now_ms)  # 0: the producer's now
+                producer.produce(topic, key=str(i).encode(), value=value, timestamp=at)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -113,6 +116,13 @@ def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = Fal
     if producer.flush(120) != 0:
         raise RuntimeError(f"could not deliver every record to {topic}")
     return sizes / records
+
+
+def kafka_time(index: int, records: int, hours_ago: tuple[int, int], now_ms: int) -> int:
+    """The Kafka time (epoch ms) of record ``index`` of ``records`` spread evenly from ``hours_ago[0]`` hours before
+    ``now_ms`` to ``hours_ago[1]`` hours before it."""
+    first, last = (now_ms - hours * 3_600_000 for hours in hours_ago)
+    return first + (last - first) * index // records
 
 
 def consumer_perf_test(endpoints: Endpoints, topic: str, records: int) -> dict[str, float]:
@@ -217,8 +227,8 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def baseline_pairs(endpoints: Endpoints, topic: str, per_plan: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """BENCH_PAIRS runs of the archiver and of Spark alone over the whole topic, alternated (so both see the same
-    load of a shared machine); the median run of each."""
+    """BENCH_PAIRS runs of the archiver and of Spark alone over the whole topic, alternated (so that each pair sees
+    the same load of a shared machine: ``bench.common.paired_ratio``); the median run of each."""
     archiver_runs, alone_runs = [], []
     for _ in range(PAIRS):
         forget_offsets(endpoints, topic)
@@ -273,7 +283,9 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
         "archiver_records_per_second_after_start": after_start,
         "archiver_records_per_second_end_to_end": end_to_end,
         "spark_alone_records_per_second_after_start": alone_after_start,
-        "ratio_archiver_to_spark_alone_after_start": after_start / alone_after_start,
+        "ratio_archiver_to_spark_alone_after_start": paired_ratio(
+            at_default["rates_after_start"], alone["rates_after_start"]
+        ),
         "archiver_cpu_seconds_per_million_records": cpu_per_million(at_default),
         "spark_alone_cpu_seconds_per_million_records": cpu_per_million(alone),
         "ratio_cpu_archiver_to_spark_alone": cpu_per_million(at_default) / cpu_per_million(alone),

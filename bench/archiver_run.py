@@ -1,6 +1,6 @@
 """Child process of bench/archiver.py: archive benchmark topics until caught up (as the archiver job does, several at
-a time), report the Spark start, the run's time and CPU seconds after it (``bench.proc``), the records read, the objects and
-bytes stored, and the driver's API calls (``bench.calls``)."""
+a time), report the Spark start, the run's time and CPU seconds after it (``bench.proc``), the records read, the
+objects and bytes stored, and the driver's API calls (``bench.calls``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from bench.common import started_session
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
+from kafkalake.naming import TableInference
 from kafkalake_dev.local import local_credentials
 from spark_jobs.archiver.fleet import archive_fleet
 from spark_jobs.archiver.summary import PHASES
@@ -23,16 +24,21 @@ from spark_jobs.archiver.summary import PHASES
 SCHEMA_FILE = "bench.v1.avsc"
 
 
-def bench_topic(kafka_topic: str, per_run: int) -> Topic:
-    spec = TopicSpec(
-        kafka_topic=kafka_topic, archive=ArchiveSettings(max_records_per_run=per_run, max_records_per_file=per_run)
+def bench_topic(argument: str, per_run: int) -> Topic:
+    """``KAFKA_TOPIC``: a table in an environment of its own (so each run archives the topic afresh); or
+    ``KAFKA_TOPIC=ENV/COMPANY/DOMAIN/NAME``: that table, as the catalog would name it (``bench.fleet``)."""
+    kafka_topic, _, table = argument.partition("=")
+    env, company, domain, name = (
+        table.split("/") if table else (f"t{uuid.uuid4().hex[:8]}", "bench", "bench", "payments")
     )
-    name = f"t{uuid.uuid4().hex[:8]}"
-    return Topic("payments", "bench", "bench", name, spec, (), Path(SCHEMA_FILE))
+    archive = ArchiveSettings(max_records_per_run=per_run)
+    spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE)
+    return Topic(name, company, domain, env, spec, (), Path(SCHEMA_FILE))
 
 
 def main() -> None:
-    """``python -m bench.archiver_run RESULT_FILE PER_RUN CONCURRENCY KAFKA_TOPIC...``"""
+    """``python -m bench.archiver_run RESULT_FILE PER_RUN CONCURRENCY KAFKA_TOPIC[=TABLE]...``, into BENCH_BUCKET
+    (``bench.common.BUCKET`` by default)."""
     result_file, per_run, concurrency = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
     spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver")

@@ -28,11 +28,8 @@ import dataclasses
 import io
 import os
 import statistics
-import tempfile
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
 from datetime import date
 from typing import Any
 
@@ -41,21 +38,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from bench.common import write_result
+from bench.calls import count_every_client
+from bench.common import LOCAL_CORES, say, timed, write_result
+from bench.plain import baselines, ratios
+from bench.proc import Peaks
+from bench.sizing import EmrSizes, sizes_for
 from infra.repo import catalog_dir
-from kafkalake.aws import list_objects, make_client
+from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.layout import DataKey, Partition, parse_data_key
+from kafkalake.layout import DataKey, Partition
 from kafkalake.settings import Endpoints
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
 from kafkalake_dev.spark import local_session
-from spark_jobs.common import worker_s3_client
-from spark_jobs.compaction.binning import InputFile, plan_bins
 from spark_jobs.compaction.job import Compactor
-from spark_jobs.compaction.merging import read_object
-from spark_jobs.compaction.sizing import estimated_file_count
 from spark_jobs.compaction.work import Knobs
 
 FILES = int(os.environ.get("BENCH_COMPACT_FILES", "420"))
@@ -128,12 +125,6 @@ def glue_location(endpoints: Endpoints, topic: Topic) -> str:
     return str(answer["Partition"]["StorageDescriptor"]["Location"]).replace("s3://", "s3a://")
 
 
-def timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    value = action()
-    return time.perf_counter() - started, value
-
-
 def scans(spark: SparkSession, location: str) -> dict[str, Any]:
     """Median seconds of a full count and a filtered count (a predicate no file statistic can prune)."""
     measured: dict[str, list[float]] = {"count": [], "filtered_count": []}
@@ -148,71 +139,11 @@ def scans(spark: SparkSession, location: str) -> dict[str, Any]:
     return {"files": files, "answers": answers, **{f"{k}_seconds": statistics.median(v) for k, v in measured.items()}}
 
 
-@dataclass(frozen=True)
-class CopyTask:
-    """One output file of the plain read + write: its inputs, read whole, written as one object under ``output``."""
-
-    endpoints: Endpoints
-    bucket: str
-    inputs: tuple[str, ...]
-    output: str
-
-
-def copy_bin(task: CopyTask) -> int:
-    """Read the inputs, upload them as one Parquet object (as the compactor's merge uploads); the rows."""
-    s3 = worker_s3_client(task.endpoints)
-    table = pa.concat_tables([read_object(s3, task.bucket, key) for key in task.inputs])
-    with tempfile.NamedTemporaryFile(suffix=".parquet") as out:
-        pq.write_table(table, out.name, compression="snappy")
-        s3.upload_file(out.name, task.bucket, task.output)
-    return int(table.num_rows)
-
-
-def copy_tasks(endpoints: Endpoints, prefixes: list[str], target: str) -> list[CopyTask]:
-    """Per partition (its data prefix), ⌈bytes / target size⌉ outputs of consecutive inputs in key order."""
-    s3, tasks = make_client(endpoints, "s3"), []
-    for index, prefix in enumerate(prefixes):
-        files = []
-        for key, size in list_objects(s3, endpoints.bucket, prefix).items():
-            parsed = parse_data_key(key)
-            low, high = (parsed.kafka_partition, parsed.first_offset), (parsed.kafka_partition, parsed.last_offset)
-            files.append(InputFile(key, size, low, high))
-        wanted = estimated_file_count(sum(f.size for f in files), Knobs().target_file_bytes)
-        for number, chosen in enumerate(plan_bins(sorted(files, key=lambda f: f.low), wanted)):
-            output = f"{target}{index}/part-{number:05d}.parquet"
-            tasks.append(CopyTask(endpoints, endpoints.bucket, chosen.inputs, output))
-    return tasks
-
-
-def baselines(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], rows: int, tag: str) -> dict[str, Any]:
-    """Both plain read + writes of the partitions under ``prefixes``: with the compactor's committer (the baseline)
-    and with Spark's Parquet writer through S3A (the earlier baseline)."""
-    tasks = copy_tasks(endpoints, prefixes, f"bench/plain-{tag}/")
-    context = spark.sparkContext
-    seconds, copied = timed(lambda: context.parallelize(tasks, len(tasks)).map(copy_bin).collect())
-    if sum(copied) != rows:
-        raise RuntimeError(f"the plain read + write copied {sum(copied)} rows of {rows}")
-    say(f"plain read + write, the compactor's committer: {seconds:.1f}s, {len(tasks)} files")
-    sources = [f"s3a://{endpoints.bucket}/{prefix}" for prefix in prefixes]
-    target = f"s3a://{endpoints.bucket}/bench/plain-s3a-{tag}/"
-    s3a_seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
-    s3a_files = len(spark.read.parquet(target).inputFiles())
-    say(f"plain read + write, Spark's writer through S3A: {s3a_seconds:.1f}s, {s3a_files} files")
-    return {
-        "plain_read_write": {"seconds": seconds, "files": len(tasks)},
-        "plain_read_write_s3a": {"seconds": s3a_seconds, "files": s3a_files},
-    }
-
-
-def ratios(compactor_seconds: float, plain: dict[str, Any]) -> dict[str, float]:
-    return {
-        "ratio_compactor_to_plain_read_write": compactor_seconds / plain["plain_read_write"]["seconds"],
-        "ratio_compactor_to_plain_read_write_s3a": compactor_seconds / plain["plain_read_write_s3a"]["seconds"],
-    }
-
-
-def say(line: str) -> None:
-    print(f"[bench] {line}", flush=True)
+def compactor_sizes(peaks: dict[str, float], rows: int) -> EmrSizes:
+    """The EMR worker sizes the compactor's peaks call for (``bench.sizing``); the Python driver's peak includes
+    this benchmark's own (its input files were made here), so the driver's size is an upper bound."""
+    per_core = peaks["peak_workers_python_rss_mib"] / LOCAL_CORES
+    return sizes_for(rows, peaks["peak_jvm_rss_mib"], peaks["peak_driver_python_rss_mib"], per_core)
 
 
 def main() -> None:
@@ -233,7 +164,8 @@ def main() -> None:
             say(f"scans before: {before}")
             plain = baselines(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
             compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
-            compact_seconds, [result] = timed(compactor.run)
+            with Peaks(os.getpid()) as peaks:  # this process is the Python driver
+                compact_seconds, [result] = timed(compactor.run)
             say(f"compactor: {compact_seconds:.1f}s, {result}")
             after = scans(spark, glue_location(endpoints, topic))
             say(f"scans after: {after}")
@@ -248,7 +180,8 @@ def main() -> None:
                 "input_bytes": input_bytes,
                 "rows": rows,
                 "target_file_bytes": Knobs().target_file_bytes,
-                "compactor": {"wall_seconds": compact_seconds, "partition": dataclasses.asdict(result)},
+                "compactor": {"wall_seconds": compact_seconds, "partition": dataclasses.asdict(result), **peaks.mib()},
+                "emr_sizes": compactor_sizes(peaks.mib(), rows).to_dict(),
                 **plain,
                 **ratios(compact_seconds, plain),
                 "scans_before": before,
@@ -280,6 +213,8 @@ def fleet() -> None:
             sources = [f"{t.prefix.data_prefix()}{p.path()}" for t in topics for p in partitions]
             spark.read.parquet(f"s3a://{BUCKET}/{sources[0]}").count()  # warm the JVM and the S3A connection pool
             plain = baselines(spark, endpoints, sources, rows, f"fleet-{topics[0].env}")
+            calls: Counter[str] = Counter()
+            count_every_client(calls)  # the driver's calls from here on (the executors': inputs read, outputs put)
             compact_seconds, results = timed(Compactor(spark, endpoints, topics, Knobs(), say=say).run)
             say(f"compactor over {len(topics)} tables: {compact_seconds:.1f}s")
         finally:
@@ -298,6 +233,7 @@ def fleet() -> None:
                 "files_after": sum(r.files_after for r in compacted),
                 "bytes_after": sum(r.bytes_after for r in compacted),
                 "compactor_seconds": compact_seconds,
+                "compactor_driver_calls": dict(sorted(calls.items())),
                 **plain,
                 **ratios(compact_seconds, plain),
             },

@@ -1,6 +1,6 @@
 """A benchmark child's process tree, read from /proc: the memory of each part (the Python driver, the Spark JVM,
-Spark's Python daemon and workers) and the CPU seconds each process has used. ``watched`` runs a child, samples its
-tree every quarter second and keeps every figure's peak.
+Spark's Python daemon and workers) and the CPU seconds each process has used. ``Peaks`` samples a tree every quarter
+second while a block runs and keeps every figure's peak; ``watched`` runs a child so.
 
 Locally the Spark JVM is the driver and the executor at once; on EMR Serverless the driver's worker holds the Python
 driver and a JVM, each executor's worker a JVM and the Python workers of its cores (``bench.sizing``)."""
@@ -11,8 +11,7 @@ import os
 import re
 import subprocess
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 MEMORY_FIGURES = ("rss", "pss", "jvm_rss", "driver_python_rss", "workers_python_rss")
@@ -61,23 +60,41 @@ def tree_cpu() -> dict[int, float]:
     return tree_sample(os.getpid())[1]
 
 
+class Peaks:
+    """The peak of each MEMORY_FIGURES over a process tree and the last CPU seconds of each of its processes,
+    sampled every quarter second by a thread while a ``with`` block runs."""
+
+    def __init__(self, root: int, alive: Callable[[], bool] = lambda: True) -> None:
+        self.root, self.alive = root, alive
+        self.kib, self.cpu = dict.fromkeys(MEMORY_FIGURES, 0), dict[int, float]()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set() and self.alive():
+            memory, used = tree_sample(self.root)
+            self.kib.update({name: max(self.kib[name], value) for name, value in memory.items()})
+            self.cpu.update(used)
+            self._stop.wait(0.25)
+
+    def __enter__(self) -> Peaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mib(self) -> dict[str, float]:
+        return {f"peak_{name}_mib": kib / 1024 for name, kib in self.kib.items()}
+
+
 def watched(command: Sequence[str]) -> tuple[dict[str, float], float]:
     """Run ``command`` to its end; the peak of each MEMORY_FIGURES (MiB, each its own peak) over its tree and the
     CPU seconds its tree used (the last sample of each process)."""
     child = subprocess.Popen(list(command))
-    peaks, cpu = dict.fromkeys(MEMORY_FIGURES, 0), {}
-
-    def sample() -> None:
-        while child.poll() is None:
-            memory, used = tree_sample(child.pid)
-            peaks.update({name: max(peaks[name], value) for name, value in memory.items()})
-            cpu.update(used)
-            time.sleep(0.25)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    child.wait()
-    sampler.join()
+    with Peaks(child.pid, lambda: child.poll() is None) as peaks:
+        child.wait()
     if child.returncode != 0:
         raise RuntimeError(f"benchmark child {command[:3]} exited with {child.returncode}")
-    return {f"peak_{name}_mib": kib / 1024 for name, kib in peaks.items()}, sum(cpu.values())
+    return peaks.mib(), sum(peaks.cpu.values())

@@ -69,7 +69,7 @@ class WorkerSize:
 @dataclass(frozen=True)
 class EmrSizes:
     records_per_plan: int
-    """The largest plan size measured: the sizes hold up to it."""
+    """The largest plan size measured: the sizes hold up to it (the compactor's: the rows it merged)."""
     driver: WorkerSize
     executor: WorkerSize
 
@@ -80,6 +80,20 @@ class EmrSizes:
             "executor": self.executor.to_dict(),
             "emr_default": EMR_DEFAULT,
         }
+
+
+def spark_defaults(sizes: dict[str, Any]) -> dict[str, str]:
+    """Sizes (``EmrSizes.to_dict``) as Spark settings, EMR Serverless's ``spark-defaults``: each worker's memory is
+    its heap plus an overhead that fills it (the Python driver or workers live there)."""
+    settings: dict[str, str] = {}
+    for role in ("driver", "executor"):
+        size = sizes[role]
+        settings |= {
+            f"spark.{role}.cores": str(size["cpu"]),
+            f"spark.{role}.memory": f"{size['heap_gb']}g",
+            f"spark.{role}.memoryOverhead": f"{size['memory_gb'] - size['heap_gb']}g",
+        }
+    return settings
 
 
 def supported_memory_gb(cpu: int, needed_mib: float) -> int:
@@ -102,12 +116,18 @@ def worker(cpu: int, jvm_mib: float, python_mib: float) -> WorkerSize:
 def emr_sizes(measured: list[PlanMemory], local_cores: int) -> EmrSizes:
     """Driver and executor sizes for the largest plan size measured, from its peaks (and never below a smaller
     plan's: a peak is a maximum)."""
-    largest = max(m.records_per_plan for m in measured)
-    jvm = max(m.jvm_mib for m in measured)
-    driver_python = max(m.driver_python_mib for m in measured)
-    per_core = max(m.workers_python_mib for m in measured) / local_cores
+    return sizes_for(
+        max(m.records_per_plan for m in measured),
+        max(m.jvm_mib for m in measured),
+        max(m.driver_python_mib for m in measured),
+        max(m.workers_python_mib for m in measured) / local_cores,
+    )
+
+
+def sizes_for(records_per_plan: int, jvm_mib: float, driver_python_mib: float, python_per_core_mib: float) -> EmrSizes:
+    """Driver and executor sizes for a job whose JVM, Python driver and Python worker per core peaked so."""
     return EmrSizes(
-        largest,
-        worker(DRIVER_CORES, jvm, driver_python),
-        worker(EXECUTOR_CORES, jvm, per_core * EXECUTOR_CORES),
+        records_per_plan,
+        worker(DRIVER_CORES, jvm_mib, driver_python_mib),
+        worker(EXECUTOR_CORES, jvm_mib, python_per_core_mib * EXECUTOR_CORES),
     )

@@ -71,8 +71,9 @@ class DirectWriter:
     prefix: str
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows:
+        received = list(batches)  # none when the plan's range of this task's Kafka partition is empty
+        table = pa.Table.from_batches(received) if received else None
+        if table is not None and table.num_rows:
             offsets = table.column("_kafka_offset")
             partition = table.column("_kafka_partition")[0].as_py()
             first, last = offsets[0].as_py(), offsets[len(offsets) - 1].as_py()

@@ -273,6 +273,26 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
             },
         },
     )
+    for application in ("archiver", "compactor"):
+        tpl.has_resource_properties(
+            "AWS::EMRServerless::Application",
+            {
+                "Name": f"kafkalake-{env}-{application}",
+                "RuntimeConfiguration": [
+                    {
+                        "Classification": "spark-defaults",
+                        "Properties": {
+                            "spark.driver.cores": "2",
+                            "spark.driver.memory": "2g",
+                            "spark.driver.memoryOverhead": "2g",
+                            "spark.executor.cores": "4",
+                            "spark.executor.memory": "2g",
+                            "spark.executor.memoryOverhead": "6g",
+                        },
+                    }
+                ],
+            },
+        )
     tpl.has_resource_properties(
         "AWS::Scheduler::Schedule",
         {
