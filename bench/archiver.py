@@ -18,7 +18,8 @@
   between).
 
 The archiver runs in a child process (``bench.archiver_run``) as the archiver job does: every topic caught up,
-several at a time. B-fleet and the fleet at full size are in ``bench.fleet``.
+several at a time. B-fleet and the fleet at full size are in ``bench.fleet``. A few lines past 300: the workload
+(producing, perf-test) and the measurements over it stay together.
 """
 
 from __future__ import annotations

@@ -6,13 +6,14 @@ BENCH_COMPACT_MB (default 320) MB in all, shaped like the archiver's output (one
 per file, random payloads that do not compress away). On one Spark session:
 
 1. scans before: a full count and a filtered count over the location Glue holds (the raw partition directory);
-2. baseline: ``plain_read_write``, the least a merge can cost with the compactor's committer: the same inputs in the
-   same number of output files, consecutive in key order, each one Spark task that reads its inputs and uploads one
-   Parquet object under a key it names (boto3 from the Python worker, no S3A, no rename), with nothing else (no
-   footers, digests, manifests, inspection or swap);
+2. baseline (``bench.plain``; ``plain_read_write`` in the result), the least a merge can cost with the compactor's
+   committer: the same inputs in the same number of output files, consecutive in key order, each one Spark task that
+   reads its inputs and uploads one Parquet object under a key it names (boto3 from the Python worker, no S3A, no
+   rename), with nothing else (no footers, digests, manifests, inspection or swap);
 3. the earlier baseline beside it, ``spark.read.parquet(inputs).write.parquet(elsewhere)`` (S3A's rename commit:
    a copy and a delete per file on S3), so that the old figures can be read against the new;
-4. the compactor on the same partition (plan, write, inspect, swap);
+4. the compactor on the same partition (plan, write, inspect, swap), with the peak memory of this process tree while
+   it runs (``bench.proc.Peaks``) and the EMR worker sizes it calls for (``bench.sizing``);
 5. the same scans after, over the location Glue now holds (the compaction output).
 
 Each scan is repeated BENCH_SCAN_REPEATS (default 3) times; the median is reported.
@@ -140,8 +141,9 @@ def scans(spark: SparkSession, location: str) -> dict[str, Any]:
 
 
 def compactor_sizes(peaks: dict[str, float], rows: int) -> EmrSizes:
-    """The EMR worker sizes the compactor's peaks call for (``bench.sizing``); the Python driver's peak includes
-    this benchmark's own (its input files were made here), so the driver's size is an upper bound."""
+    """The EMR worker sizes the compactor's peaks call for (``bench.sizing``), each an upper bound: the Python
+    driver's peak includes this benchmark's own (its input files were made here), and Spark reuses the Python workers
+    the baselines ran in before (a worker keeps the memory it once held)."""
     per_core = peaks["peak_workers_python_rss_mib"] / LOCAL_CORES
     return sizes_for(rows, peaks["peak_jvm_rss_mib"], peaks["peak_driver_python_rss_mib"], per_core)
 

@@ -16,8 +16,9 @@ What each part costs, and where its inputs come from (``Measured``, every field 
   same way; one partition per topic and hour;
 - maintainer (Lambda): one invocation per schedule; its duration is the handler's CPU per event (the maintainer
   bench) times the events, a lower bound (Glue's and SQS's latency is not measured on moto);
-- requests: S3 PUTs (one per object, the driver's lease and receipt calls per topic and run from B-fleet), S3 GETs
-  (the compactor reads each input once), SQS (S3's event sends, and the maintainer's receives and deletes per
+- requests: S3 PUTs and GETs (one PUT per object; the driver's lease and receipt calls per topic and run from
+  B-fleet; the compactor's driver calls per partition from B3-fleet, plus a GET per input and a PUT and two GETs per
+  output from its executors), SQS (S3's event sends, and the maintainer's receives and deletes per
   event), Glue (the maintainer's calls per table and drain, the compactor's per table and run), EventBridge.
 
 Kafka Connect: always-on workers (two for availability; more when the CPU the volume needs at the raw consumer's
@@ -25,6 +26,9 @@ rate, ``kafka-consumer-perf-test`` in B1, the least any consumer needs, exceeds 
 partition and rotation interval (15 minutes, the same freshness), no compaction. Firehose: one stream per topic
 from MSK, ingestion per GB, Parquet conversion billed per record rounded up to 5 KB (Firehose converts JSON only:
 Avro needs a transforming Lambda on top, not counted), dynamic partitioning per GB and per object.
+
+Past 300 lines on purpose: the model reads top to bottom in one place, prices → fleet → inputs → each way's bill →
+the levers on ours.
 """
 
 from __future__ import annotations
@@ -125,7 +129,9 @@ class Measured:
     """CPU seconds over (cores x wall seconds) of the B1 run after the Spark start."""
     spark_start_seconds: float
     cpu_seconds_per_topic_run: float
-    s3_requests_per_topic_run: float
+    s3_puts_per_topic_run: float
+    """The driver's PUT-class S3 requests (PUT, LIST) per topic and run: leases, receipts; GETs are ``s3_gets_...``."""
+    s3_gets_per_topic_run: float
     max_records_per_file: int
     driver: Worker
     executor: Worker
@@ -136,7 +142,8 @@ class Measured:
     maintainer_memory_gb: float
     compactor_core_seconds_per_gib: float
     compactor_core_seconds_per_partition: float
-    compactor_s3_requests_per_partition: float
+    compactor_s3_puts_per_partition: float
+    compactor_s3_gets_per_partition: float
     compactor_glue_calls_per_table: float
 
 
@@ -188,8 +195,10 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
     objects = fleet.objects_per_run(measured.max_records_per_file) * archive_runs
     drains = fleet.runs_per_day(fleet.maintain_every_minutes)
     lambda_seconds = objects * measured.maintainer_cpu_seconds_per_event
-    s3_puts = objects + archive_runs * fleet.topics * measured.s3_requests_per_topic_run
-    s3_compactor = compact_runs * fleet.topics * measured.compactor_s3_requests_per_partition
+    s3_puts = objects + archive_runs * fleet.topics * measured.s3_puts_per_topic_run
+    s3_gets = archive_runs * fleet.topics * measured.s3_gets_per_topic_run
+    compactor_puts = compact_runs * fleet.topics * measured.compactor_s3_puts_per_partition
+    compactor_gets = compact_runs * fleet.topics * measured.compactor_s3_gets_per_partition
     sqs = objects * (1 + measured.maintainer_sqs_calls_per_event)
     glue = fleet.topics * (
         drains * measured.maintainer_glue_calls_per_table_drain + compact_runs * measured.compactor_glue_calls_per_table
@@ -205,8 +214,8 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
         ),
         Line(
             "S3 requests",
-            {"put_archiver": s3_puts, "compactor": s3_compactor},
-            s3_puts * prices.s3_put + s3_compactor * prices.s3_put,
+            {"put": s3_puts + compactor_puts, "get": s3_gets + compactor_gets},
+            (s3_puts + compactor_puts) * prices.s3_put + (s3_gets + compactor_gets) * prices.s3_get,
         ),
         Line("SQS requests", {"requests": sqs}, sqs * prices.sqs_request),
         Line("Glue calls", {"calls": glue}, glue * prices.glue_request),
@@ -276,6 +285,12 @@ LEVERS: dict[str, Callable[[Fleet, Measured], tuple[Fleet, Measured]]] = {
     "per-topic CPU halved": lambda f, m: (f, replace(m, cpu_seconds_per_topic_run=m.cpu_seconds_per_topic_run / 2)),
     "archiving every 30 minutes": lambda f, m: (replace(f, archive_every_minutes=30), m),
     "compaction every 2 hours": lambda f, m: (replace(f, compact_every_minutes=120), m),
+    "the driver's S3 requests per topic and run halved": lambda f, m: (
+        f,
+        replace(
+            m, s3_puts_per_topic_run=m.s3_puts_per_topic_run / 2, s3_gets_per_topic_run=m.s3_gets_per_topic_run / 2
+        ),
+    ),
     "EMR's default worker sizes (4 vCPU, 16 GB)": lambda f, m: (
         f,
         replace(m, driver=Worker(4, 16), executor=Worker(4, 16)),

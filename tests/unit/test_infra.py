@@ -273,7 +273,11 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
             },
         },
     )
-    for application in ("archiver", "compactor"):
+    sizes = {  # driver vCPU, heap, overhead; executor vCPU, heap, overhead
+        "archiver": ("2", "2g", "2g", "4", "2g", "6g"),
+        "compactor": ("2", "3g", "1g", "4", "3g", "7g"),
+    }
+    for application, (driver_cores, driver_heap, driver_rest, cores, heap, rest) in sizes.items():
         tpl.has_resource_properties(
             "AWS::EMRServerless::Application",
             {
@@ -282,12 +286,12 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
                     {
                         "Classification": "spark-defaults",
                         "Properties": {
-                            "spark.driver.cores": "2",
-                            "spark.driver.memory": "2g",
-                            "spark.driver.memoryOverhead": "2g",
-                            "spark.executor.cores": "4",
-                            "spark.executor.memory": "2g",
-                            "spark.executor.memoryOverhead": "6g",
+                            "spark.driver.cores": driver_cores,
+                            "spark.driver.memory": driver_heap,
+                            "spark.driver.memoryOverhead": driver_rest,
+                            "spark.executor.cores": cores,
+                            "spark.executor.memory": heap,
+                            "spark.executor.memoryOverhead": rest,
                         },
                     }
                 ],
