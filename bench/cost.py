@@ -119,6 +119,17 @@ class Worker:
 
 
 @dataclass(frozen=True)
+class Workers:
+    """A job's driver and executor sizes (``bench.sizing``, from its measured memory)."""
+
+    driver: Worker
+    executor: Worker
+
+
+EMR_DEFAULT = Workers(Worker(4, 16), Worker(4, 16))
+
+
+@dataclass(frozen=True)
 class Measured:
     """Every input of the model, read from bench/results (``bench.report.measured``)."""
 
@@ -133,8 +144,8 @@ class Measured:
     """The driver's PUT-class S3 requests (PUT, LIST) per topic and run: leases, receipts; GETs are ``s3_gets_...``."""
     s3_gets_per_topic_run: float
     max_records_per_file: int
-    driver: Worker
-    executor: Worker
+    archiver_workers: Workers
+    compactor_workers: Workers
     consumer_records_per_core_second: float
     maintainer_cpu_seconds_per_event: float
     maintainer_sqs_calls_per_event: float
@@ -155,16 +166,16 @@ class EmrRun:
     executors: int
 
 
-def emr_run(core_seconds: float, utilization: float, interval_seconds: float, measured: Measured) -> EmrRun:
+def emr_run(core_seconds: float, utilization: float, interval_seconds: float, start: float, workers: Workers) -> EmrRun:
     """One job run: the fewest executors that finish ``core_seconds`` of CPU work (at ``utilization`` of their
-    vCPUs) within the schedule's interval, plus the Spark start; every worker billed at least a minute."""
-    cores = measured.executor.cpu * utilization
-    work_window = interval_seconds - measured.spark_start_seconds
-    executors = max(1, math.ceil(core_seconds / cores / work_window))
-    wall = measured.spark_start_seconds + core_seconds / (cores * executors)
+    vCPUs) within the schedule's interval after the Spark start; every worker billed at least a minute."""
+    driver, executor = workers.driver, workers.executor
+    cores = executor.cpu * utilization
+    executors = max(1, math.ceil(core_seconds / cores / (interval_seconds - start)))
+    wall = start + core_seconds / (cores * executors)
     billed = max(wall, 60.0) / 3600
-    vcpus = measured.driver.cpu + executors * measured.executor.cpu
-    memory = measured.driver.memory_gb + executors * measured.executor.memory_gb
+    vcpus = driver.cpu + executors * executor.cpu
+    memory = driver.memory_gb + executors * executor.memory_gb
     return EmrRun(wall, vcpus * billed, memory * billed, executors)
 
 
@@ -184,14 +195,26 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
         records_per_run * measured.archiver_cpu_seconds_per_million / 1e6
         + fleet.topics * measured.cpu_seconds_per_topic_run
     )
-    archive = emr_run(archive_core_seconds, measured.archiver_utilization, fleet.archive_every_minutes * 60, measured)
+    archive = emr_run(
+        archive_core_seconds,
+        measured.archiver_utilization,
+        fleet.archive_every_minutes * 60,
+        measured.spark_start_seconds,
+        measured.archiver_workers,
+    )
     compact_runs = fleet.runs_per_day(fleet.compact_every_minutes)
     gib_per_run = fleet.records_per_day * measured.stored_bytes_per_record / compact_runs / 2**30
     compact_core_seconds = (
         gib_per_run * measured.compactor_core_seconds_per_gib
         + fleet.topics * measured.compactor_core_seconds_per_partition
     )
-    compact = emr_run(compact_core_seconds, 1.0, fleet.compact_every_minutes * 60, measured)  # wall x cores
+    compact = emr_run(  # core seconds measured as wall seconds x cores: at full use
+        compact_core_seconds,
+        1.0,
+        fleet.compact_every_minutes * 60,
+        measured.spark_start_seconds,
+        measured.compactor_workers,
+    )
     objects = fleet.objects_per_run(measured.max_records_per_file) * archive_runs
     drains = fleet.runs_per_day(fleet.maintain_every_minutes)
     lambda_seconds = objects * measured.maintainer_cpu_seconds_per_event
@@ -293,7 +316,7 @@ LEVERS: dict[str, Callable[[Fleet, Measured], tuple[Fleet, Measured]]] = {
     ),
     "EMR's default worker sizes (4 vCPU, 16 GB)": lambda f, m: (
         f,
-        replace(m, driver=Worker(4, 16), executor=Worker(4, 16)),
+        replace(m, archiver_workers=EMR_DEFAULT, compactor_workers=EMR_DEFAULT),
     ),
 }
 """What-ifs on our bill: each changes one input and the model is run again."""

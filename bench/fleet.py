@@ -74,6 +74,7 @@ def b_fleet(endpoints: Endpoints) -> dict[str, Any]:
         produce(endpoints, topic, FLEET_RECORDS, quiet=True)
         if index % 20 == 0:
             print(f"[bench] fleet: produced {index + 1}/{len(topics)} topics", flush=True)
+    await_group_coordinator(endpoints, topics[0])
     one = archive(topics[:1], FLEET_RECORDS, FLEET_CONCURRENCY)
     print(f"[bench] one topic: {one}", flush=True)
     many = archive(topics[1:], FLEET_RECORDS, FLEET_CONCURRENCY)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench import cost
 from bench.common import RESULTS, write_result
@@ -53,7 +54,6 @@ def measured(results: Results) -> cost.Measured:
     b3_fleet = need(results, "compactor-fleet")
     calls = b3_fleet["compactor_driver_calls"]
     executor_gets = b3_fleet["input_files"] + 2 * b3_fleet["files_after"]  # a GET per input, two per output inspected
-    sizes = b1["emr_sizes"]
     return cost.Measured(
         record_bytes=b1["avg_value_bytes"],
         stored_bytes_per_record=run["stored_bytes"] / run["records"],
@@ -64,8 +64,8 @@ def measured(results: Results) -> cost.Measured:
         s3_puts_per_topic_run=s3_requests(fleet["driver_calls"])[0] / fleet["topics"],
         s3_gets_per_topic_run=s3_requests(fleet["driver_calls"])[1] / fleet["topics"],
         max_records_per_file=ArchiveSettings().max_records_per_file,
-        driver=cost.Worker(sizes["driver"]["cpu"], sizes["driver"]["memory_gb"]),
-        executor=cost.Worker(sizes["executor"]["cpu"], sizes["executor"]["memory_gb"]),
+        archiver_workers=workers(b1["emr_sizes"]),
+        compactor_workers=workers(b3["emr_sizes"]),
         consumer_records_per_core_second=b1["consumer_perf_test"]["records_per_second_reported"] / cores,
         maintainer_cpu_seconds_per_event=maintainer["handler_cpu_seconds_per_10k_events"] / 10_000,
         maintainer_sqs_calls_per_event=_calls(maintainer["calls"], "sqs.") / maintainer["messages_drained"],
@@ -77,6 +77,14 @@ def measured(results: Results) -> cost.Measured:
         compactor_s3_puts_per_partition=(s3_requests(calls)[0] + b3_fleet["files_after"]) / b3_fleet["partitions"],
         compactor_s3_gets_per_partition=(s3_requests(calls)[1] + executor_gets) / b3_fleet["partitions"],
         compactor_glue_calls_per_table=_calls(calls, "glue.") / b3_fleet["tables"],
+    )
+
+
+def workers(sizes: dict[str, Any]) -> cost.Workers:
+    """The driver and executor of ``bench.sizing.EmrSizes.to_dict``."""
+    driver, executor = sizes["driver"], sizes["executor"]
+    return cost.Workers(
+        cost.Worker(driver["cpu"], driver["memory_gb"]), cost.Worker(executor["cpu"], executor["memory_gb"])
     )
 
 
