@@ -9,16 +9,17 @@ maintainer every 10, compaction hourly.
 What each part costs, and where its inputs come from (``Measured``, every field read from bench/results):
 
 - archiver (EMR Serverless): per run, the CPU seconds its records need (CPU seconds per million after the Spark start,
-  B1) plus the CPU seconds each topic costs whatever its size (B-fleet: the fleet run's CPU over its topics), spread
-  over the executors' vCPUs at the utilization measured in B1, plus the Spark start (B1), billed for the driver and
-  executor sizes ``bench.sizing`` derived from the measured memory, at least one minute per worker;
+  B1) plus the CPU seconds each topic costs whatever its size (the fleet at full size: its archiver run's CPU less
+  its records' over its topics), spread over the executors' vCPUs at the utilization measured in B1, plus the Spark
+  start (B1), billed for the driver and executor sizes ``bench.sizing`` derived from the measured memory, at least
+  one minute per worker;
 - compactor (EMR Serverless): per hourly run, the core seconds per GiB (B3) and per partition (B3-fleet), billed the
   same way; one partition per topic and hour;
 - maintainer (Lambda): one invocation per schedule; its duration is the handler's CPU per event (the maintainer
   bench) times the events, a lower bound (Glue's and SQS's latency is not measured on moto);
 - requests: S3 PUTs and GETs (one PUT per object; the driver's lease and receipt calls per topic and run from
-  B-fleet; the compactor's driver calls per partition from B3-fleet, plus a GET per input and a PUT and two GETs per
-  output from its executors), SQS (S3's event sends, and the maintainer's receives and deletes per
+  the fleet at full size; the compactor's driver calls per partition from B3-fleet, plus a GET per input and a PUT
+  and two GETs per output from its executors), SQS (S3's event sends, and the maintainer's receives and deletes per
   event), Glue (the maintainer's calls per table and drain, the compactor's per table and run), EventBridge.
 
 Kafka Connect: always-on workers (two for availability; more when the CPU the volume needs at the raw consumer's
@@ -77,6 +78,8 @@ class Fleet:
     light_records_per_day: int = 200_000
     light_partitions: int = 3
     archive_every_minutes: int = 15
+    light_every_runs: int = 1
+    """The light topics are archived by one run in this many (each run takes every heavy topic)."""
     maintain_every_minutes: int = 10
     compact_every_minutes: int = 60
 
@@ -91,18 +94,25 @@ class Fleet:
     def runs_per_day(self, every_minutes: int) -> int:
         return 24 * 60 // every_minutes
 
+    @property
+    def topics_per_run(self) -> float:
+        """Topics one archiver run takes, on average."""
+        return self.heavy_topics + self.light_topics / self.light_every_runs
+
     def objects_per_run(self, max_records_per_file: int) -> float:
-        """Data objects one archiver run writes: per topic, per Kafka partition and business hour its records span
-        (a run's range crosses an hour boundary once in 60 / interval runs), cut at ``max_records_per_file``."""
+        """Data objects one archiver run writes on average: per topic it takes, per Kafka partition and business hour
+        its records span (a range of m minutes crosses an hour boundary once in 60 / m), cut at
+        ``max_records_per_file``."""
         runs = self.runs_per_day(self.archive_every_minutes)
-        hours = 1 + self.archive_every_minutes / 60
         total = 0.0
-        for topics, per_day, partitions in (
-            (self.heavy_topics, self.heavy_records_per_day, self.heavy_partitions),
-            (self.light_topics, self.light_records_per_day, self.light_partitions),
+        for topics, per_day, partitions, every in (
+            (self.heavy_topics, self.heavy_records_per_day, self.heavy_partitions, 1),
+            (self.light_topics, self.light_records_per_day, self.light_partitions, self.light_every_runs),
         ):
-            per_partition_hour = per_day / runs / partitions / hours
-            total += topics * partitions * hours * math.ceil(per_partition_hour / max_records_per_file)
+            hours = 1 + min(1.0, self.archive_every_minutes * every / 60)
+            per_partition_hour = per_day / (runs / every) / partitions / hours
+            objects = partitions * hours * math.ceil(per_partition_hour / max_records_per_file)
+            total += topics / every * objects
         return total
 
     def partitions(self) -> int:
@@ -193,7 +203,7 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
     records_per_run = fleet.records_per_day / archive_runs
     archive_core_seconds = (
         records_per_run * measured.archiver_cpu_seconds_per_million / 1e6
-        + fleet.topics * measured.cpu_seconds_per_topic_run
+        + fleet.topics_per_run * measured.cpu_seconds_per_topic_run
     )
     archive = emr_run(
         archive_core_seconds,
@@ -218,8 +228,8 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
     objects = fleet.objects_per_run(measured.max_records_per_file) * archive_runs
     drains = fleet.runs_per_day(fleet.maintain_every_minutes)
     lambda_seconds = objects * measured.maintainer_cpu_seconds_per_event
-    s3_puts = objects + archive_runs * fleet.topics * measured.s3_puts_per_topic_run
-    s3_gets = archive_runs * fleet.topics * measured.s3_gets_per_topic_run
+    s3_puts = objects + archive_runs * fleet.topics_per_run * measured.s3_puts_per_topic_run
+    s3_gets = archive_runs * fleet.topics_per_run * measured.s3_gets_per_topic_run
     compactor_puts = compact_runs * fleet.topics * measured.compactor_s3_puts_per_partition
     compactor_gets = compact_runs * fleet.topics * measured.compactor_s3_gets_per_partition
     sqs = objects * (1 + measured.maintainer_sqs_calls_per_event)
@@ -305,6 +315,10 @@ def dominant(lines: list[Line]) -> tuple[Line, float]:
 
 
 LEVERS: dict[str, Callable[[Fleet, Measured], tuple[Fleet, Measured]]] = {
+    "the light topics archived hourly (the heavy ones every 15 minutes)": lambda f, m: (
+        replace(f, light_every_runs=60 // f.archive_every_minutes),
+        m,
+    ),
     "per-topic CPU halved": lambda f, m: (f, replace(m, cpu_seconds_per_topic_run=m.cpu_seconds_per_topic_run / 2)),
     "archiving every 30 minutes": lambda f, m: (replace(f, archive_every_minutes=30), m),
     "compaction every 2 hours": lambda f, m: (replace(f, compact_every_minutes=120), m),

@@ -19,8 +19,8 @@ def need(results: Results, name: str) -> dict[str, Any]:
 
 
 def number(value: float) -> str:
-    """Thousands separated; three significant digits below 100."""
-    if value == 0 or abs(value) >= 100:
+    """Thousands separated; three significant digits below 100 unless whole."""
+    if float(value).is_integer() or abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:,.{2 - math.floor(math.log10(abs(value)))}f}"
 
@@ -47,7 +47,7 @@ def archiver_rows(results: Results) -> list[list[str]]:
             f"Spark alone, same read, committer and plans, each run right after one of ours ({alone_rates}): "
             f"{number(b1['spark_alone_records_per_second_after_start'])}",
             f"**{paired_ratio(run['rates_after_start'], alone['rates_after_start']):.2f}** (median of the pairs' "
-            f"ratios; goal ≥ 0.9; {number(1 / b1['ratio_cpu_archiver_to_spark_alone'])} by CPU)",
+            f"ratios; goal ≥ 0.9; {1 / b1['ratio_cpu_archiver_to_spark_alone']:.2f} by CPU)",
         ],
         [
             "CPU seconds per million records after the Spark start (the job's whole process tree)",
@@ -196,7 +196,9 @@ def memory_lines(results: Results) -> list[str]:
         for m in b1["memory_per_plan_size"]
     ]
     header = ["records per plan", "Spark JVM (driver + executor) MiB", "Python driver MiB"]
-    lines = table([*header, f"Python workers ({b1['local_cores']} cores) MiB", "whole tree MiB"], rows)
+    lines = table(
+        [*header, f"Python workers ({need(results, 'archiver')['local_cores']} cores) MiB", "whole tree MiB"], rows
+    )
     sizes = b1["emr_sizes"]
     driver, executor, default = sizes["driver"], sizes["executor"], sizes["emr_default"]
     return [
