@@ -20,7 +20,8 @@ What each part costs, and where its inputs come from (``Measured``, every field 
 - requests: S3 PUTs and GETs (one PUT per object; the driver's lease and receipt calls per topic and run from
   the fleet at full size; the compactor's driver calls per partition from B3-fleet, plus a GET per input and a PUT
   and two GETs per output from its executors), SQS (S3's event sends, and the maintainer's receives and deletes per
-  event), Glue (the maintainer's calls per table and drain, the compactor's per table and run), EventBridge.
+  event), Glue (the maintainer's calls per table and drain; the compactor's per table and run and per partition,
+  from the fleet at full size), EventBridge.
 
 Kafka Connect: always-on workers (two for availability; more when the CPU the volume needs at the raw consumer's
 rate, ``kafka-consumer-perf-test`` in B1, the least any consumer needs, exceeds one worker), and one S3 PUT per
@@ -165,7 +166,9 @@ class Measured:
     compactor_core_seconds_per_partition: float
     compactor_s3_puts_per_partition: float
     compactor_s3_gets_per_partition: float
-    compactor_glue_calls_per_table: float
+    compactor_glue_calls_per_table_run: float
+    """Reads of the table's partitions per run; ``compactor_glue_calls_per_partition`` per partition it compacts."""
+    compactor_glue_calls_per_partition: float
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,8 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
     compactor_gets = compact_runs * fleet.topics * measured.compactor_s3_gets_per_partition
     sqs = objects * (1 + measured.maintainer_sqs_calls_per_event)
     glue = fleet.topics * (
-        drains * measured.maintainer_glue_calls_per_table_drain + compact_runs * measured.compactor_glue_calls_per_table
+        drains * measured.maintainer_glue_calls_per_table_drain
+        + compact_runs * (measured.compactor_glue_calls_per_table_run + measured.compactor_glue_calls_per_partition)
     )
     events = compact_runs * fleet.topics  # one PartitionComplete per table and hour
     return [

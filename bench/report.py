@@ -48,7 +48,9 @@ def measured(results: Results) -> cost.Measured:
     """The cost model's inputs, each from the benchmark that measured it."""
     b1 = need(results, "archiver")["throughput"]
     run, cores = b1["archiver_default_limit"], need(results, "archiver")["local_cores"]
-    fleet = need(results, "fleet")["archiver"]  # 160 topics, most of them small: the cost model's shape
+    full = need(results, "fleet")  # 160 topics, most of them small: the cost model's shape
+    fleet = full["archiver"]
+    full_reads, compacted = full["compactor"]["calls"]["glue.GetPartitions"], full["compactor"]["partitions_compacted"]
     maintainer = need(results, "maintainer")
     b3 = need(results, "compactor")
     b3_fleet = need(results, "compactor-fleet")
@@ -77,7 +79,8 @@ def measured(results: Results) -> cost.Measured:
         compactor_core_seconds_per_partition=b3_fleet["compactor_seconds"] * cores / b3_fleet["partitions"],
         compactor_s3_puts_per_partition=(s3_requests(calls)[0] + b3_fleet["files_after"]) / b3_fleet["partitions"],
         compactor_s3_gets_per_partition=(s3_requests(calls)[1] + executor_gets) / b3_fleet["partitions"],
-        compactor_glue_calls_per_table=_calls(calls, "glue.") / b3_fleet["tables"],
+        compactor_glue_calls_per_table_run=full_reads / full["topics"],
+        compactor_glue_calls_per_partition=(_calls(full["compactor"]["calls"], "glue.") - full_reads) / compacted,
     )
 
 

@@ -106,7 +106,8 @@ MEASURED = cost.Measured(
     compactor_core_seconds_per_partition=0.5,
     compactor_s3_puts_per_partition=8,
     compactor_s3_gets_per_partition=12,
-    compactor_glue_calls_per_table=2,
+    compactor_glue_calls_per_table_run=1,
+    compactor_glue_calls_per_partition=2,
 )
 
 
