@@ -1,34 +1,34 @@
 """Archiver, each figure against its baseline in the same run:
 
-- B1: one topic of BENCH_RECORDS (default 2,000,000) Avro records of about 200 bytes in 3 partitions: the
-  archiver's records/s after its Spark session is up, against `kafka-consumer-perf-test` on the same topic; at
-  the catalog's default per-plan limit (1,000,000 records), and at a tenth of BENCH_RECORDS per plan (the B1m
-  run, ten plans). Also reported: plans 2-10 of that run alone (``ratio_warm_plans``), without the first plan's
-  warm-up (Python workers, Kafka clients, code generation, JIT), which a run pays once. The CPU seconds the
-  archiver's process tree used per record at the default limit are reported too, and the floor Spark itself sets
-  here: the topic through Spark alone (``bench.spark_alone``: Kafka source, from_avro, Spark's Parquet writer, no
-  Python) in the same plans, against perf-test and against the archiver.
-- B1m: the peak resident memory of the archiver's whole process tree (Python driver, Spark JVM, Python daemon and
-  workers, sampled from /proc) at a 10x backlog against a 1x backlog: the per-plan record limit keeps memory
-  bounded. Each is the median of BENCH_MEMORY_RUNS (5) runs. Beside it: the same ratio for the summed PSS and for
-  the JVM alone, and the 20x backlog against the 10x (the topic doubled), which shows whether the peak still grows.
-  B1 and B1m archive the same topic several times (into different tables, its consumer group deleted in between).
-- B-fleet: BENCH_FLEET_TOPICS (100) topics x 3 partitions x BENCH_FLEET_RECORDS (2,000) records archived by one
-  run against one run archiving one such topic (cycle time reported).
+- B1: one topic of BENCH_RECORDS (default 2,000,000) Avro records of about 200 bytes in 3 partitions, at the
+  catalog's default per-plan limit (1,000,000 records). The archiver's records/s after its Spark session is up,
+  against the same topic through the fairest Spark-alone pipeline (``bench.spark_alone``: the archiver's own
+  Kafka read, ``from_avro``, and the archiver's committer: one object per task under an offset-named key, no S3A,
+  no rename), in the same plans; the CPU seconds per million records of both (their process trees after the Spark
+  start, ``bench.proc``); and both against ``kafka-consumer-perf-test`` on the same topic, the physical reference.
+  Also at a tenth of BENCH_RECORDS per plan (ten plans), and plans 2-10 of that run alone (``ratio_warm_plans``),
+  without the first plan's warm-up (Python workers, Kafka clients, code generation, JIT), which a run pays once.
+- B1m: the peak resident memory of the archiver's whole process tree at a 10x backlog against a 1x backlog: the
+  per-plan record limit keeps memory bounded. Each is the median of BENCH_MEMORY_RUNS (5) runs. Beside it: the same
+  ratio for the summed PSS and for the JVM alone, and the 20x backlog against the 10x (the topic doubled).
+- Memory per plan size: the peaks of the Spark JVM, the Python driver and Spark's Python workers at PLAN_SIZES
+  records per plan (each over a topic of at least two such plans), from which ``bench.sizing`` derives the EMR
+  Serverless worker sizes.
+  B1, B1m and these archive the same topics several times (into different tables, their consumer group deleted in
+  between).
 
 The archiver runs in a child process (``bench.archiver_run``) as the archiver job does: every topic caught up,
-several at a time. BENCH_ARCHIVER_PARTS=throughput or =fleet runs one part.
+several at a time. B-fleet and the fleet at full size are in ``bench.fleet``. A few lines past 300: the workload
+(producing, perf-test) and the measurements over it stay together.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +37,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.common import write_result
+from bench.common import LOCAL_CORES, paired_ratio, write_result
+from bench.proc import MEMORY_FIGURES, watched
+from bench.sizing import PlanMemory, emr_sizes
 from kafkalake.catalog import ArchiveSettings
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
@@ -51,9 +53,9 @@ RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PARTITIONS = 3
 PER_RUN = RECORDS // 10
 MEMORY_RUNS = int(os.environ.get("BENCH_MEMORY_RUNS", "5"))
-FLEET_TOPICS = int(os.environ.get("BENCH_FLEET_TOPICS", "100"))
-FLEET_RECORDS = int(os.environ.get("BENCH_FLEET_RECORDS", "2000"))
-FLEET_CONCURRENCY = int(os.environ.get("BENCH_FLEET_CONCURRENCY", "8"))
+PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
+PLAN_SIZES = (10_000, 100_000)
+"""Records per plan measured for memory beside PER_RUN (B1m) and the default limit (B1)."""
 SCHEMA = json.dumps(
     {
         "type": "record",
@@ -70,7 +72,11 @@ SCHEMA = json.dumps(
 )
 
 
-def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False) -> float:
+def produce(
+    endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False, hours_ago: tuple[int, int] | None = None
+) -> float:
+    """``records`` records (3 partitions); their Kafka time is now, or spread evenly from ``hours_ago[0]`` hours ago
+    to ``hours_ago[1]`` hours ago. The values' mean size."""
     ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, PARTITIONS)
     schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic), SCHEMA)
     producer = Producer(
@@ -82,7 +88,8 @@ def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = Fal
             "compression.type": "lz4",
         }
     )
-    base_ms = int(time.time() * 1000) - 3_600_000
+    now_ms = int(time.time() * 1000)
+    base_ms = now_ms - 3_600_000
     started, sizes = time.monotonic(), 0
     for i in range(records):
         value = encode(
@@ -99,7 +106,8 @@ def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = Fal
         sizes += len(value)
         while True:
             try:
-                producer.produce(topic, key=str(i).encode(), value=value)
+                at = 0 if hours_ago is None else kafka_time(i, records, hours_ago, now_ms)  # 0: the producer's now
+                producer.produce(topic, key=str(i).encode(), value=value, timestamp=at)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -109,6 +117,13 @@ def produce(endpoints: Endpoints, topic: str, records: int, *, quiet: bool = Fal
     if producer.flush(120) != 0:
         raise RuntimeError(f"could not deliver every record to {topic}")
     return sizes / records
+
+
+def kafka_time(index: int, records: int, hours_ago: tuple[int, int], now_ms: int) -> int:
+    """The Kafka time (epoch ms) of record ``index`` of ``records`` spread evenly from ``hours_ago[0]`` hours before
+    ``now_ms`` to ``hours_ago[1]`` hours before it."""
+    first, last = (now_ms - hours * 3_600_000 for hours in hours_ago)
+    return first + (last - first) * index // records
 
 
 def consumer_perf_test(endpoints: Endpoints, topic: str, records: int) -> dict[str, float]:
@@ -155,75 +170,25 @@ def forget_offsets(endpoints: Endpoints, topic: str) -> None:
                 raise
 
 
-MEMORY_FIGURES = ("rss", "pss", "jvm_rss")
-"""Sampled over the archiver's process tree: the RSS summed (B1m), the PSS summed (shared pages counted once), the
-Spark JVM's RSS alone."""
-TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
-
-
-def tree_sample(root: int) -> tuple[dict[str, int], dict[int, float]]:
-    """MEMORY_FIGURES of ``root`` and all its descendants, in KiB, and the CPU seconds each has used so far. Children
-    are listed per thread: the JVM starts Spark's Python daemon (and so every Python worker) from one of its threads,
-    never from its main thread."""
-    memory, cpu, pending = dict.fromkeys(MEMORY_FIGURES, 0), {}, [root]
-    while pending:
-        pid = pending.pop()
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            command = Path(f"/proc/{pid}/comm").read_text().strip()
-            threads = list(Path(f"/proc/{pid}/task").iterdir())
-            pending += [int(child) for task in threads for child in (task / "children").read_text().split()]
-        except OSError:  # ended while sampled
-            continue
-        rss = _rollup_kib(rollup, "Rss")
-        memory["rss"] += rss
-        memory["pss"] += _rollup_kib(rollup, "Pss")
-        memory["jvm_rss"] += rss if command == "java" else 0
-        cpu[pid] = (int(stat[11]) + int(stat[12])) / TICKS_PER_SECOND  # utime + stime, all threads
-    return memory, cpu
-
-
-def _rollup_kib(rollup: str, field: str) -> int:
-    match = re.search(rf"^{field}:\s+(\d+)", rollup, re.MULTILINE)
-    return int(match.group(1)) if match else 0
-
-
 def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, Any]:
     """Run the archiver in a child process until every topic is caught up; its timings, the peak memory of its
-    process tree (MEMORY_FIGURES, each its own peak) and the CPU seconds the tree used (the Spark start included)."""
-    with tempfile.TemporaryDirectory() as folder:
-        result_file = Path(folder) / "result.json"
-        command = [sys.executable, "-m", "bench.archiver_run", str(result_file), str(per_run), str(concurrency)]
-        child = subprocess.Popen([*command, *topics])
-        peaks, cpu = dict.fromkeys(MEMORY_FIGURES, 0), {}
-
-        def sample() -> None:
-            while child.poll() is None:
-                memory, used = tree_sample(child.pid)
-                peaks.update({name: max(peaks[name], value) for name, value in memory.items()})
-                cpu.update(used)
-                time.sleep(0.25)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        child.wait()
-        sampler.join()
-        if child.returncode != 0:
-            raise RuntimeError(f"archiver child exited with {child.returncode}")
-        outcome: dict[str, Any] = json.loads(result_file.read_text())
-    memory_mib = {f"peak_{name}_mib": kib / 1024 for name, kib in peaks.items()}
-    return {**outcome, **memory_mib, "cpu_seconds": sum(cpu.values())}
+    process tree (``bench.proc.MEMORY_FIGURES``, each its own peak) and the CPU seconds the tree used (the Spark start
+    included; ``run_cpu_seconds`` after it)."""
+    return child_run("bench.archiver_run", str(per_run), str(concurrency), *topics)
 
 
 def spark_alone(topic: str, per_plan: int) -> dict[str, Any]:
-    """The same topic through Spark alone (``bench.spark_alone``) in plans of ``per_plan`` records: the floor."""
+    """The same topic through Spark alone (``bench.spark_alone``) in plans of ``per_plan`` records: the baseline."""
+    return child_run("bench.spark_alone", str(per_plan), topic)
+
+
+def child_run(module: str, *arguments: str) -> dict[str, Any]:
+    """``python -m module RESULT_FILE arguments...`` watched (``bench.proc.watched``): its result, peaks and CPU."""
     with tempfile.TemporaryDirectory() as folder:
         result_file = Path(folder) / "result.json"
-        command = [sys.executable, "-m", "bench.spark_alone", str(result_file), str(per_plan), topic]
-        subprocess.run(command, check=True)
+        memory, cpu = watched([sys.executable, "-m", module, str(result_file), *arguments])
         outcome: dict[str, Any] = json.loads(result_file.read_text())
-    return outcome
+    return {**outcome, **memory, "cpu_seconds": cpu}
 
 
 def median_peak(endpoints: Endpoints, topic: str, records: int) -> dict[str, Any]:
@@ -247,29 +212,65 @@ def memory_ratios(ten_x: dict[str, Any], one_x: dict[str, Any]) -> dict[str, flo
     }
 
 
+def rate_after_start(run: dict[str, Any]) -> float:
+    return float(run["records"] / run["run_seconds"])
+
+
+def cpu_per_million(run: dict[str, Any]) -> float:
+    """CPU seconds of the run's process tree after the Spark start, per million records."""
+    return float(run["run_cpu_seconds"] / run["records"] * 1e6)
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median records/s after the Spark start, with every run's rate beside it."""
+    ordered = sorted(runs, key=rate_after_start)
+    return {**ordered[len(ordered) // 2], "rates_after_start": [rate_after_start(run) for run in runs]}
+
+
+def baseline_pairs(endpoints: Endpoints, topic: str, per_plan: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """BENCH_PAIRS runs of the archiver and of Spark alone over the whole topic, alternated (so that each pair sees
+    the same load of a shared machine: ``bench.common.paired_ratio``); the median run of each."""
+    archiver_runs, alone_runs = [], []
+    for _ in range(PAIRS):
+        forget_offsets(endpoints, topic)
+        archiver_runs.append(archive([topic], per_plan))
+        print(f"[bench] archiver on {topic}, {per_plan} per plan: {archiver_runs[-1]}", flush=True)
+        alone_runs.append(spark_alone(topic, per_plan))
+        print(f"[bench] Spark alone on {topic}, {per_plan} per plan: {alone_runs[-1]}", flush=True)
+    return median_run(archiver_runs), median_run(alone_runs)
+
+
+def memory_per_plan_size(endpoints: Endpoints, small: str, measured: dict[int, dict[str, Any]]) -> list[PlanMemory]:
+    """Peak memory of each part at PLAN_SIZES records per plan over the small topic (PER_RUN records), beside the
+    runs ``measured`` at other sizes."""
+    runs = dict(measured)
+    for size in PLAN_SIZES:
+        forget_offsets(endpoints, small)
+        runs[size] = archive([small], size)
+        print(f"[bench] archiver on {PER_RUN} records, {size} per plan: {runs[size]}", flush=True)
+    return [PlanMemory.of(size, run) for size, run in sorted(runs.items())]
+
+
 def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
-    """B1: records/s after the Spark start against kafka-consumer-perf-test on the same topic; B1m: peak RSS at a
-    10x backlog against a 1x backlog, with the same per-plan record limit."""
+    """B1: records/s after the Spark start against Spark alone and kafka-consumer-perf-test on the same topic, CPU
+    per million records; B1m: peak RSS at a 10x backlog against a 1x backlog, with the same per-plan record limit;
+    peak memory per plan size and the EMR worker sizes it calls for."""
     big, small = f"bench.archiver.{uuid.uuid4().hex[:8]}", f"bench.archiver.{uuid.uuid4().hex[:8]}"
     value_bytes = produce(endpoints, big, RECORDS)
     produce(endpoints, small, PER_RUN)
     perf = consumer_perf_test(endpoints, big, RECORDS)
     print(f"[bench] kafka-consumer-perf-test: {perf}", flush=True)
     default_limit = ArchiveSettings().max_records_per_run
-    at_default = archive([big], default_limit)
-    print(f"[bench] archiver on {RECORDS} records, {default_limit} per plan: {at_default}", flush=True)
-    alone = spark_alone(big, default_limit)
-    print(f"[bench] Spark alone on {RECORDS} records, {default_limit} per plan: {alone}", flush=True)
+    at_default, alone = baseline_pairs(endpoints, big, default_limit)
     ten_x = median_peak(endpoints, big, RECORDS)
     one_x = median_peak(endpoints, small, PER_RUN)
+    per_plan = memory_per_plan_size(endpoints, small, {default_limit: at_default, PER_RUN: ten_x})
     produce(endpoints, big, RECORDS)  # twice the backlog: does the peak still grow?
     twenty_x = median_peak(endpoints, big, 2 * RECORDS)
-    after_start = at_default["records"] / at_default["run_seconds"]
-    alone_after_start = alone["records"] / alone["run_seconds"]
+    after_start, alone_after_start = rate_after_start(at_default), rate_after_start(alone)
+    perf_rate = perf["records_per_second_reported"]
     end_to_end = at_default["records"] / at_default["seconds"]
-    small_plans = ten_x["records"] / ten_x["run_seconds"]
     warm = ten_x["plans_after_the_first"]
-    warm_rate = warm["records"] / warm["seconds"]
     return {
         "records": RECORDS,
         "avg_value_bytes": value_bytes,
@@ -282,49 +283,26 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
         "archiver_20x": twenty_x,
         "archiver_records_per_second_after_start": after_start,
         "archiver_records_per_second_end_to_end": end_to_end,
-        "B1_ratio_after_start": after_start / perf["records_per_second_reported"],
-        "B1_ratio_end_to_end": end_to_end / perf["records_per_second_reported"],
-        "spark_alone_ratio_after_start": alone_after_start / perf["records_per_second_reported"],
-        "ratio_archiver_to_spark_alone_after_start": after_start / alone_after_start,
-        "B1_ratio_after_start_ten_plans": small_plans / perf["records_per_second_reported"],
-        "ratio_warm_plans": warm_rate / perf["records_per_second_reported"],
+        "spark_alone_records_per_second_after_start": alone_after_start,
+        "ratio_archiver_to_spark_alone_after_start": paired_ratio(
+            at_default["rates_after_start"], alone["rates_after_start"]
+        ),
+        "archiver_cpu_seconds_per_million_records": cpu_per_million(at_default),
+        "spark_alone_cpu_seconds_per_million_records": cpu_per_million(alone),
+        "ratio_cpu_archiver_to_spark_alone": cpu_per_million(at_default) / cpu_per_million(alone),
+        "B1_ratio_after_start": after_start / perf_rate,
+        "B1_ratio_end_to_end": end_to_end / perf_rate,
+        "spark_alone_ratio_after_start": alone_after_start / perf_rate,
+        "B1_ratio_after_start_ten_plans": rate_after_start(ten_x) / perf_rate,
+        "ratio_warm_plans": warm["records"] / warm["seconds"] / perf_rate,
         **memory_ratios(ten_x, one_x),
         "ratio_peak_rss_20x_to_10x": twenty_x["peak_rss_mib"] / ten_x["peak_rss_mib"],
-        "archiver_cpu_microseconds_per_record": at_default["cpu_seconds"] / RECORDS * 1e6,
-    }
-
-
-def fleet(endpoints: Endpoints) -> dict[str, Any]:
-    """B-fleet: FLEET_TOPICS topics x 3 partitions x FLEET_RECORDS records archived in one run, against one run
-    archiving one such topic."""
-    topics = [f"bench.fleet.{uuid.uuid4().hex[:8]}" for _ in range(FLEET_TOPICS + 1)]
-    for index, topic in enumerate(topics):
-        produce(endpoints, topic, FLEET_RECORDS, quiet=True)
-        if index % 20 == 0:
-            print(f"[bench] fleet: produced {index + 1}/{len(topics)} topics", flush=True)
-    one = archive(topics[:1], FLEET_RECORDS, FLEET_CONCURRENCY)
-    print(f"[bench] one topic: {one}", flush=True)
-    many = archive(topics[1:], FLEET_RECORDS, FLEET_CONCURRENCY)
-    print(f"[bench] {FLEET_TOPICS} topics: {many}", flush=True)
-    return {
-        "topics": FLEET_TOPICS,
-        "records_per_topic": FLEET_RECORDS,
-        "concurrency": FLEET_CONCURRENCY,
-        "one_topic": one,
-        "fleet": many,
-        "fleet_cycle_seconds": many["seconds"],
-        "B_fleet_ratio": many["seconds"] / one["seconds"],
-        "B_fleet_ratio_after_start": many["run_seconds"] / one["run_seconds"],
+        "memory_per_plan_size": [m.to_dict() for m in per_plan],
+        "emr_sizes": emr_sizes(per_plan, LOCAL_CORES).to_dict(),
     }
 
 
 def main() -> None:
     endpoints = local_endpoints()
     with stack.running():
-        parts = os.environ.get("BENCH_ARCHIVER_PARTS", "throughput,fleet").split(",")
-        result: dict[str, Any] = {}
-        if "throughput" in parts:
-            result["throughput"] = throughput_and_memory(endpoints)
-        if "fleet" in parts:
-            result["fleet"] = fleet(endpoints)
-        write_result("archiver", result)
+        write_result("archiver", {"throughput": throughput_and_memory(endpoints)})

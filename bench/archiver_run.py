@@ -1,5 +1,6 @@
 """Child process of bench/archiver.py: archive benchmark topics until caught up (as the archiver job does, several at
-a time), report the Spark start, the run's time and the records read."""
+a time), report the Spark start, the run's time and CPU seconds after it (``bench.proc``), the records read, the
+objects and bytes stored, and the driver's API calls (``bench.calls``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ import json
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
+from bench.calls import count_every_client
 from bench.common import started_session
+from bench.proc import cpu_since, tree_cpu
+from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
+from kafkalake.naming import TableInference
 from kafkalake_dev.local import local_credentials
 from spark_jobs.archiver.fleet import archive_fleet
 from spark_jobs.archiver.summary import PHASES
@@ -18,27 +24,37 @@ from spark_jobs.archiver.summary import PHASES
 SCHEMA_FILE = "bench.v1.avsc"
 
 
-def bench_topic(kafka_topic: str, per_run: int) -> Topic:
-    spec = TopicSpec(
-        kafka_topic=kafka_topic, archive=ArchiveSettings(max_records_per_run=per_run, max_records_per_file=per_run)
+def bench_topic(argument: str, per_run: int) -> Topic:
+    """``KAFKA_TOPIC``: a table in an environment of its own (so each run archives the topic afresh); or
+    ``KAFKA_TOPIC=ENV/COMPANY/DOMAIN/NAME``: that table, as the catalog would name it (``bench.fleet``)."""
+    kafka_topic, _, table = argument.partition("=")
+    env, company, domain, name = (
+        table.split("/") if table else (f"t{uuid.uuid4().hex[:8]}", "bench", "bench", "payments")
     )
-    name = f"t{uuid.uuid4().hex[:8]}"
-    return Topic("payments", "bench", "bench", name, spec, (), Path(SCHEMA_FILE))
+    archive = ArchiveSettings(max_records_per_run=per_run)
+    spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE)
+    return Topic(name, company, domain, env, spec, (), Path(SCHEMA_FILE))
 
 
 def main() -> None:
-    """``python -m bench.archiver_run RESULT_FILE PER_RUN CONCURRENCY KAFKA_TOPIC...``"""
+    """``python -m bench.archiver_run RESULT_FILE PER_RUN CONCURRENCY KAFKA_TOPIC[=TABLE]...``, into BENCH_BUCKET
+    (``bench.common.BUCKET`` by default)."""
     result_file, per_run, concurrency = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
     spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver")
-    started = time.monotonic()
+    calls: Counter[str] = Counter()
+    count_every_client(calls)  # the driver's calls; each executor's are its objects' PUTs
+    cpu_before, started = tree_cpu(), time.monotonic()
     results = archive_fleet(
         spark, endpoints, topics, concurrency=concurrency, deadline=time.monotonic() + 3600, say=lambda _: None
     )
     failed = [r.error for r in results if not r.ok]
     if failed:
         raise SystemExit(f"archiver failed: {failed}")
-    run_seconds = time.monotonic() - started
+    run_seconds, run_cpu = time.monotonic() - started, cpu_since(cpu_before, tree_cpu())
+    driver_calls = dict(sorted(calls.items()))
+    s3 = make_client(endpoints, "s3")
+    stored = [list_objects(s3, endpoints.bucket, topic.prefix.data_prefix()) for topic in topics]
     timings = {phase: sum(r.timings()[phase] for r in results) for phase in PHASES}
     later = [s for r in results for s in r.plans[1:] if s.plan]
     after_first = {"records": sum(s.read for s in later), "seconds": sum(s.seconds for s in later)}
@@ -46,8 +62,13 @@ def main() -> None:
         "topics": len(topics),
         "records": sum(r.totals()["read"] for r in results),
         "plans": sum(len([s for s in r.plans if s.plan]) for r in results),
+        "objects": sum(r.totals()["objects"] for r in results),
+        "stored_bytes": sum(sum(found.values()) for found in stored),
+        "lease_requests": sum(r.lease_requests for r in results),
+        "driver_calls": driver_calls,
         "session_seconds": session_seconds,
         "run_seconds": run_seconds,
+        "run_cpu_seconds": run_cpu,
         "seconds": session_seconds + run_seconds,
         "phase_seconds_summed_over_topics": timings,
         "plans_after_the_first": after_first,

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.settings import Endpoints
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.spark import local_session
+from kafkalake_dev.spark import LOCAL_CONF, local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,13 +22,15 @@ if TYPE_CHECKING:
 RESULTS = Path(__file__).resolve().parent / "results"
 BUCKET = "kafkalake-bench"
 """The archiver benchmarks' bucket."""
+LOCAL_CORES = int(LOCAL_CONF["spark.master"].removeprefix("local[").removesuffix("]"))
+"""The local session's cores (one Python worker each): core seconds are wall seconds times these."""
 
 
 def write_result(name: str, payload: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = RESULTS / f"{name}-{stamp}.json"
-    document = {"benchmark": name, "utc": stamp, "machine": platform.platform(), **payload}
+    document = {"benchmark": name, "utc": stamp, "machine": platform.platform(), "local_cores": LOCAL_CORES, **payload}
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     print(json.dumps(document, indent=2, sort_keys=True))
     print(f"[bench] wrote {path}")
@@ -33,10 +38,28 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
 
 
 def started_session(app_name: str) -> tuple[SparkSession, Endpoints, float]:
-    """A local Spark session on the local stack and BUCKET, once it has run a job, and the seconds that took."""
+    """A local Spark session on the local stack and BENCH_BUCKET (BUCKET by default), once it has run a job, and the
+    seconds that took."""
     started = time.monotonic()
-    endpoints = with_bucket(local_endpoints(), BUCKET)
+    endpoints = with_bucket(local_endpoints(), os.environ.get("BENCH_BUCKET", BUCKET))
     spark = local_session(endpoints, app_name)
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(1).count()  # the session is up
     return spark, endpoints, time.monotonic() - started
+
+
+def timed(action: Callable[[], Any]) -> tuple[float, Any]:
+    """The seconds ``action`` took, and what it returned."""
+    started = time.perf_counter()
+    value = action()
+    return time.perf_counter() - started, value
+
+
+def paired_ratio(ours: list[float], baseline: list[float]) -> float:
+    """The median of the ratios of runs made in alternation (ours[i] right before baseline[i]): each pair saw the
+    same load of a shared machine, which the medians of each side alone do not."""
+    return statistics.median(a / b for a, b in zip(ours, baseline, strict=True))
+
+
+def say(line: str) -> None:
+    print(f"[bench] {line}", flush=True)

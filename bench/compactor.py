@@ -1,18 +1,26 @@
-"""Compactor benchmarks: the compactor against a plain Spark read + write of the same bytes, in one run each.
+"""Compactor benchmarks: the compactor against a plain read + write of the same bytes with the compactor's committer,
+in one run each.
 
 B3 (``python -m bench compactor``): one partition of BENCH_COMPACT_FILES (default 420) small Parquet files, about
 BENCH_COMPACT_MB (default 320) MB in all, shaped like the archiver's output (one Kafka partition and offset range
 per file, random payloads that do not compress away). On one Spark session:
 
 1. scans before: a full count and a filtered count over the location Glue holds (the raw partition directory);
-2. baseline: ``spark.read.parquet(inputs).write.parquet(elsewhere)``, the least a merge can cost;
-3. the compactor on the same partition (plan, write, inspect, swap);
-4. the same scans after, over the location Glue now holds (the compaction output).
+2. baseline (``bench.plain``; ``plain_read_write`` in the result), the least a merge can cost with the compactor's
+   committer: the same inputs in the same number of output files, consecutive in key order, each one Spark task that
+   reads its inputs and uploads one Parquet object under a key it names (boto3 from the Python worker, no S3A, no
+   rename), with nothing else (no footers, digests, manifests, inspection or swap);
+3. the earlier baseline beside it, ``spark.read.parquet(inputs).write.parquet(elsewhere)`` (S3A's rename commit:
+   a copy and a delete per file on S3), so that the old figures can be read against the new;
+4. the compactor on the same partition (plan, write, inspect, swap), with the peak memory of this process tree while
+   it runs (``bench.proc.Peaks``) and the EMR worker sizes it calls for (``bench.sizing``);
+5. the same scans after, over the location Glue now holds (the compaction output).
 
 Each scan is repeated BENCH_SCAN_REPEATS (default 3) times; the median is reported.
 
 B3-fleet (``python -m bench compactor-fleet``): 5 tables, 10 partitions each, 40 small files each (BENCH_FLEET_MB,
-default 200 MB, in all): one compactor run over the five tables against one plain read + write of all 50 partitions.
+default 200 MB, in all): one compactor run over the five tables against one plain read + write of all 50 partitions
+(both baselines, as above).
 """
 
 from __future__ import annotations
@@ -21,9 +29,8 @@ import dataclasses
 import io
 import os
 import statistics
-import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
 from datetime import date
 from typing import Any
 
@@ -32,7 +39,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from bench.common import write_result
+from bench.calls import count_every_client
+from bench.common import LOCAL_CORES, say, timed, write_result
+from bench.plain import baselines, ratios
+from bench.proc import Peaks
+from bench.sizing import EmrSizes, sizes_for
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
@@ -115,12 +126,6 @@ def glue_location(endpoints: Endpoints, topic: Topic) -> str:
     return str(answer["Partition"]["StorageDescriptor"]["Location"]).replace("s3://", "s3a://")
 
 
-def timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    value = action()
-    return time.perf_counter() - started, value
-
-
 def scans(spark: SparkSession, location: str) -> dict[str, Any]:
     """Median seconds of a full count and a filtered count (a predicate no file statistic can prune)."""
     measured: dict[str, list[float]] = {"count": [], "filtered_count": []}
@@ -135,8 +140,12 @@ def scans(spark: SparkSession, location: str) -> dict[str, Any]:
     return {"files": files, "answers": answers, **{f"{k}_seconds": statistics.median(v) for k, v in measured.items()}}
 
 
-def say(line: str) -> None:
-    print(f"[bench] {line}", flush=True)
+def compactor_sizes(peaks: dict[str, float], rows: int) -> EmrSizes:
+    """The EMR worker sizes the compactor's peaks call for (``bench.sizing``), each an upper bound: the Python
+    driver's peak includes this benchmark's own (its input files were made here), and Spark reuses the Python workers
+    the baselines ran in before (a worker keeps the memory it once held)."""
+    per_core = peaks["peak_workers_python_rss_mib"] / LOCAL_CORES
+    return sizes_for(rows, peaks["peak_jvm_rss_mib"], peaks["peak_driver_python_rss_mib"], per_core)
 
 
 def main() -> None:
@@ -155,12 +164,10 @@ def main() -> None:
             spark.read.parquet(raw).count()  # warm the JVM and the S3A connection pool before anything is timed
             before = scans(spark, raw)
             say(f"scans before: {before}")
-            target = f"s3a://{BUCKET}/bench/plain-{topic.env}/"
-            plain_seconds, _ = timed(lambda: spark.read.parquet(raw).write.parquet(target))
-            plain_files = len(spark.read.parquet(target).inputFiles())
-            say(f"plain read + write: {plain_seconds:.1f}s, {plain_files} files")
+            plain = baselines(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
             compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
-            compact_seconds, [result] = timed(compactor.run)
+            with Peaks(os.getpid()) as peaks:  # this process is the Python driver
+                compact_seconds, [result] = timed(compactor.run)
             say(f"compactor: {compact_seconds:.1f}s, {result}")
             after = scans(spark, glue_location(endpoints, topic))
             say(f"scans after: {after}")
@@ -175,9 +182,10 @@ def main() -> None:
                 "input_bytes": input_bytes,
                 "rows": rows,
                 "target_file_bytes": Knobs().target_file_bytes,
-                "compactor": {"seconds": compact_seconds, **dataclasses.asdict(result)},
-                "plain_read_write": {"seconds": plain_seconds, "files": plain_files},
-                "ratio_compactor_to_plain_read_write": compact_seconds / plain_seconds,
+                "compactor": {"wall_seconds": compact_seconds, "partition": dataclasses.asdict(result), **peaks.mib()},
+                "emr_sizes": compactor_sizes(peaks.mib(), rows).to_dict(),
+                **plain,
+                **ratios(compact_seconds, plain),
                 "scans_before": before,
                 "scans_after": after,
                 "speedup_count": before["count_seconds"] / after["count_seconds"],
@@ -204,12 +212,11 @@ def fleet() -> None:
         rows = rows_each * files
         spark = local_session(endpoints, "kafkalake-bench-compactor-fleet")
         try:
-            sources = [f"s3a://{BUCKET}/{t.prefix.data_prefix()}{p.path()}" for t in topics for p in partitions]
-            spark.read.parquet(sources[0]).count()  # warm the JVM and the S3A connection pool
-            target = f"s3a://{BUCKET}/bench/plain-fleet-{topics[0].env}/"
-            plain_seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
-            plain_files = len(spark.read.parquet(target).inputFiles())
-            say(f"plain read + write of all {len(sources)} partitions: {plain_seconds:.1f}s, {plain_files} files")
+            sources = [f"{t.prefix.data_prefix()}{p.path()}" for t in topics for p in partitions]
+            spark.read.parquet(f"s3a://{BUCKET}/{sources[0]}").count()  # warm the JVM and the S3A connection pool
+            plain = baselines(spark, endpoints, sources, rows, f"fleet-{topics[0].env}")
+            calls: Counter[str] = Counter()
+            count_every_client(calls)  # the driver's calls from here on (the executors': inputs read, outputs put)
             compact_seconds, results = timed(Compactor(spark, endpoints, topics, Knobs(), say=say).run)
             say(f"compactor over {len(topics)} tables: {compact_seconds:.1f}s")
         finally:
@@ -228,7 +235,8 @@ def fleet() -> None:
                 "files_after": sum(r.files_after for r in compacted),
                 "bytes_after": sum(r.bytes_after for r in compacted),
                 "compactor_seconds": compact_seconds,
-                "plain_read_write": {"seconds": plain_seconds, "files": plain_files},
-                "ratio_compactor_to_plain_read_write": compact_seconds / plain_seconds,
+                "compactor_driver_calls": dict(sorted(calls.items())),
+                **plain,
+                **ratios(compact_seconds, plain),
             },
         )

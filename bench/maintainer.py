@@ -161,6 +161,7 @@ def summarize(  # noqa: PLR0917 - the measurements of one run
         "tables": tables,
         "partitions": len(partitions_per_table),
         "messages_drained": messages,
+        "drains": waves,
         "calls": dict(sorted(calls.items())),
         "ratios": {
             "ReceiveMessage": calls["sqs.ReceiveMessage"] / math.ceil(messages / 10),

@@ -31,6 +31,29 @@ COMPACTOR_WRITES = (STATE_ROOT, f"{DATA_ROOT}/*/{COMPACTED_DIR}")
 """Manifests, and the output under each table's location (``kafkalake.layout``); never raw files, never the legacy
 root."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
+WORKER_SIZES: dict[str, dict[str, str]] = {
+    "Archiver": {
+        "spark.driver.cores": "2",
+        "spark.driver.memory": "2g",
+        "spark.driver.memoryOverhead": "2g",
+        "spark.executor.cores": "4",
+        "spark.executor.memory": "2g",
+        "spark.executor.memoryOverhead": "6g",
+    },
+    "Compactor": {
+        "spark.driver.cores": "2",
+        "spark.driver.memory": "3g",
+        "spark.driver.memoryOverhead": "1g",
+        "spark.executor.cores": "4",
+        "spark.executor.memory": "3g",
+        "spark.executor.memoryOverhead": "7g",
+    },
+}
+"""Each application's driver and executor (EMR Serverless's ``spark-defaults``), sized from the peak memory the
+benchmarks measured (``emr_sizes`` in bench/results, derived by bench/sizing.py; a unit test checks these equal what
+the latest results derive), where EMR's default is 4 vCPU / 16 GB for both: 2-vCPU / 4 GB drivers, the archiver's
+executors 4 vCPU / 8 GB, the compactor's 4 vCPU / 10 GB (its merges buffer a row group of up to 128 MiB per Python
+worker). The Python driver and workers live in each worker's memory overhead."""
 
 
 def asset_object_arn(stack: Stack, asset: s3_assets.Asset) -> str:
@@ -122,6 +145,11 @@ class Jobs(Construct):
                 disk=f"{settings.emr_max_disk_gb} GB",
             ),
             network_configuration=network,
+            runtime_configuration=[
+                emr.CfnApplication.ConfigurationObjectProperty(
+                    classification="spark-defaults", properties=WORKER_SIZES[name]
+                )
+            ],
         )
 
     def _job_role(self, name: str, roots: tuple[str, ...], object_actions: list[str]) -> iam.Role:

@@ -278,6 +278,30 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
             },
         },
     )
+    sizes = {  # driver vCPU, heap, overhead; executor vCPU, heap, overhead
+        "archiver": ("2", "2g", "2g", "4", "2g", "6g"),
+        "compactor": ("2", "3g", "1g", "4", "3g", "7g"),
+    }
+    for application, (driver_cores, driver_heap, driver_rest, cores, heap, rest) in sizes.items():
+        tpl.has_resource_properties(
+            "AWS::EMRServerless::Application",
+            {
+                "Name": f"kafkalake-{env}-{application}",
+                "RuntimeConfiguration": [
+                    {
+                        "Classification": "spark-defaults",
+                        "Properties": {
+                            "spark.driver.cores": driver_cores,
+                            "spark.driver.memory": driver_heap,
+                            "spark.driver.memoryOverhead": driver_rest,
+                            "spark.executor.cores": cores,
+                            "spark.executor.memory": heap,
+                            "spark.executor.memoryOverhead": rest,
+                        },
+                    }
+                ],
+            },
+        )
     tpl.has_resource_properties(
         "AWS::Scheduler::Schedule",
         {

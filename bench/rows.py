@@ -1,0 +1,237 @@
+"""The rows of the README's performance section (``bench.report``), each from the latest result of its benchmark."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench.common import paired_ratio
+from kafkalake.catalog import ArchiveSettings
+
+Results = dict[str, dict[str, Any]]
+"""Benchmark name → its latest result."""
+
+
+def need(results: Results, name: str) -> dict[str, Any]:
+    if name not in results:
+        raise KeyError(f"no {name} result in bench/results: run `python -m bench {name}` against the local stack")
+    return results[name]
+
+
+def number(value: float) -> str:
+    """Thousands separated; three significant digits below 100 unless whole."""
+    if float(value).is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.{2 - math.floor(math.log10(abs(value)))}f}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def archiver_rows(results: Results) -> list[list[str]]:
+    b1 = need(results, "archiver")["throughput"]
+    run, alone, perf = b1["archiver_default_limit"], b1["spark_alone"], b1["consumer_perf_test"]
+    per_plan, records = ArchiveSettings().max_records_per_run, b1["records"]
+    what = (
+        f"{number(records)} Avro records of ~{b1['avg_value_bytes']:.0f} B in 3 partitions, {number(per_plan)} per plan"
+    )
+    rates = ", ".join(number(r) for r in run["rates_after_start"])
+    alone_rates = ", ".join(number(r) for r in alone["rates_after_start"])
+    ten_x, one_x = b1["archiver_10x"], b1["archiver_1x"]
+    return [
+        [
+            f"B1 archiver, {what}: records/s after the Spark start (median run; runs {rates})",
+            number(b1["archiver_records_per_second_after_start"]),
+            f"Spark alone, same read, committer and plans, each run right after one of ours ({alone_rates}): "
+            f"{number(b1['spark_alone_records_per_second_after_start'])}",
+            f"**{paired_ratio(run['rates_after_start'], alone['rates_after_start']):.2f}** (median of the pairs' "
+            f"ratios; goal ≥ 0.9; {1 / b1['ratio_cpu_archiver_to_spark_alone']:.2f} by CPU)",
+        ],
+        [
+            "CPU seconds per million records after the Spark start (the job's whole process tree)",
+            number(b1["archiver_cpu_seconds_per_million_records"]),
+            f"Spark alone: {number(b1['spark_alone_cpu_seconds_per_million_records'])}",
+            f"{b1['ratio_cpu_archiver_to_spark_alone']:.2f}",
+        ],
+        [
+            "the physical reference: records/s after the Spark start, archiver (Spark alone)",
+            f"{number(b1['archiver_records_per_second_after_start'])} "
+            f"({number(b1['spark_alone_records_per_second_after_start'])})",
+            f"`kafka-consumer-perf-test`: {number(perf['records_per_second_reported'])}",
+            f"{b1['B1_ratio_after_start']:.3f} ({b1['spark_alone_ratio_after_start']:.3f}); end to end "
+            f"{b1['B1_ratio_end_to_end']:.3f}; {number(b1['max_records_per_run'])} per plan "
+            f"{b1['B1_ratio_after_start_ten_plans']:.3f}, its plans 2-10 {b1['ratio_warm_plans']:.3f}",
+        ],
+        [
+            f"B1m peak RSS of the whole tree, 10x vs 1x backlog, {number(b1['max_records_per_run'])} per plan, "
+            f"median of {len(ten_x['peaks_mib'])} runs each",
+            f"{number(ten_x['peak_rss_mib'])} MiB",
+            f"{number(one_x['peak_rss_mib'])} MiB",
+            f"{b1['B1m_ratio_peak_memory_10x_to_1x']:.2f} (20x vs 10x: {b1['ratio_peak_rss_20x_to_10x']:.2f})",
+        ],
+    ]
+
+
+def fleet_rows(results: Results) -> list[list[str]]:
+    b = need(results, "archiver-fleet")
+    return [
+        [
+            f"B-fleet: {b['topics']} topics of {number(b['records_per_topic'])} records each (3 partitions) in one "
+            f"run, {b['concurrency']} at a time",
+            f"{b['fleet_cycle_seconds']:.1f} s",
+            f"one such topic alone: {b['one_topic']['seconds']:.1f} s",
+            f"{b['B_fleet_ratio']:.1f} ({b['B_fleet_ratio_after_start']:.1f} after the Spark start)",
+        ]
+    ]
+
+
+def full_fleet_rows(results: Results) -> list[list[str]]:
+    f = need(results, "fleet")
+    ratios, bounds, share = f["ratios"], f["lower_bounds"], f["share_of_schedule"]
+    what = (
+        f"the fleet at full size: {f['topics']} topics ({f['heavy_topics']} of {number(f['heavy_records'])} records, "
+        f"the others of {number(f['light_records'])}; {number(f['records'])} in all)"
+    )
+    archiver, maintainer, compactor = f["archiver"], f["maintainer"], f["compactor"]
+    return [
+        [
+            f"{what}: one archiver run, {f['concurrency']} topics at a time ({archiver['objects']} objects)",
+            f"{archiver['seconds']:.1f} s ({archiver['session_seconds']:.1f} s of it the Spark start)",
+            f"the 15-minute schedule; S3 calls ≥ objects + plans = {bounds['archiver_s3']}",
+            f"{share['archiver']:.3f} of the schedule; S3 calls {ratios['archiver_s3']:.2f}",
+        ],
+        [
+            f"one maintainer drain of its {maintainer['counts']['messages']} events "
+            f"({f['glue_partitions']} partitions)",
+            f"{maintainer['seconds']:.1f} s",
+            f"the 10-minute schedule; ⌈messages/10⌉ = {bounds['ReceiveMessage']}, ⌈partitions/100⌉ per table = "
+            f"{bounds['BatchCreatePartition']}",
+            f"{share['maintainer']:.3f} of the schedule; ReceiveMessage {ratios['ReceiveMessage']:.2f}, "
+            f"DeleteMessageBatch {ratios['DeleteMessageBatch']:.2f}, BatchCreatePartition "
+            f"{ratios['BatchCreatePartition']:.2f}",
+        ],
+        [
+            f"one compactor run over the closed partitions ({compactor['partitions_compacted']} partitions, "
+            f"{compactor['files_before']} files → {compactor['files_after']})",
+            f"{compactor['seconds']:.1f} s",
+            f"the hourly schedule; Glue calls ≥ a read per table + an update per partition = "
+            f"{bounds['compactor_glue']}",
+            f"{share['compactor']:.3f} of the schedule; Glue calls {ratios['compactor_glue']:.2f}; the driver's S3 "
+            f"calls {f['compactor_driver_s3_calls_per_partition']:.1f} per partition",
+        ],
+    ]
+
+
+def maintainer_rows(results: Results) -> list[list[str]]:
+    m = need(results, "maintainer")
+    calls, bounds, ratios = m["calls"], m["lower_bounds"], m["ratios"]
+    return [
+        [
+            f"maintainer ReceiveMessage / DeleteMessageBatch calls, {number(m['events'])} events",
+            f"{calls['sqs.ReceiveMessage']} / {calls['sqs.DeleteMessageBatch']}",
+            f"lower bound ⌈N/10⌉ = {bounds['ReceiveMessage']}",
+            f"{ratios['ReceiveMessage']:.2f} / {ratios['DeleteMessageBatch']:.2f}",
+        ],
+        [
+            f"maintainer BatchCreatePartition calls ({m['drains']} drains, every partition of a drain confirmed)",
+            str(calls["glue.BatchCreatePartition"]),
+            "⌈partitions/100⌉ per table per drain",
+            f"{ratios['BatchCreatePartition_vs_per_wave_confirm_bound']:.2f} "
+            f"({ratios['BatchCreatePartition_vs_per_wave_bound']:.2f} against ⌈new partitions/100⌉)",
+        ],
+    ]
+
+
+def compactor_rows(results: Results) -> list[list[str]]:
+    b3, fleet = need(results, "compactor"), need(results, "compactor-fleet")
+    part, plain, s3a = b3["compactor"]["partition"], b3["plain_read_write"], b3["plain_read_write_s3a"]
+    before, after = b3["scans_before"], b3["scans_after"]
+    return [
+        [
+            f"B3 compactor, {b3['input_files']} files / {b3['input_bytes'] / 2**20:,.0f} MiB → {part['files_after']} "
+            "files, wall time",
+            f"{b3['compactor']['wall_seconds']:.1f} s",
+            f"plain read + write, the compactor's committer: {plain['seconds']:.1f} s ({plain['files']} files); "
+            f"Spark's writer through S3A: {s3a['seconds']:.1f} s",
+            f"**{b3['ratio_compactor_to_plain_read_write']:.2f}** (goal ≤ 1.1; "
+            f"{b3['ratio_compactor_to_plain_read_write_s3a']:.2f} against S3A)",
+        ],
+        [
+            "full count through Glue, after vs before compaction",
+            f"{after['count_seconds']:.2f} s",
+            f"{before['count_seconds']:.2f} s",
+            f"speed-up {before['count_seconds'] / after['count_seconds']:.1f}x",
+        ],
+        [
+            "filtered count (`note LIKE '%abc%' AND currency = 'EUR'`), after vs before",
+            f"{after['filtered_count_seconds']:.2f} s",
+            f"{before['filtered_count_seconds']:.2f} s",
+            f"speed-up {before['filtered_count_seconds'] / after['filtered_count_seconds']:.1f}x",
+        ],
+        [
+            f"B3-fleet: one compactor run over {fleet['tables']} tables x {fleet['partitions'] // fleet['tables']} "
+            f"partitions ({fleet['input_files']} files, {fleet['input_bytes'] / 2**20:,.0f} MiB → "
+            f"{fleet['files_after']} files)",
+            f"{fleet['compactor_seconds']:.1f} s",
+            f"plain read + write, the compactor's committer: {fleet['plain_read_write']['seconds']:.1f} s; "
+            f"through S3A: {fleet['plain_read_write_s3a']['seconds']:.1f} s",
+            f"**{fleet['ratio_compactor_to_plain_read_write']:.2f}** "
+            f"({fleet['ratio_compactor_to_plain_read_write_s3a']:.2f} against S3A)",
+        ],
+    ]
+
+
+def memory_lines(results: Results) -> list[str]:
+    b1 = need(results, "archiver")["throughput"]
+    rows = [
+        [
+            number(m["records_per_plan"]),
+            number(m["jvm_mib"]),
+            number(m["driver_python_mib"]),
+            number(m["workers_python_mib"]),
+            number(m["rss_mib"]),
+        ]
+        for m in b1["memory_per_plan_size"]
+    ]
+    header = ["records per plan", "Spark JVM (driver + executor) MiB", "Python driver MiB"]
+    lines = table(
+        [*header, f"Python workers ({need(results, 'archiver')['local_cores']} cores) MiB", "whole tree MiB"], rows
+    )
+    sizes = b1["emr_sizes"]
+    driver, executor, default = sizes["driver"], sizes["executor"], sizes["emr_default"]
+    return [
+        *lines,
+        "",
+        f"EMR Serverless worker sizes derived from these peaks (`bench/sizing.py`): driver {driver['cpu']} vCPU / "
+        f"{driver['memory_gb']} GB (needs {number(driver['needed_mib'])} MiB), executor {executor['cpu']} vCPU / "
+        f"{executor['memory_gb']} GB (needs {number(executor['needed_mib'])} MiB), against EMR's default "
+        f"{default['cpu']} vCPU / {default['memory_gb']} GB for both.",
+    ]
+
+
+def cost_lines(results: Results) -> list[str]:
+    bill = need(results, "cost")
+    fleet, per_day = bill["fleet"], bill["per_day"]
+    header = ["way", "part", "usage per day", "$ per day"]
+    rows = []
+    for way, spent in per_day.items():
+        for line in spent["lines"]:
+            usage = ", ".join(f"{name} {number(value)}" for name, value in line["usage"].items())
+            rows.append([way, line["part"], usage, f"{line['dollars']:.2f}"])
+        rows.append([way, "**total**", "", f"**{spent['total_dollars']:.2f}**"])
+    dominant = bill["dominant"]
+    levers = "; ".join(f"{name}: x{share:.2f}" for name, share in bill["levers"].items())
+    return [
+        f"Cost per environment per day (`bench/cost.py`, prices {bill['prices']['as_of']}): {fleet['topics']} topics, "
+        f"{fleet['heavy_topics']} of {number(fleet['heavy_records_per_day'])} records a day and "
+        f"{fleet['light_topics']} of {number(fleet['light_records_per_day'])}, "
+        f"{number(fleet['records_per_day'])} records a day in all; archiving every "
+        f"{fleet['archive_every_minutes']} minutes, the maintainer every {fleet['maintain_every_minutes']}, "
+        f"compaction every {fleet['compact_every_minutes']}.",
+        "",
+        *table(header, rows),
+        "",
+        f"Our bill is dominated by {dominant['part']} ({dominant['share']:.0%}). Our total under each lever: {levers}.",
+    ]
