@@ -32,8 +32,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from bench.archiver import archive, produce
 from bench.archiver_run import bench_topic
 from bench.calls import count_every_client
@@ -45,7 +43,7 @@ from kafkalake.layout import parse_data_key
 from kafkalake.settings import Endpoints
 from kafkalake_dev import stack
 from kafkalake_dev.local import environ_with, local_endpoints
-from kafkalake_dev.provision import provision
+from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env, with_bucket
 from kafkalake_dev.spark import local_session
@@ -74,7 +72,6 @@ def b_fleet(endpoints: Endpoints) -> dict[str, Any]:
         produce(endpoints, topic, FLEET_RECORDS, quiet=True)
         if index % 20 == 0:
             print(f"[bench] fleet: produced {index + 1}/{len(topics)} topics", flush=True)
-    await_group_coordinator(endpoints, topics[0])
     one = archive(topics[:1], FLEET_RECORDS, FLEET_CONCURRENCY)
     print(f"[bench] one topic: {one}", flush=True)
     many = archive(topics[1:], FLEET_RECORDS, FLEET_CONCURRENCY)
@@ -116,24 +113,6 @@ def fleet_topics(endpoints: Endpoints, env: str) -> tuple[list[Topic], list[str]
     return topics, arguments, records
 
 
-def await_group_coordinator(endpoints: Endpoints, kafka_topic: str, seconds: float = 120) -> None:
-    """Wait until the broker answers committed-offset requests: a broker the stack has just started answers
-    NOT_COORDINATOR while it loads its offsets topic, which fails the archiver's first plans."""
-    consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
-    deadline = time.monotonic() + seconds
-    try:
-        while True:
-            try:
-                consumer.committed([TopicPartition(kafka_topic, 0)], timeout=10)
-                return
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-    finally:
-        consumer.close()
-
-
 def archived_partitions(s3: Any, bucket: str, topics: list[Topic]) -> Counter[str]:
     """Per table, the Glue partitions its data objects fall in."""
     found: Counter[str] = Counter()
@@ -157,7 +136,13 @@ def maintain(endpoints: Endpoints, env: Any, queue_url: str, topics: list[Topic]
         max_messages=1_000_000,
         wait_seconds=0,
     )
-    clients = Clients(sqs, glue, make_client(endpoints, "s3"), make_client(endpoints, "events"))
+    clients = Clients(
+        sqs,
+        glue,
+        make_client(endpoints, "s3"),
+        make_client(endpoints, "events"),
+        make_client(endpoints, "lakeformation"),
+    )
     started = time.monotonic()
     report = drain(settings, clients, State(600), lambda: 900_000)
     seconds = time.monotonic() - started
@@ -223,9 +208,8 @@ def full() -> None:
         env, _, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-fleet-")))
         endpoints = with_bucket(local_endpoints(), env.bucket)
         topics, arguments, records = fleet_topics(endpoints, env.name)
-        clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events")}
+        clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
         provisioned = provision(clients, endpoints.region, env, Catalog(Path("bench"), tuple(topics)))
-        await_group_coordinator(endpoints, topics[0].kafka_topic)
         with environ_with({"BENCH_BUCKET": env.bucket}):
             archived = archive(arguments, ArchiveSettings().max_records_per_run, ARCHIVER_CONCURRENCY)
         say(f"archiver over {len(topics)} topics: {archived['seconds']:.1f} s")

@@ -1,21 +1,32 @@
-"""Kafka offsets that ride out a broker's start-up (leaders not yet known everywhere)."""
+"""Kafka calls that ride out a broker's start-up (leaders and group coordinators not yet known everywhere)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+T = TypeVar("T")
+SETTLE_SECONDS = 30.0
 
-def watermarks(consumer: Consumer, partition: TopicPartition, wait_seconds: float = 30) -> tuple[int, int]:
-    """(low, high) offsets, retrying for a while: a broker that just started answers NOT_LEADER_FOR_PARTITION
-    (not flagged retriable by librdkafka) until its metadata settles."""
+
+def settled(call: Callable[[], T], wait_seconds: float = SETTLE_SECONDS) -> T:
+    """``call()``, retried every half second for ``wait_seconds`` while it raises ``KafkaException``: a broker that
+    just started answers NOT_LEADER_FOR_PARTITION and NOT_COORDINATOR (neither flagged retriable by librdkafka)
+    until its metadata and its group coordinator settle. The last error is raised when the time is up."""
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            low, high = consumer.get_watermark_offsets(partition, timeout=10)
-            return int(low), int(high)
+            return call()
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def watermarks(consumer: Consumer, partition: TopicPartition, wait_seconds: float = SETTLE_SECONDS) -> tuple[int, int]:
+    """(low, high) offsets of ``partition``."""
+    low, high = settled(lambda: consumer.get_watermark_offsets(partition, timeout=10), wait_seconds)
+    return int(low), int(high)

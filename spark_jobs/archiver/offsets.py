@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkalake.access import KafkaAccess
-from kafkalake.kafka import watermarks
+from kafkalake.kafka import settled, watermarks
 
 
 def consumer_group(kafka_topic: str) -> str:
@@ -47,9 +47,10 @@ class Offsets:
     def state(self) -> tuple[dict[int, int | None], dict[int, int], dict[int, int]]:
         """(committed offset or None, low watermark, high watermark) per partition."""
         partitions = self.partitions()
+        wanted = [TopicPartition(self.topic, p) for p in partitions]
         committed = {
             tp.partition: (tp.offset if tp.offset >= 0 else None)
-            for tp in self.consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=15)
+            for tp in settled(lambda: self.consumer.committed(wanted, timeout=15))
         }
         marks = {p: watermarks(self.consumer, TopicPartition(self.topic, p)) for p in partitions}
         return committed, {p: m[0] for p, m in marks.items()}, {p: m[1] for p, m in marks.items()}
@@ -61,7 +62,7 @@ class Offsets:
             TopicPartition(self.topic, p, end) for p, (_, end) in ranges.items() if (committed.get(p) or -1) < end
         ]
         if forward:
-            self.consumer.commit(offsets=forward, asynchronous=False)
+            settled(lambda: self.consumer.commit(offsets=forward, asynchronous=False))
 
     def close(self) -> None:
         self.consumer.close()
