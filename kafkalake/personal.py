@@ -28,6 +28,9 @@ MIN_KEY_BYTES = 32
 PII_TAG = "PII"
 CONFLUENT_TAGS = "confluent:tags"
 PII_ATTRIBUTE = "pii"
+KEY_ID_COLUMN = "_pseudonym_key_id"
+"""The column beside a table's pseudonyms naming the key that made them, so pseudonyms of a rotated key can be told
+apart from the new key's."""
 
 
 class PiiAction(StrEnum):
@@ -43,6 +46,11 @@ class PiiAction(StrEnum):
 
 DEFAULT_ACTION = PiiAction.HMAC
 """The action for a field tagged in the schema without naming one."""
+
+
+def needs_key(fields: dict[str, PiiAction]) -> bool:
+    """Whether protecting ``fields`` takes the environment's key (some field is hashed)."""
+    return PiiAction.HMAC in fields.values()
 
 
 class KeyInvalid(ValueError):

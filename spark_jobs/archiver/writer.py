@@ -72,7 +72,7 @@ class PlanLayout:
     versions: tuple[tuple[int, str], ...]
     """(schema version, the column holding its values) for every version the plan may hold."""
     extra_columns: tuple[str, ...]
-    """``_key`` and/or ``_headers`` when the topic archives them."""
+    """``_key`` and/or ``_headers`` when the topic archives them, ``_pseudonym_key_id`` when it hashes fields."""
     keep_tombstones: bool
     max_records_per_file: int
     compression: str = "snappy"
