@@ -53,6 +53,18 @@ def needs_key(fields: dict[str, PiiAction]) -> bool:
     return PiiAction.HMAC in fields.values()
 
 
+class QuarantineMode(StrEnum):
+    """What becomes of an undecodable record's raw bytes (its key and value, personal data included)."""
+
+    PLAIN = "plain"
+    """Kept under the quarantine prefix, as for any topic: only for topics without personal fields."""
+    RESTRICTED = "restricted"
+    """Kept under the restricted prefix (``kafkalake.layout``): its own KMS key, a short retention. The default for
+    topics with personal fields."""
+    OFFSETS_ONLY = "offsets_only"
+    """Not kept: the quarantine object holds the record's offsets, Kafka time, schema id and error only."""
+
+
 class KeyInvalid(ValueError):
     """The pseudonym key's secret is missing a field or holds a key kafkalake cannot use."""
 

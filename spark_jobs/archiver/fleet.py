@@ -54,7 +54,7 @@ def worker_error(text: str) -> str | None:
 
 def denial_hint(text: str, topic: Topic, bucket: str) -> str:
     """How to fix an access denial of the topic's objects: the S3 permissions, or the lake key's."""
-    prefixes = (topic.prefix.data_prefix(), topic.prefix.quarantine_prefix(), topic.prefix.state_prefix())
+    prefixes = (topic.prefix.data_prefix(), topic.quarantine_prefix(), topic.prefix.state_prefix())
     where = ", ".join(f"s3://{bucket}/{p}*" for p in prefixes)
     if BY_KMS.search(text):
         return (

@@ -250,4 +250,5 @@ def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.Ver
         keep_tombstones=topic.spec.tombstones == "keep",
         max_records_per_file=archive.max_records_per_file,
         compression=archive.compression,
+        quarantine=topic.quarantine,
     )

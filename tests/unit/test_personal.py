@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.catalog import load_catalog
-from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey, load_key, schema_personal_fields
+from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey, QuarantineMode, load_key, schema_personal_fields
 from spark_jobs.keyed_hash import keyed_hash
 
 SCHEMA: dict[str, Any] = {
@@ -137,3 +137,26 @@ def test_a_bad_secret_is_named_without_its_value(secret_string: str, message: st
 def test_no_secret_configured_says_where_to_set_it() -> None:
     with pytest.raises(KeyInvalid, match=r"set pseudonym_secret_arn for the environment in environments\.yaml"):
         load_key(object(), None)
+
+
+def test_quarantine_of_a_topic_with_personal_fields_is_restricted_unless_the_catalog_says_offsets_only(
+    tmp_path: Path,
+) -> None:
+    write_topic(tmp_path / "a", "{}\n", SCHEMA)
+    personal = load_catalog(tmp_path / "a").topics[0]
+    assert personal.quarantine == QuarantineMode.RESTRICTED
+    assert personal.quarantine_prefix() == "restricted/quarantine/staging/acme/payments/paid/"
+    write_topic(tmp_path / "b", "quarantine: offsets_only\n", SCHEMA)
+    offsets_only = load_catalog(tmp_path / "b").topics[0]
+    assert offsets_only.quarantine == QuarantineMode.OFFSETS_ONLY
+    assert offsets_only.quarantine_prefix() == "quarantine/staging/acme/payments/paid/"
+    write_topic(tmp_path / "c", "{}\n", {**SCHEMA, "fields": [{"name": "id", "type": "string"}]})
+    assert load_catalog(tmp_path / "c").topics[0].quarantine == QuarantineMode.PLAIN
+
+
+def test_the_plain_quarantine_is_refused_for_a_topic_with_personal_fields(tmp_path: Path) -> None:
+    from kafkalake.catalog import CatalogInvalid
+
+    write_topic(tmp_path, "quarantine: plain\n", SCHEMA)
+    with pytest.raises(CatalogInvalid, match=r"quarantine: the topic has personal fields.*use quarantine: restricted"):
+        load_catalog(tmp_path)
