@@ -136,10 +136,14 @@ class Topic:
     def personal_fields(self) -> dict[str, PiiAction]:
         """Every personal field of any schema version with its action: the schemas' tags (a later version's
         tag wins), then the catalog's ``pii`` overrides."""
-        tagged: dict[str, PiiAction] = {}
-        for text in self.schemas:
-            tagged.update(schema_personal_fields(json.loads(text)))
-        return {**tagged, **self.spec.pii}
+        return {path: action for path, (action, _) in self.personal_field_sources().items()}
+
+    def personal_field_sources(self) -> dict[str, tuple[PiiAction, str]]:
+        """Every personal field with its action and where that was declared (``schema v<n>`` or ``catalog``)."""
+        found: dict[str, tuple[PiiAction, str]] = {}
+        for version, text in enumerate(self.schemas, start=1):
+            found |= {p: (a, f"schema v{version}") for p, a in schema_personal_fields(json.loads(text)).items()}
+        return found | {path: (action, "catalog") for path, action in self.spec.pii.items()}
 
     @property
     def quarantine(self) -> QuarantineMode:

@@ -1,4 +1,5 @@
-"""Personal fields from schema tags and the catalog, and the keyed hash in Python and in Spark."""
+"""Personal fields from schema tags and the catalog (as ``catalog validate`` lists them, with name-based
+suggestions), the quarantine they call for, and the keyed hash in Python and in Spark."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from typer.testing import CliRunner
 
 from kafkalake.catalog import load_catalog
-from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey, QuarantineMode, load_key, schema_personal_fields
+from kafkalake.personal import (
+    KeyInvalid,
+    PiiAction,
+    PseudonymKey,
+    QuarantineMode,
+    load_key,
+    name_suggestions,
+    schema_personal_fields,
+)
+from kafkalake_dev.cli import app
 from spark_jobs.keyed_hash import keyed_hash
 
 SCHEMA: dict[str, Any] = {
@@ -160,3 +171,27 @@ def test_the_plain_quarantine_is_refused_for_a_topic_with_personal_fields(tmp_pa
     write_topic(tmp_path, "quarantine: plain\n", SCHEMA)
     with pytest.raises(CatalogInvalid, match=r"quarantine: the topic has personal fields.*use quarantine: restricted"):
         load_catalog(tmp_path)
+
+
+def test_catalog_validate_lists_personal_fields_with_their_source_and_suggests_untagged_ones(tmp_path: Path) -> None:
+    schema = {**SCHEMA, "fields": [*SCHEMA["fields"], {"name": "full_name", "type": "string"}]}
+    write_topic(tmp_path, "pii: {customer.id: hmac, iban: drop}\n", schema)
+    result = CliRunner().invoke(app, ["catalog", "validate", "--catalog", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[2:] == [
+        "      personal customer.id: hmac (catalog)",
+        "      personal customer.phone: drop (schema v1)",
+        "      personal email: hmac (schema v1)",
+        "      personal iban: drop (catalog)",
+        "      personal note: hmac (schema v1)",
+        "      quarantine: restricted",
+        "      suggestion: full_name looks personal (*name*), not protected: tag it in the schema or add it to pii: "
+        "in paid.yaml",
+    ]
+    assert load_catalog(tmp_path).topics[0].personal_fields["iban"] == PiiAction.DROP  # reported, not applied
+    assert "full_name" not in load_catalog(tmp_path).topics[0].personal_fields
+
+
+def test_name_suggestions_skip_declared_fields_and_their_children() -> None:
+    paths = ["id", "email", "contact", "contact.phone", "contact.home_address", "billing_street", "username"]
+    assert name_suggestions(paths, {"email", "contact"}) == [("billing_street", "street"), ("username", "name")]
