@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
@@ -125,8 +125,8 @@ def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKe
         return load_key(make_client(endpoints, "secretsmanager"), secret)
     except KeyInvalid as exc:
         return exc
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
+    except (ClientError, BotoCoreError) as exc:
+        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else type(exc).__name__
         return KeyInvalid(
             f"cannot read the pseudonym key's secret {secret} ({code}): the archiver's job role needs "
             "secretsmanager:GetSecretValue on it (and kms:Decrypt on its key), and the secret must exist"
