@@ -176,6 +176,8 @@ class Topic:
             "schema_versions": len(self.schemas),
             "source": str(self.source),
             **self.spec.model_dump(mode="json", exclude={"kafka_topic", "database", "table", "crawler_name"}),
+            "quarantine": self.quarantine.value,
+            "personal_fields": {path: action.value for path, action in sorted(self.personal_fields.items())},
         }
 
 
