@@ -1,5 +1,5 @@
-"""One kafkalake environment, composed of its parts: storage, notifications, Glue catalog, maintainer, jobs,
-monitoring, access by sensitivity (Lake Formation)."""
+"""One kafkalake environment, composed of its parts: storage, personal data (restricted key, pseudonym key),
+notifications, Glue catalog, maintainer, jobs, monitoring, access by sensitivity (Lake Formation)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from infra.constructs.jobs import Jobs
 from infra.constructs.maintainer import Maintainer
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.notifications import Notifications
+from infra.constructs.personal import PersonalData
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.storage import Storage
 from kafkalake.catalog import Topic
@@ -49,6 +50,7 @@ class KafkalakeStack(Stack):
         admit_logs(self.key)
         self.storage = Storage(self, "Storage", settings=settings, topics=topics, key=self.key)
         bucket = self.storage.bucket
+        self.personal = PersonalData(self, "PersonalData", settings=settings, bucket=bucket, lake_key=self.key)
         self.notifications = Notifications(self, "Notifications", settings=settings, bucket=bucket)
         self.catalog = GlueCatalog(self, "Catalog", settings=settings, topics=topics, bucket=bucket, key=self.key)
         self.maintainer = Maintainer(
@@ -74,6 +76,7 @@ class KafkalakeStack(Stack):
             bucket=bucket,
             key=self.key,
             queue_key=self.notifications.key,
+            personal=self.personal,
             build_dir=build_dir / settings.name,
         )
         self.monitoring = self._monitoring(settings)

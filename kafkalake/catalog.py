@@ -26,7 +26,7 @@ from kafkalake.glue import CrawlerSpec
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, s3_uri, to_segment
 from kafkalake.lftags import Sensitivity, personal_columns
 from kafkalake.naming import TableInference, crawler_name_for, default_names
-from kafkalake.personal import PiiAction, schema_fields, schema_personal_fields
+from kafkalake.personal import PiiAction, QuarantineMode, schema_fields, schema_personal_fields
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -92,6 +92,8 @@ class TopicSpec(BaseModel):
     description: str = ""
     pii: dict[str, PiiAction] = {}
     """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
+    quarantine: QuarantineMode | None = None
+    """What becomes of undecodable records' raw bytes; by default restricted when the topic has personal fields."""
 
 
 @dataclass(frozen=True)
@@ -135,10 +137,25 @@ class Topic:
     def personal_fields(self) -> dict[str, PiiAction]:
         """Every personal field of any schema version with its action: the schemas' tags (a later version's
         tag wins), then the catalog's ``pii`` overrides."""
-        tagged: dict[str, PiiAction] = {}
-        for text in self.schemas:
-            tagged.update(schema_personal_fields(json.loads(text)))
-        return {**tagged, **self.spec.pii}
+        return {path: action for path, (action, _) in self.personal_field_sources().items()}
+
+    def personal_field_sources(self) -> dict[str, tuple[PiiAction, str]]:
+        """Every personal field with its action and where that was declared (``schema v<n>`` or ``catalog``)."""
+        found: dict[str, tuple[PiiAction, str]] = {}
+        for version, text in enumerate(self.schemas, start=1):
+            found |= {p: (a, f"schema v{version}") for p, a in schema_personal_fields(json.loads(text)).items()}
+        return found | {path: (action, "catalog") for path, action in self.spec.pii.items()}
+
+    @property
+    def quarantine(self) -> QuarantineMode:
+        """The catalog's choice, else restricted for a topic with personal fields, plain for the others."""
+        if self.spec.quarantine is not None:
+            return self.spec.quarantine
+        return QuarantineMode.RESTRICTED if self.personal_fields else QuarantineMode.PLAIN
+
+    def quarantine_prefix(self) -> str:
+        """Where the topic's quarantine objects are (``kafkalake.layout``)."""
+        return self.prefix.quarantine_prefix(restricted=self.quarantine == QuarantineMode.RESTRICTED)
 
     def field_paths(self) -> set[str]:
         """The dotted path of every field in any schema version."""
@@ -153,13 +170,15 @@ class Topic:
             "env": self.env,
             "kafka_topic": self.kafka_topic,
             "s3_prefix": self.prefix.data_prefix(),
-            "quarantine_prefix": self.prefix.quarantine_prefix(),
+            "quarantine_prefix": self.quarantine_prefix(),
             "glue_database": self.database,
             "glue_table": self.table,
             "crawler_name": self.crawler_name,
             "schema_versions": len(self.schemas),
             "source": str(self.source),
             **self.spec.model_dump(mode="json", exclude={"kafka_topic", "database", "table", "crawler_name"}),
+            "quarantine": self.quarantine.value,
+            "personal_fields": {path: action.value for path, action in sorted(self.personal_fields.items())},
         }
 
 
@@ -319,6 +338,15 @@ def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None
         message = f"a field's pii tag is not an action ({exc})"
         problems.append(CatalogProblem(str(topic.source), "schemas", message, f"use {actions}"))
         return
+    if topic.spec.quarantine == QuarantineMode.PLAIN and topic.personal_fields:
+        problems.append(
+            CatalogProblem(
+                str(topic.source),
+                "quarantine",
+                "the topic has personal fields, so its raw records must not land in the plain quarantine",
+                f"use quarantine: {QuarantineMode.RESTRICTED} or {QuarantineMode.OFFSETS_ONLY}, or leave it out",
+            )
+        )
     for path in sorted(set(topic.spec.pii) - known):
         problems.append(
             CatalogProblem(

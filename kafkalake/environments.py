@@ -85,6 +85,8 @@ class EnvironmentSettings(BaseModel):
     alarm_subscriptions: tuple[AlarmSubscription, ...] = ()
     data_transition_days: int = Field(default=30, ge=30)
     quarantine_retention_days: int = Field(default=90, ge=1)
+    restricted_quarantine_retention_days: int = Field(default=14, ge=1)
+    """How long raw quarantined records of topics with personal fields are kept (``restricted/quarantine/``)."""
     noncurrent_version_days: int = Field(default=7, ge=1)
     """How long the lake bucket keeps an overwritten or deleted object's old version."""
     consumers: tuple[Consumer, ...] = ()

@@ -12,6 +12,7 @@ Compaction output lives under the table's location, in a hidden tree beside the 
 
     data/<topic path>/_compacted/<partition path>/run-<id>/part-<n>.parquet  a rewrite's output
     quarantine/<topic path>/dt=<YYYY-MM-DD>/<topic>+<partition>+<first>-<last>.parquet
+    restricted/quarantine/<topic path>/dt=<YYYY-MM-DD>/...                   the same, for topics with personal data
     state/<topic path>/plan.json                                            the archiver's plan in progress
     state/<topic path>/receipts/<plan created>-<ranges hash>.json           a carried-out plan (the offset audit)
     state/<topic path>/compaction/<partition path>/manifest.json            a partition rewrite's commit record
@@ -69,13 +70,17 @@ COMPACTED_DIR: Final = "_compacted"
 LEGACY_COMPACTED_ROOT: Final = "compacted"
 """Where compaction output lived before it moved under the tables' locations: read, moved, expired, never written."""
 STATE_ROOT: Final = "state"
+RESTRICTED_ROOT: Final = "restricted"
+"""Raw records of topics with personal fields: written with their own KMS key, expired after a short retention, and
+readable only by roles granted that key (``kafkalake.personal.QuarantineMode.RESTRICTED``)."""
+RESTRICTED_QUARANTINE_ROOT: Final = f"{RESTRICTED_ROOT}/{QUARANTINE_ROOT}"
 LATE_DATA_FILE: Final = "late.json"
 LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
 """Every topic's late-data markers, as an IAM object pattern (see ``TablePrefix.late_data_prefix``)."""
 COMPLETENESS_CLAIM_FILE: Final = "event.json"
 COMPLETENESS_CLAIMS: Final = f"{STATE_ROOT}/*/complete/*"
 """Every topic's completeness-event claims, as an IAM object pattern (see ``TablePrefix.completeness_claim_key``)."""
-NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
+NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT, RESTRICTED_ROOT)
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 """A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
@@ -164,8 +169,9 @@ class TablePrefix:
     def data_prefix(self) -> str:
         return f"{DATA_ROOT}/{self._path()}"
 
-    def quarantine_prefix(self) -> str:
-        return f"{QUARANTINE_ROOT}/{self._path()}"
+    def quarantine_prefix(self, *, restricted: bool = False) -> str:
+        """Undecodable records; under the restricted root when they hold personal data."""
+        return f"{RESTRICTED_QUARANTINE_ROOT if restricted else QUARANTINE_ROOT}/{self._path()}"
 
     def compacted_prefix(self) -> str:
         """The table's compaction output: hidden, under the table's location, beside the raw partitions."""
@@ -225,10 +231,12 @@ class TablePrefix:
         holds the partition's ``k=v`` segments and no other ``=``."""
         return f"{self.compacted_prefix()}{partition.path()}run-{run_id}/"
 
-    def quarantine_key(self, dt: date, kafka_partition: int, first_offset: int, last_offset: int) -> str:
+    def quarantine_key(
+        self, dt: date, kafka_partition: int, first_offset: int, last_offset: int, *, restricted: bool = False
+    ) -> str:
         """Undecodable records of one Kafka partition and day; never matched by the data parser."""
         return (
-            f"{self.quarantine_prefix()}dt={dt.isoformat()}/"
+            f"{self.quarantine_prefix(restricted=restricted)}dt={dt.isoformat()}/"
             f"{self.topic}+{kafka_partition}+{first_offset}-{last_offset}.parquet"
         )
 

@@ -17,7 +17,7 @@ import binascii
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -28,6 +28,9 @@ MIN_KEY_BYTES = 32
 PII_TAG = "PII"
 CONFLUENT_TAGS = "confluent:tags"
 PII_ATTRIBUTE = "pii"
+KEY_ID_COLUMN = "_pseudonym_key_id"
+"""The column beside a table's pseudonyms naming the key that made them, so pseudonyms of a rotated key can be told
+apart from the new key's."""
 
 
 class PiiAction(StrEnum):
@@ -41,8 +44,44 @@ class PiiAction(StrEnum):
     """All but the last four characters replaced by ``*``."""
 
 
+SUGGESTIVE_NAMES = (
+    "email",
+    "phone",
+    "mobile",
+    "iban",
+    "name",
+    "address",
+    "street",
+    "postcode",
+    "birth",
+    "passport",
+    "ssn",
+    "national_id",
+    "tax_id",
+    "ip_address",
+)
+"""Parts of field names that often hold personal data: ``catalog validate`` suggests such untagged fields, never
+protects them on its own."""
+
 DEFAULT_ACTION = PiiAction.HMAC
 """The action for a field tagged in the schema without naming one."""
+
+
+def needs_key(fields: dict[str, PiiAction]) -> bool:
+    """Whether protecting ``fields`` takes the environment's key (some field is hashed)."""
+    return PiiAction.HMAC in fields.values()
+
+
+class QuarantineMode(StrEnum):
+    """What becomes of an undecodable record's raw bytes (its key and value, personal data included)."""
+
+    PLAIN = "plain"
+    """Kept under the quarantine prefix, as for any topic: only for topics without personal fields."""
+    RESTRICTED = "restricted"
+    """Kept under the restricted prefix (``kafkalake.layout``): its own KMS key, a short retention. The default for
+    topics with personal fields."""
+    OFFSETS_ONLY = "offsets_only"
+    """Not kept: the quarantine object holds the record's offsets, Kafka time, schema id and error only."""
 
 
 class KeyInvalid(ValueError):
@@ -133,3 +172,16 @@ def tagged_action(avro_field: dict[str, Any]) -> PiiAction | None:
 def schema_personal_fields(schema: dict[str, Any]) -> dict[str, PiiAction]:
     """The personal fields one schema version tags, by dotted path."""
     return {path: action for path, avro_field in schema_fields(schema) if (action := tagged_action(avro_field))}
+
+
+def name_suggestions(paths: Iterable[str], personal: Collection[str]) -> list[tuple[str, str]]:
+    """(path, the name part it contains) for every field whose own name contains a ``SUGGESTIVE_NAMES`` part and
+    that is not personal already, nor below a personal field."""
+    found = []
+    for path in sorted(paths):
+        covered = any(path == p or path.startswith(f"{p}.") for p in personal)
+        name = path.rsplit(".", 1)[-1].lower()
+        part = next((part for part in SUGGESTIVE_NAMES if part in name), None)
+        if part is not None and not covered:
+            found.append((path, part))
+    return found

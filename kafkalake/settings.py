@@ -25,9 +25,10 @@ ENV_VARS: Final = {
     "aws_endpoint_url": "KAFKALAKE_AWS_ENDPOINT_URL",
     "kafka_secret_arn": "KAFKALAKE_KAFKA_SECRET_ARN",
     "pseudonym_secret_arn": "KAFKALAKE_PSEUDONYM_SECRET_ARN",
+    "restricted_key_arn": "KAFKALAKE_RESTRICTED_KEY_ARN",
 }
 """Field → environment variable: the one list the jobs, the job specification and the dev tooling use."""
-OPTIONAL: Final = frozenset({"aws_endpoint_url", "kafka_secret_arn", "pseudonym_secret_arn"})
+OPTIONAL: Final = frozenset({"aws_endpoint_url", "kafka_secret_arn", "pseudonym_secret_arn", "restricted_key_arn"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Endpoints:
     pseudonym_secret_arn: str | None = None
     """Secrets Manager secret with the environment's HMAC key (``kafkalake.personal``); needed only when a topic
     has personal fields or erasure requests are hashed."""
+    restricted_key_arn: str | None = None
+    """The KMS key the archiver writes restricted quarantine objects with (SSE-KMS); None: the bucket's default
+    encryption (the local stack)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Endpoints:

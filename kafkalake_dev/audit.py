@@ -90,7 +90,7 @@ def read_lake(s3: Any, bucket: str, topic: Topic) -> Lake:
     receipts = [Receipt.from_dict(d) for d in documents(prefix.receipts_prefix(), ".json")]
     manifests = [Manifest.from_dict(d) for d in documents(prefix.compaction_prefix(), "manifest.json")]
     raw, compacted = (set(found) for found in table_objects(s3, bucket, prefix))
-    quarantine = set(list_objects(s3, bucket, prefix.quarantine_prefix(), ".parquet"))
+    quarantine = set(list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet"))
     counted = sorted(raw | compacted | {o.key for r in receipts for o in r.quarantine if o.key in quarantine})
 
     def rows(key: str) -> int:

@@ -26,7 +26,8 @@ app.command("interop")(interop.interop)
 
 @catalog_app.command("validate")
 def catalog_validate(catalog: CatalogOption = DEFAULT_CATALOG) -> None:
-    """Check every topic file; list every problem with its file, field and fix."""
+    """Check every topic file; list every problem with its file, field and fix; then every table with its personal
+    fields (action, where declared) and the fields whose names suggest personal data (reported, never applied)."""
     try:
         loaded = load_catalog(catalog)
     except CatalogInvalid as exc:
@@ -35,6 +36,8 @@ def catalog_validate(catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     typer.echo(f"catalog {catalog}: {len(loaded.topics)} topics in environments {', '.join(loaded.environments())}: OK")
     for topic in loaded.topics:
         typer.echo(f"  {topic.env:<11} {topic.kafka_topic:<45} -> {topic.database}.{topic.table}")
+        for line in render.personal_data_lines(topic):
+            typer.echo(line)
 
 
 @catalog_app.command("show")

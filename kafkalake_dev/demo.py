@@ -154,15 +154,19 @@ def archive_topics(
     budget_minutes: float,
     lease_ttl: timedelta | None = None,
 ) -> list[TopicResult]:
-    """Every topic caught up, ``concurrency`` at a time, as the archiver job does (one run, its own leases)."""
+    """Every topic caught up, ``concurrency`` at a time, as the archiver job does (one run, its own leases, the
+    pseudonym key read once)."""
     import time
 
-    from spark_jobs.archiver.fleet import archive_fleet
+    from spark_jobs.archiver.fleet import archive_fleet, read_pseudonym_key
     from spark_jobs.common import Run
 
     deadline = time.monotonic() + budget_minutes * 60
     run = Run.new(spark, lease_ttl)
-    return archive_fleet(spark, endpoints, topics, concurrency=concurrency, deadline=deadline, run=run, say=say)
+    key = read_pseudonym_key(endpoints, topics)
+    return archive_fleet(
+        spark, endpoints, topics, concurrency=concurrency, deadline=deadline, run=run, pseudonym_key=key, say=say
+    )
 
 
 def run_demo(

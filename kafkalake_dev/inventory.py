@@ -83,7 +83,7 @@ def table_objects(s3: Any, bucket: str, prefix: TablePrefix) -> tuple[dict[str, 
 
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw, compacted = table_objects(s3, bucket, topic.prefix)
-    quarantine = list_objects(s3, bucket, topic.prefix.quarantine_prefix(), ".parquet")
+    quarantine = list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet")
     partitions, columns_by_version = [], {}
     files = {**raw, **compacted}
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):

@@ -46,16 +46,21 @@ def _ignore_exists(call: Any, **kwargs: Any) -> None:
             raise
 
 
+def ensure_pseudonym_key(secretsmanager: Any) -> None:
+    """The local stack's pseudonym key: random bytes, made once (pseudonyms stay stable while the stack runs)."""
+    _ignore_exists(
+        secretsmanager.create_secret,
+        Name=LOCAL_PSEUDONYM_SECRET,
+        SecretString=PseudonymKey.secret_string("local-1", secrets.token_bytes(MIN_KEY_BYTES)),
+    )
+
+
 def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, catalog: Catalog) -> Provisioned:
     """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, the LF-tags
     and their databases' tags, bus, and the pseudonym key (random bytes, made once: pseudonyms stay stable while the
     stack runs). Consumer grants and the data location are AWS's only (the local endpoint enforces neither)."""
     s3, sqs, glue, events = clients["s3"], clients["sqs"], clients["glue"], clients["events"]
-    _ignore_exists(
-        clients["secretsmanager"].create_secret,
-        Name=LOCAL_PSEUDONYM_SECRET,
-        SecretString=PseudonymKey.secret_string("local-1", secrets.token_bytes(MIN_KEY_BYTES)),
-    )
+    ensure_pseudonym_key(clients["secretsmanager"])
     _ignore_exists(s3.create_bucket, Bucket=env.bucket, CreateBucketConfiguration={"LocationConstraint": region})
     dlq_url = sqs.create_queue(QueueName=env.dead_letter_queue_name)["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

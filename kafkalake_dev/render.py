@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from kafkalake.personal import name_suggestions
+
 if TYPE_CHECKING:
     from kafkalake.catalog import Topic
     from kafkalake_dev.audit import Lake, PartitionAudit
@@ -161,3 +163,18 @@ def compaction_summary(results: list[PartitionResult], title: str) -> Table:
         if result.action != Action.SKIPPED
     ]
     return table(title, COMPACTION_COLUMNS, rows, fold=False)
+
+
+def personal_data_lines(topic: Topic) -> list[str]:
+    """What ``catalog validate`` says of a topic's personal data: every personal field with its action and where it
+    was declared, the quarantine, and fields whose names suggest personal data (reported, never applied)."""
+    sources = sorted(topic.personal_field_sources().items())
+    lines = [f"      personal {path}: {action} ({source})" for path, (action, source) in sources]
+    if lines:
+        lines.append(f"      quarantine: {topic.quarantine}")
+    for path, part in name_suggestions(topic.field_paths(), topic.personal_fields):
+        lines.append(
+            f"      suggestion: {path} looks personal (*{part}*), not protected: tag it in the schema or add it to "
+            f"pii: in {topic.source.name}"
+        )
+    return lines

@@ -125,7 +125,14 @@ class JobOutcome:
     returncode: int
     lines: list[dict[str, Any]]
     """The JSON lines the job printed (one per topic, or per compacted partition)."""
-    output: str
+    stdout: str
+    stderr: str
+    """Everything the job printed: its own lines, Spark's and the JVM's logs."""
+
+    @property
+    def output(self) -> str:
+        """The ends of both, to show with a failure."""
+        return f"{self.stdout[-4000:]}\n{self.stderr[-4000:]}"
 
 
 def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print) -> JobOutcome:
@@ -145,4 +152,4 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
     if downloaded:
         raise JobFailed(f"{run.name} resolved jars at run time: {downloaded}")
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return JobOutcome(done.returncode, lines, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return JobOutcome(done.returncode, lines, done.stdout, done.stderr)

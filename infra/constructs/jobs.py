@@ -3,6 +3,7 @@ job roles, and the Scheduler schedules that start the runs specified by ``kafkal
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from aws_cdk import Stack
@@ -16,6 +17,7 @@ from constructs import Construct
 
 from infra.assets import connector_jars, job_environment, jobs_bundle
 from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
+from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
 from kafkalake.catalog import Topic
@@ -73,6 +75,7 @@ class Jobs(Construct):
         bucket: s3.IBucket,
         key: kms.IKey,
         queue_key: kms.IKey,
+        personal: PersonalData,
         build_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -88,6 +91,8 @@ class Jobs(Construct):
         )
         self.applications = {name: self._application(name) for name in ("Archiver", "Compactor")}
         self.archiver_role = self._archiver_role()
+        personal.grant_archiver(self.archiver_role)
+        archiver = archiver_run(settings, artifacts)
         self.compactor_role = self._compactor_role()
         self.group = scheduler.CfnScheduleGroup(self, "ScheduleGroup", name=f"kafkalake-{settings.name}")
         self.dead_letters = dead_letter_queue(
@@ -98,7 +103,7 @@ class Jobs(Construct):
                 "Archiver",
                 f"rate({settings.archiver_schedule_minutes} minutes)",
                 self.archiver_role,
-                archiver_run(settings, artifacts),
+                dataclasses.replace(archiver, endpoints=personal.endpoints(archiver.endpoints)),
                 queue_key,
             ),
             "Compactor": self._schedule(

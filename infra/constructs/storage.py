@@ -11,14 +11,15 @@ from constructs import Construct
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT
+from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT, RESTRICTED_QUARANTINE_ROOT
 
 
 def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[s3.LifecycleRule]:
     """Abort stale uploads; tier data by age; expire each topic's data after its retention (GDPR), quarantined
-    records after theirs, and noncurrent object versions after a few days. Compaction output lies under each table's
-    data prefix (``kafkalake.layout``), so the data rules tier and expire it too; output from before it moved there
-    keeps its retention rule under the legacy root until the compactor has moved it."""
+    records after theirs (raw records with personal data after a shorter one), and noncurrent object versions
+    after a few days. Compaction output lies under each table's data prefix (``kafkalake.layout``), so the data
+    rules tier and expire it too; output from before it moved there keeps its retention rule under the legacy root
+    until the compactor has moved it."""
     rules = [
         s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
         s3.LifecycleRule(
@@ -35,6 +36,11 @@ def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[
             id="expire-quarantine",
             prefix=f"{QUARANTINE_ROOT}/",
             expiration=Duration.days(settings.quarantine_retention_days),
+        ),
+        s3.LifecycleRule(
+            id="expire-restricted-quarantine",
+            prefix=f"{RESTRICTED_QUARANTINE_ROOT}/",
+            expiration=Duration.days(settings.restricted_quarantine_retention_days),
         ),
         s3.LifecycleRule(
             id="expire-noncurrent-versions",

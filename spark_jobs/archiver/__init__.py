@@ -7,6 +7,7 @@ One topic through a run, in reading order:
 - ``topic_run``: one topic: ``catch_up`` → ``TopicArchiver.run_plan`` (stored plan → ``carry_out`` → receipt →
   offset commit → plan deleted).
 - ``plan`` (the durable plan of offset ranges) and ``offsets`` (watermarks and the consumer group's commits).
-- ``records`` (the plan's Kafka read, classified, decoded, timed; pure column transforms in ``transform``) →
+- ``records`` (the plan's Kafka read, classified, decoded, timed, personal fields protected; pure column transforms
+  in ``transform`` and ``pseudonyms``) →
   ``writer`` (the executors' deterministic objects) → ``summary`` (the outcome accounted, the receipt made).
 """

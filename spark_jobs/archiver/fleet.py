@@ -4,7 +4,8 @@ each caught up to the high watermark it saw at the start, each isolated from the
 A topic that fails commits nothing of the failing plan and is reported with what failed and how to fix it; the
 others go on; the run exits non-zero at the end when any topic failed. Per topic one JSON line goes to the job's
 log, and the run's metrics go to CloudWatch (``spark_jobs.archiver.metrics``). One topic's way through the run is
-``spark_jobs.archiver.topic_run``.
+``spark_jobs.archiver.topic_run``. The environment's pseudonym key is read once, at the start, when some topic
+hashes personal fields (``kafkalake.personal``); a topic that needs it fails when it cannot be read.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
+from kafkalake.personal import KeyInvalid, PseudonymKey, load_key, needs_key
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
@@ -52,7 +54,7 @@ def worker_error(text: str) -> str | None:
 
 def denial_hint(text: str, topic: Topic, bucket: str) -> str:
     """How to fix an access denial of the topic's objects: the S3 permissions, or the lake key's."""
-    prefixes = (topic.prefix.data_prefix(), topic.prefix.quarantine_prefix(), topic.prefix.state_prefix())
+    prefixes = (topic.prefix.data_prefix(), topic.quarantine_prefix(), topic.prefix.state_prefix())
     where = ", ".join(f"s3://{bucket}/{p}*" for p in prefixes)
     if BY_KMS.search(text):
         return (
@@ -88,10 +90,12 @@ def archive_fleet(
     concurrency: int,
     deadline: float,
     run: Run | None = None,
+    pseudonym_key: PseudonymKey | KeyInvalid | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> list[TopicResult]:
-    """Every topic, ``concurrency`` at a time in one Spark application (each in its own FAIR pool), as one run."""
+    """Every topic, ``concurrency`` at a time in one Spark application (each in its own FAIR pool), as one run.
+    ``pseudonym_key`` is what ``read_pseudonym_key`` found: a topic that hashes fields fails without a key."""
     this_run = run or Run.new(spark)
     ttl = this_run.lease_ttl.total_seconds()
     say(f"archiver run {this_run.run_id} (a topic's lease is stale {ttl:.0f} s after its holder stops renewing it)")
@@ -100,7 +104,8 @@ def archive_fleet(
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", topic.name)
         started = time.monotonic()
         try:
-            return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, now=now, say=say)
+            key = topic_key(pseudonym_key, topic)
+            return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, key=key, now=now, say=say)
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported below
             error = explain(exc, topic, endpoints.bucket)
             say(f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}")
@@ -108,6 +113,33 @@ def archive_fleet(
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="archiver") as pool:
         return list(pool.map(isolated, topics))
+
+
+def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKey | KeyInvalid | None:
+    """The environment's pseudonym key, read once at the start when some topic hashes a field (None when none
+    does), or why it could not be read: the topics that need it fail with that reason, the others go on."""
+    if not any(needs_key(t.personal_fields) for t in topics):
+        return None
+    secret = endpoints.pseudonym_secret_arn
+    try:
+        return load_key(make_client(endpoints, "secretsmanager"), secret)
+    except KeyInvalid as exc:
+        return exc
+    except (ClientError, BotoCoreError) as exc:
+        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else type(exc).__name__
+        return KeyInvalid(
+            f"cannot read the pseudonym key's secret {secret} ({code}): the archiver's job role needs "
+            "secretsmanager:GetSecretValue on it (and kms:Decrypt on its key), and the secret must exist"
+        )
+
+
+def topic_key(read: PseudonymKey | KeyInvalid | None, topic: Topic) -> PseudonymKey | None:
+    """The key for ``topic``'s pseudonyms; raise the reason the key could not be read when the topic needs it."""
+    if isinstance(read, KeyInvalid):
+        if needs_key(topic.personal_fields):
+            raise KeyInvalid(f"{topic.kafka_topic} hashes personal fields, so nothing was archived: {read}")
+        return None
+    return read
 
 
 def resolve(catalog: Catalog, env: str, names: list[str]) -> tuple[list[Topic], list[TopicResult]]:
@@ -144,7 +176,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     spark = job_session("kafkalake-archiver")
     deadline = time.monotonic() + args.budget_minutes * 60
     run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
-    archived = archive_fleet(spark, endpoints, topics, concurrency=args.concurrency, deadline=deadline, run=run)
+    key = read_pseudonym_key(endpoints, topics)
+    archived = archive_fleet(
+        spark, endpoints, topics, concurrency=args.concurrency, deadline=deadline, run=run, pseudonym_key=key
+    )
     results = [*unknown, *archived]
     for result in results:
         print(json.dumps(result.as_dict()), flush=True)

@@ -1,7 +1,8 @@
 """A plan's records as Spark reads them: a bounded Kafka read of exactly the plan's ranges, classified (a value's
 header compared with each known schema's header as bytes), decoded (every schema version at once, each into its
-own column) and given their business time, ready for the writer. One fused Spark stage; the pure column
-transforms are in ``spark_jobs.archiver.transform``."""
+own column), given their business time and their personal fields protected, ready for the writer. One fused
+Spark stage; the pure column transforms are in ``spark_jobs.archiver.transform`` and
+``spark_jobs.archiver.pseudonyms``."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from pyspark.sql.types import StructType
 
 from kafkalake.access import KafkaAccess
 from kafkalake.catalog import Topic, ValueFormat
+from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
+from spark_jobs.archiver.pseudonyms import pseudonymise
 
 FETCH_MAX_WAIT_MS = 20
 """How long a fetch waits for data the broker does not have yet. The plan's ranges end at or below the high
@@ -31,15 +34,22 @@ class SubjectMissing(RuntimeError):
 
 
 def plan_records(
-    spark: SparkSession, access: KafkaAccess, topic: Topic, plan: Plan, versions: list[transform.VersionSchema]
+    spark: SparkSession,
+    access: KafkaAccess,
+    topic: Topic,
+    plan: Plan,
+    versions: list[transform.VersionSchema],
+    *,
+    key: PseudonymKey | None = None,
 ) -> DataFrame:
-    """The plan's Kafka records classified, decoded and given their business time (the plan's creation is the
-    'now' of the time bounds, so a redo decides the same)."""
+    """The plan's Kafka records classified, decoded, given their business time (the plan's creation is the
+    'now' of the time bounds, so a redo decides the same) and their personal fields protected with ``key``."""
     raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
     columns = [transform.value_column(v.version) for v in versions]
     decoded = _decode(_classify(raw, topic, versions), topic, versions, spark)
     now = datetime.fromisoformat(plan.created_at)
-    return transform.plan_rows(transform.with_business_time(decoded, topic.spec.time_fields, now, columns), columns)
+    timed = transform.with_business_time(decoded, topic.spec.time_fields, now, columns)
+    return transform.plan_rows(pseudonymise(timed, topic.personal_fields, key, columns), columns)
 
 
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:

@@ -30,6 +30,7 @@ from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import RetryCount, make_client
 from kafkalake.catalog import Topic
 from kafkalake.lease import Held, Lease, LeaseLost
+from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, needs_key
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
@@ -47,15 +48,16 @@ def catch_up(
     *,
     deadline: float,
     run: Run | None = None,
+    key: PseudonymKey | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> TopicResult:
     """Plans one after another until the topic reaches the high watermark seen at the start, or ``deadline``
     (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit. A topic another run holds is
-    skipped (``TopicResult.skipped``)."""
+    skipped (``TopicResult.skipped``). ``key`` hashes the topic's personal fields."""
     result = TopicResult(topic.name, topic.kafka_topic)
     started = time.monotonic()
-    archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
+    archiver = TopicArchiver(spark, endpoints, topic, key=key, now=now, say=say)
     try:
         with archiver.holding(run or Run.new(spark)) as lease:
             committed, low, target = archiver.offsets.state()
@@ -85,11 +87,12 @@ def archive_topic(
     topic: Topic,
     *,
     run: Run | None = None,
+    key: PseudonymKey | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> Summary:
     """Carry out one plan of ``topic`` (``Held`` when another run holds it)."""
-    archiver = TopicArchiver(spark, endpoints, topic, now=now, say=say)
+    archiver = TopicArchiver(spark, endpoints, topic, key=key, now=now, say=say)
     try:
         with archiver.holding(run or Run.new(spark)):
             return archiver.run_plan()
@@ -98,7 +101,8 @@ def archive_topic(
 
 
 class TopicArchiver:
-    """One topic's offsets, plan store and Kafka/registry access, for one or more plans in a row."""
+    """One topic's offsets, plan store and Kafka/registry access, and the key of its pseudonyms, for one or more
+    plans in a row."""
 
     def __init__(
         self,
@@ -106,10 +110,12 @@ class TopicArchiver:
         endpoints: Endpoints,
         topic: Topic,
         *,
+        key: PseudonymKey | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
         self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
+        self.key = key
         self.s3 = make_client(endpoints, "s3")
         self.s3_retries = RetryCount(self.s3)
         secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
@@ -159,7 +165,7 @@ class TopicArchiver:
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
         if plan.ranges:
-            carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
+            carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, key=self.key, say=self.say)
         with summary.phase("commit"):
             if plan.ranges:
                 key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
@@ -207,12 +213,13 @@ def carry_out(
     summary: Summary,
     *,
     access: KafkaAccess,
+    key: PseudonymKey | None,
     say: Callable[[str], None],
 ) -> None:
-    """One Spark job: read the plan's records, decode them, write data and quarantine objects; then check every
-    record is accounted for."""
+    """One Spark job: read the plan's records, decode them, protect their personal fields, write data and
+    quarantine objects; then check every record is accounted for."""
     versions = version_schemas(topic, access.registry())
-    records = plan_records(spark, access, topic, plan, versions)
+    records = plan_records(spark, access, topic, plan, versions, key=key)
     outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions)), OUTCOME_SCHEMA).collect()
     per_version = account(outcome, topic, summary)
     for version, (rows, objects) in sorted(per_version.items()):
@@ -230,12 +237,18 @@ def carry_out(
 def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema]) -> PlanLayout:
     """Where and how the writer writes the topic's plan: its prefix, versions, extra columns and file bounds."""
     archive = topic.spec.archive
+    extras = (
+        ("_key", archive.include_key),
+        ("_headers", archive.include_headers),
+        (KEY_ID_COLUMN, needs_key(topic.personal_fields)),
+    )
     return PlanLayout(
         endpoints,
         topic.prefix,
         tuple((v.version, transform.value_column(v.version)) for v in versions),
-        tuple(c for c, wanted in (("_key", archive.include_key), ("_headers", archive.include_headers)) if wanted),
+        tuple(c for c, wanted in extras if wanted),
         keep_tombstones=topic.spec.tombstones == "keep",
         max_records_per_file=archive.max_records_per_file,
         compression=archive.compression,
+        quarantine=topic.quarantine,
     )

@@ -20,6 +20,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
 from kafkalake.catalog import TimeCandidate, TimeFormat
+from kafkalake.personal import KEY_ID_COLUMN
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
 EPOCH_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -148,7 +149,8 @@ def decode_json(rows: DataFrame, version: int, spark_schema: StructType) -> Data
     )
 
 
-def _field_type(schema: StructType, path: str) -> DataType | None:
+def field_type(schema: StructType, path: str) -> DataType | None:
+    """The type of the field at dotted ``path`` in ``schema``; None when the schema has no such field."""
     current: DataType = schema
     for part in path.split("."):
         if not isinstance(current, StructType) or part not in current.fieldNames():
@@ -214,7 +216,7 @@ def with_business_time(
     for candidate in candidates:
         for column in value_columns:
             schema = decoded.schema[column].dataType
-            found = _field_type(schema, candidate.path) if isinstance(schema, StructType) else None
+            found = field_type(schema, candidate.path) if isinstance(schema, StructType) else None
             if found is not None:
                 present.append((candidate, candidate_time(candidate, F.col(f"{column}.{candidate.path}"), found)))
     business = F.coalesce(*[t for _, t in present], F.col("_kafka_timestamp"))
@@ -238,13 +240,13 @@ def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
     """Every record of the plan, in Kafka order, with what the writer needs to route it: data rows (``_error``
     null) to their version's object, tombstones to the delete log or nowhere, the rest to quarantine with their
     raw bytes and ``_quarantine_dt`` (the UTC date of their Kafka time). Raw bytes travel only with
-    quarantined rows."""
+    quarantined rows. ``_headers`` and ``_pseudonym_key_id`` pass through when the rows have them."""
     quarantined = F.col("_error").isNotNull() & (F.col("_error") != F.lit(TOMBSTONE))
-    headers = ["_headers"] if "_headers" in timed.columns else []
+    extras = [c for c in ("_headers", KEY_ID_COLUMN) if c in timed.columns]
     return timed.select(
         *META_COLUMNS,
         "_key",
-        *headers,
+        *extras,
         F.when(quarantined, F.col("_raw_value")).alias("_raw_value"),
         "_schema_id",
         "_error",

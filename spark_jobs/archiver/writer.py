@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
 from kafkalake.layout import DataKey, Partition, TablePrefix
+from kafkalake.personal import QuarantineMode
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
@@ -42,6 +43,8 @@ DATA, QUARANTINE, COUNT, WAITED, WROTE, RETRIED = "data", "quarantine", "count",
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
+RAW_COLUMNS = ("_key", "_raw_value")
+"""A quarantined record's own bytes: left out of its quarantine row when the topic keeps offsets only."""
 _OUTCOME_ARROW = pa.schema(
     [
         ("kind", pa.string()),
@@ -72,10 +75,12 @@ class PlanLayout:
     versions: tuple[tuple[int, str], ...]
     """(schema version, the column holding its values) for every version the plan may hold."""
     extra_columns: tuple[str, ...]
-    """``_key`` and/or ``_headers`` when the topic archives them."""
+    """``_key`` and/or ``_headers`` when the topic archives them, ``_pseudonym_key_id`` when it hashes fields."""
     keep_tombstones: bool
     max_records_per_file: int
     compression: str = "snappy"
+    quarantine: QuarantineMode = QuarantineMode.PLAIN
+    """Where quarantined records go, and whether with their raw bytes (``kafkalake.personal``)."""
 
     @property
     def newest(self) -> int:
@@ -146,10 +151,11 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
     return pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
 
 
-def quarantine_rows(rows: pa.Table) -> pa.Table:
-    """Rows with an error other than a tombstone: raw bytes, offsets, Kafka time, the error, and dt (UTC date of
-    the Kafka time) for the path."""
-    return rows.select([*QUARANTINE_COLUMNS, "_quarantine_dt"]).rename_columns([*QUARANTINE_COLUMNS, "dt"])
+def quarantine_rows(rows: pa.Table, mode: QuarantineMode) -> pa.Table:
+    """Rows with an error other than a tombstone: raw bytes (key and value; not when ``offsets_only``), offsets,
+    Kafka time, the error, and dt (UTC date of the Kafka time) for the path."""
+    kept = [c for c in QUARANTINE_COLUMNS if mode != QuarantineMode.OFFSETS_ONLY or c not in RAW_COLUMNS]
+    return rows.select([*kept, "_quarantine_dt"]).rename_columns([*kept, "dt"])
 
 
 @dataclass
@@ -207,7 +213,7 @@ class PlanWriter:
                 self._add((DATA, version, *group), part)
         if error.null_count < table.num_rows:
             quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
-            for group, part in split_groups(quarantine_rows(quarantined), QUARANTINE_GROUP):
+            for group, part in split_groups(quarantine_rows(quarantined, self.layout.quarantine), QUARANTINE_GROUP):
                 self._add((QUARANTINE, *group), part)
 
     def _count(self, table: pa.Table) -> None:
@@ -246,7 +252,7 @@ class PlanWriter:
         pq.write_table(table.drop_columns(path_columns), body, compression=self.layout.compression)
         bucket = self.layout.endpoints.bucket
         try:
-            self.s3.put_object(Bucket=bucket, Key=key, Body=body.getvalue())
+            self.s3.put_object(Bucket=bucket, Key=key, Body=body.getvalue(), **self._encryption(kind))
         except ClientError as exc:
             raise ObjectNotWritten(f"cannot write s3://{bucket}/{key}: {exc}") from exc
         self.outcome.append(
@@ -261,10 +267,18 @@ class PlanWriter:
             }
         )
 
+    def _encryption(self, kind: str) -> dict[str, str]:
+        """Restricted quarantine objects are written with the restricted key (the bucket's default is the lake's)."""
+        key = self.layout.endpoints.restricted_key_arn
+        if kind == QUARANTINE and self.layout.quarantine == QuarantineMode.RESTRICTED and key:
+            return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": key}
+        return {}
+
     def _key(self, group: tuple[Any, ...], first: int, last: int) -> str:
         prefix = self.layout.prefix
         if group[0] == DATA:
             _, version, partition, dt, hour = group
             return DataKey(prefix, Partition(version, date.fromisoformat(dt), int(hour)), partition, first, last).key()
         _, partition, dt = group
-        return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last)
+        restricted = self.layout.quarantine == QuarantineMode.RESTRICTED
+        return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last, restricted=restricted)

@@ -64,6 +64,7 @@ JOBS = CORE | {
         "archiver/metrics",
         "archiver/offsets",
         "archiver/plan",
+        "archiver/pseudonyms",
         "archiver/records",
         "archiver/summary",
         "archiver/topic_run",

@@ -1,8 +1,10 @@
 """What a failed topic's error says: the exception a Spark task raised rather than the Spark error's frames, and how
-to fix an access denial (the S3 permissions on the topic's prefixes, or the lake key's); retries counted per client."""
+to fix an access denial (the S3 permissions on the topic's prefixes, or the lake key's); retries counted per client;
+the pseudonym key read once, and only the topics that need it failing without it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import boto3
@@ -13,7 +15,9 @@ from moto import mock_aws
 from infra.repo import catalog_dir
 from kafkalake.aws import RETRIES, RetryCount
 from kafkalake.catalog import load_catalog
-from spark_jobs.archiver.fleet import MAX_ERROR_CHARS, explain, worker_error
+from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey
+from kafkalake.settings import Endpoints
+from spark_jobs.archiver.fleet import MAX_ERROR_CHARS, explain, read_pseudonym_key, topic_key, worker_error
 from tests.faults import s3_answers
 
 TOPIC = load_catalog(catalog_dir()).get("card-authorized", "staging")
@@ -78,3 +82,24 @@ def test_retries_are_counted_per_client_also_for_calls_that_fail_in_the_end() ->
         with pytest.raises(ClientError, match=r"\(AccessDenied\)"):
             s3.put_object(Bucket="lake", Key="b", Body=b"b")
         assert retries.total == 3
+
+
+PERSONAL = dataclasses.replace(TOPIC, spec=TOPIC.spec.model_copy(update={"pii": {"id": PiiAction.HMAC}}))
+MASKED = dataclasses.replace(TOPIC, spec=TOPIC.spec.model_copy(update={"pii": {"id": PiiAction.MASK_LAST4}}))
+ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake", pseudonym_secret_arn="kafkalake/key")
+
+
+def test_the_key_is_read_only_when_a_topic_hashes_and_only_the_topics_that_hash_fail_without_it() -> None:
+    with mock_aws():
+        assert read_pseudonym_key(ENDPOINTS, [TOPIC, MASKED]) is None
+        missing = read_pseudonym_key(ENDPOINTS, [TOPIC, PERSONAL])
+        assert isinstance(missing, KeyInvalid) and "(ResourceNotFoundException)" in str(missing)
+        assert topic_key(missing, TOPIC) is None and topic_key(missing, MASKED) is None
+        with pytest.raises(KeyInvalid, match=r"hashes personal fields, so nothing was archived: cannot read the"):
+            topic_key(missing, PERSONAL)
+        boto3.client("secretsmanager", region_name="eu-west-1").create_secret(
+            Name="kafkalake/key", SecretString=PseudonymKey.secret_string("k1", b"s" * 32)
+        )
+        assert read_pseudonym_key(ENDPOINTS, [PERSONAL]) == PseudonymKey("k1", b"s" * 32)
+    unset = read_pseudonym_key(dataclasses.replace(ENDPOINTS, pseudonym_secret_arn=None), [PERSONAL])
+    assert isinstance(unset, KeyInvalid) and "set pseudonym_secret_arn" in str(unset)

@@ -12,13 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from infra.app import build
 from infra.assets import maintainer_bundle
 from infra.constructs.maintainer import MAINTAINER_GLUE_ACTIONS
+from infra.constructs.personal import PersonalData
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
 from infra.stack import KafkalakeStack
 from kafkalake.catalog import Catalog, load_catalog
@@ -92,7 +96,8 @@ def test_lake_bucket_is_private_encrypted_tls_only_with_lifecycle(stacks: Any, e
     assert rules["expire-quarantine"]["Prefix"] == "quarantine/"
     noncurrent = rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"]
     assert noncurrent == {"NoncurrentDays": settings.noncurrent_version_days}
-    assert all(r.get("Prefix", "").split("/")[0] in ("", "data", "quarantine", "compacted") for r in rules.values())
+    roots = ("", "data", "quarantine", "compacted", "restricted")
+    assert all(r.get("Prefix", "").split("/")[0] in roots for r in rules.values())
     assert rules["tier-data"]["Transitions"][0]["StorageClass"] == "INTELLIGENT_TIERING"
     retained = [t for t in CATALOG.for_env(env) if t.spec.retention_days is not None]
     assert retained
@@ -723,3 +728,87 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
     assert {p["Resource"]["Table"]["DatabaseName"] for p in on_tables} == databases
     assert all(p["Resource"]["Table"]["TableWildcard"] == {} for p in on_tables)
     assert len(on_tables) == 4 * len(databases)  # crawlers, maintainer, reconciler, compactor
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_restricted_quarantine_has_its_own_key_short_retention_and_only_the_archiver_writes_it(
+    stacks: Any, env: str
+) -> None:
+    tpl = template(stacks, env)
+    settings = ENVIRONMENTS[env]
+    [(key_id, key)] = [(i, r) for i, r in resources(tpl, "AWS::KMS::Key").items() if "RestrictedKey" in i]
+    assert key["Properties"]["EnableKeyRotation"] is True
+    tpl.has_resource_properties(
+        "AWS::KMS::Alias", {"AliasName": f"alias/kafkalake-{env}-restricted", "TargetKeyId": Match.any_value()}
+    )
+    tpl.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketName": settings.bucket,
+            "LifecycleConfiguration": {
+                "Rules": Match.array_with(
+                    [
+                        {
+                            "Id": "expire-restricted-quarantine",
+                            "Prefix": "restricted/quarantine/",
+                            "ExpirationInDays": settings.restricted_quarantine_retention_days,
+                            "Status": "Enabled",
+                        }
+                    ]
+                )
+            },
+        },
+    )
+    policies = resources(tpl, "AWS::S3::BucketPolicy").values()
+    statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    [deny] = [s for s in statements if s.get("Sid") == "RestrictedObjectsOnlyWithTheRestrictedKey"]
+    assert deny["Effect"] == "Deny" and deny["Action"] == "s3:PutObject"
+    assert deny["Condition"] == {
+        "StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": {"Fn::GetAtt": [key_id, "Arn"]}}
+    }
+    archiver = role_statements(tpl, "ArchiverJobRole")
+    assert {"Action": "kms:GenerateDataKey", "Effect": "Allow", "Resource": {"Fn::GetAtt": [key_id, "Arn"]}} in archiver
+    [writes] = [s for s in archiver if s["Action"] == "s3:PutObject"]
+    assert writes["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*"
+    others = [s for s in all_statements(tpl) if s not in archiver and s.get("Effect") == "Allow"]
+    assert not [s for s in others if key_id in json.dumps(s.get("Resource"))], "only the archiver uses the key"
+    schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
+    archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
+    assert "KAFKALAKE_RESTRICTED_KEY_ARN=" in archive_input and key_id in archive_input
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_the_pseudonym_key_is_generated_in_the_documented_shape_and_only_the_archiver_reads_it(
+    stacks: Any, env: str
+) -> None:
+    tpl = template(stacks, env)
+    [(secret_id, secret)] = resources(tpl, "AWS::SecretsManager::Secret").items()
+    generated = secret["Properties"]["GenerateSecretString"]
+    assert json.loads(generated["SecretStringTemplate"]) == {"key_id": f"{env}-1"}
+    assert generated["GenerateStringKey"] == "key" and generated["PasswordLength"] == 44
+    assert generated["ExcludePunctuation"] is True and generated["IncludeSpace"] is False
+    [lake_key] = secret["Properties"]["KmsKeyId"]["Fn::GetAtt"][:1]
+    assert lake_key.startswith("LakeKey")
+    reads = {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": {"Ref": secret_id}}
+    assert reads in role_statements(tpl, "ArchiverJobRole")
+    assert [s for s in all_statements(tpl) if json.dumps({"Ref": secret_id}) in json.dumps(s)] == [reads]
+    schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
+    archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
+    assert "KAFKALAKE_PSEUDONYM_SECRET_ARN=" in archive_input and secret_id in archive_input
+
+
+def test_a_pseudonym_secret_named_in_environments_yaml_is_read_not_created() -> None:
+    stack = Stack(App(), "Personal")
+    key = kms.Key(stack, "LakeKey")
+    bucket = s3.Bucket(stack, "Lake", encryption_key=key)
+    arn = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:kafkalake/staging/pseudonym-AbCdEf"
+    settings = ENVIRONMENTS["staging"].model_copy(update={"pseudonym_secret_arn": arn})
+    personal = PersonalData(stack, "PersonalData", settings=settings, bucket=bucket, lake_key=key)
+    role = iam.Role(stack, "ArchiverJobRole", assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"))
+    personal.grant_archiver(role)
+    tpl = Template.from_stack(stack)
+    tpl.resource_count_is("AWS::SecretsManager::Secret", 0)
+    assert {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": arn} in role_statements(
+        tpl, "ArchiverJobRole"
+    )
+    assert personal.endpoints(settings.endpoints()).pseudonym_secret_arn == arn

@@ -87,6 +87,7 @@ def test_example_key() -> None:
     ("key", "reason"),
     [
         ("quarantine/staging/acme/payments/card-authorized/x.parquet", "under the 'quarantine' prefix"),
+        ("restricted/quarantine/staging/acme/p/t/dt=2026-01-01/t+0+0-1.parquet", "under the 'restricted' prefix"),
         ("compacted/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/a.parquet", "compaction output"),
         ("data/staging/acme/p/t/_compacted/schema_version=1/dt=2026-01-01/hour=00/run-0a/p.parquet", "compaction"),
         ("state/staging/acme/p/t/schema_version=1/dt=2026-01-01/hour=00/t+0+0-1.parquet", "'state' prefix"),

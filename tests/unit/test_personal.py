@@ -1,4 +1,5 @@
-"""Personal fields from schema tags and the catalog, and the keyed hash in Python and in Spark."""
+"""Personal fields from schema tags and the catalog (as ``catalog validate`` lists them, with name-based
+suggestions), the quarantine they call for, and the keyed hash in Python and in Spark."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from typer.testing import CliRunner
 
 from kafkalake.catalog import load_catalog
-from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey, load_key, schema_personal_fields
+from kafkalake.personal import (
+    KeyInvalid,
+    PiiAction,
+    PseudonymKey,
+    QuarantineMode,
+    load_key,
+    name_suggestions,
+    schema_personal_fields,
+)
+from kafkalake_dev.cli import app
 from spark_jobs.keyed_hash import keyed_hash
 
 SCHEMA: dict[str, Any] = {
@@ -137,3 +148,50 @@ def test_a_bad_secret_is_named_without_its_value(secret_string: str, message: st
 def test_no_secret_configured_says_where_to_set_it() -> None:
     with pytest.raises(KeyInvalid, match=r"set pseudonym_secret_arn for the environment in environments\.yaml"):
         load_key(object(), None)
+
+
+def test_quarantine_of_a_topic_with_personal_fields_is_restricted_unless_the_catalog_says_offsets_only(
+    tmp_path: Path,
+) -> None:
+    write_topic(tmp_path / "a", "{}\n", SCHEMA)
+    personal = load_catalog(tmp_path / "a").topics[0]
+    assert personal.quarantine == QuarantineMode.RESTRICTED
+    assert personal.quarantine_prefix() == "restricted/quarantine/staging/acme/payments/paid/"
+    write_topic(tmp_path / "b", "quarantine: offsets_only\n", SCHEMA)
+    offsets_only = load_catalog(tmp_path / "b").topics[0]
+    assert offsets_only.quarantine == QuarantineMode.OFFSETS_ONLY
+    assert offsets_only.quarantine_prefix() == "quarantine/staging/acme/payments/paid/"
+    write_topic(tmp_path / "c", "{}\n", {**SCHEMA, "fields": [{"name": "id", "type": "string"}]})
+    assert load_catalog(tmp_path / "c").topics[0].quarantine == QuarantineMode.PLAIN
+
+
+def test_the_plain_quarantine_is_refused_for_a_topic_with_personal_fields(tmp_path: Path) -> None:
+    from kafkalake.catalog import CatalogInvalid
+
+    write_topic(tmp_path, "quarantine: plain\n", SCHEMA)
+    with pytest.raises(CatalogInvalid, match=r"quarantine: the topic has personal fields.*use quarantine: restricted"):
+        load_catalog(tmp_path)
+
+
+def test_catalog_validate_lists_personal_fields_with_their_source_and_suggests_untagged_ones(tmp_path: Path) -> None:
+    schema = {**SCHEMA, "fields": [*SCHEMA["fields"], {"name": "full_name", "type": "string"}]}
+    write_topic(tmp_path, "pii: {customer.id: hmac, iban: drop}\n", schema)
+    result = CliRunner().invoke(app, ["catalog", "validate", "--catalog", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[2:] == [
+        "      personal customer.id: hmac (catalog)",
+        "      personal customer.phone: drop (schema v1)",
+        "      personal email: hmac (schema v1)",
+        "      personal iban: drop (catalog)",
+        "      personal note: hmac (schema v1)",
+        "      quarantine: restricted",
+        "      suggestion: full_name looks personal (*name*), not protected: tag it in the schema or add it to pii: "
+        "in paid.yaml",
+    ]
+    assert load_catalog(tmp_path).topics[0].personal_fields["iban"] == PiiAction.DROP  # reported, not applied
+    assert "full_name" not in load_catalog(tmp_path).topics[0].personal_fields
+
+
+def test_name_suggestions_skip_declared_fields_and_their_children() -> None:
+    paths = ["id", "email", "contact", "contact.phone", "contact.home_address", "billing_street", "username"]
+    assert name_suggestions(paths, {"email", "contact"}) == [("billing_street", "street"), ("username", "name")]

@@ -1,10 +1,11 @@
 """The archiver's writer against in-process S3: one pass routes a plan's rows to data objects per (version, Kafka
 partition, hour), the delete log and quarantine, cuts objects at the record bound, counts every row, writes the
-same keys and bytes however the rows were batched, counts the S3 retries of each task, and names an object S3
-refused."""
+same keys and bytes however the rows were batched, counts the S3 retries of each task, names an object S3
+refused, and keeps quarantined personal data only under the restricted prefix with its key (or not at all)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.layout import TablePrefix
+from kafkalake.personal import QuarantineMode
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.writer import (
     COUNT,
@@ -190,3 +192,31 @@ def test_an_object_s3_refuses_is_named_in_the_tasks_error(s3: Any) -> None:
     events.register_first("before-send.s3.PutObject", s3_answers((403, "AccessDenied")))
     with pytest.raises(ObjectNotWritten, match=r"^cannot write s3://lake/data/payments/test/test/orders/.+\.parquet: "):
         write(PLAN, layout())
+
+
+def test_restricted_quarantine_goes_under_its_prefix_with_its_own_key(s3: Any) -> None:
+    kms = boto3.client("kms", region_name="eu-west-1")
+    key_arn = kms.create_key()["KeyMetadata"]["Arn"]
+    endpoints = dataclasses.replace(ENDPOINTS, restricted_key_arn=key_arn)
+    plan = dataclasses.replace(layout(), endpoints=endpoints, quarantine=QuarantineMode.RESTRICTED)
+    outcome = write(PLAN, plan)
+    (quarantine,) = [r["key"] for r in outcome if r["kind"] == QUARANTINE]
+    assert quarantine.startswith(PREFIX.quarantine_prefix(restricted=True)) and quarantine.startswith("restricted/")
+    head = s3.head_object(Bucket="lake", Key=quarantine)
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", key_arn)
+    assert read(s3, quarantine).column("_raw_value").to_pylist() == [b"\x42raw", b"\x42raw"]
+    data = [r["key"] for r in outcome if r["kind"] == DATA]
+    assert all("SSEKMSKeyId" not in s3.head_object(Bucket="lake", Key=k) for k in data)
+
+
+def test_offsets_only_quarantine_keeps_no_bytes_of_the_record(s3: Any) -> None:
+    outcome = write(PLAN, dataclasses.replace(layout(), quarantine=QuarantineMode.OFFSETS_ONLY))
+    (quarantine,) = [r["key"] for r in outcome if r["kind"] == QUARANTINE]
+    assert quarantine.startswith(PREFIX.quarantine_prefix())
+    assert read(s3, quarantine).column_names == [
+        "_kafka_partition",
+        "_kafka_offset",
+        "_kafka_timestamp",
+        "_schema_id",
+        "_error",
+    ]
