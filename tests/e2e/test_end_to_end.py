@@ -72,8 +72,10 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
         assert table.partitions_with_data and table.partitions_with_data <= table.partitions_in_glue, name
         # quarantine holds exactly the poison records
         assert counts["poison"] > 0 and table.inventory.quarantined_rows == counts["poison"], name
-        quarantined = list_objects(s3, settings.bucket, table.topic.prefix.quarantine_prefix(), ".parquet")
+        quarantined = list_objects(s3, settings.bucket, table.topic.quarantine_prefix(), ".parquet")
         assert quarantined, name
+        if table.topic.personal_fields:  # the demo's topics with personal fields keep raw records only restricted
+            assert all(key.startswith("restricted/quarantine/") for key in quarantined), name
         # completed partitions are compacted: every closed partition with enough files now points at _compacted/
         closed = {tuple(r.partition): r for r in table.compaction}
         complete = {p.values for p in table.inventory.partitions if p.complete}
