@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from kafkalake.convention import DEFAULT_TOPIC_NAMING, checked_convention
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES
 from kafkalake.settings import Endpoints
 
@@ -71,6 +72,8 @@ class EnvironmentSettings(BaseModel):
     quarantine_retention_days: int = Field(default=90, ge=1)
     noncurrent_version_days: int = Field(default=7, ge=1)
     """How long the lake bucket keeps an overwritten or deleted object's old version."""
+    topic_naming: Annotated[str, AfterValidator(checked_convention)] = DEFAULT_TOPIC_NAMING
+    """How a Kafka topic's name gives its catalog place (``kafkalake.convention``): for import and drift."""
 
     def endpoints(self) -> Endpoints:
         """What this environment's jobs talk to in AWS (regional AWS endpoints)."""

@@ -105,3 +105,17 @@ class ArchiverMetric(StrEnum):
 
 
 ENVIRONMENT_DIMENSION: Final = "Environment"
+
+
+class CatalogDriftMetric(StrEnum):
+    """What every scheduled archiver run (and ``kafkalake catalog drift``) publishes per environment
+    (``kafkalake.drift``)."""
+
+    UNCATALOGUED_TOPICS = "CatalogUncataloguedTopics"
+    """Topics that follow the environment's naming convention and no catalog entry names: never archived."""
+    OFF_CONVENTION_TOPICS = "CatalogOffConventionTopics"
+    """Topics no catalog entry names that do not follow the convention."""
+    MISSING_TOPICS = "CatalogMissingTopics"
+    """Catalog entries whose Kafka topic the cluster lacks."""
+    MISSING_SCHEMA_VERSIONS = "CatalogMissingSchemaVersions"
+    """Registry versions of catalogued topics that the catalog lacks: their records are quarantined."""

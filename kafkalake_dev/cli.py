@@ -1,6 +1,7 @@
 """The ``kafkalake`` command line: a thin shell that parses options and calls the dev tooling and the jobs;
 ``kafkalake_dev.render`` makes what it prints. The commands that run the jobs are in ``kafkalake_dev.cli_jobs``,
-the options they share (and their defaults) in ``kafkalake_dev.cli_options``. Every local command reaches the local
+the catalog commands that talk to a cluster in ``kafkalake_dev.cli_catalog``, the options they share (and their
+defaults) in ``kafkalake_dev.cli_options``. Every local command reaches the local
 stack with moto's credentials, asked for explicitly (``on_local_stack``)."""
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from typing import Annotated
 import typer
 
 from kafkalake.catalog import CatalogInvalid, load_catalog
-from kafkalake_dev import cli_jobs, interop, render, stack
+from kafkalake_dev import cli_catalog, cli_jobs, interop, render, stack
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local import LOCAL_ENV
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
-catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="Validate and inspect the topic catalog; import it from a cluster, compare it with one, check its schemas.",
+    no_args_is_help=True,
+)
 stack_app = typer.Typer(help="The local stack: Kafka, schema registry, moto (AWS), Spark jars.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(stack_app, name="stack")
@@ -50,6 +54,11 @@ def catalog_show(
         typer.echo(str(exc).strip('"'), err=True)
         raise typer.Exit(1) from exc
     typer.echo(json.dumps(found.derived(), indent=2))
+
+
+catalog_app.command("import")(cli_catalog.catalog_import)
+catalog_app.command("drift")(cli_catalog.catalog_drift)
+catalog_app.command("check")(cli_catalog.catalog_check)
 
 
 @stack_app.command("up")
