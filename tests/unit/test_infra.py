@@ -322,7 +322,20 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 17)  # 14 + reconciler: repaired, errors, its DLQ
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 19)  # 14 + reconciler: repaired, errors, its DLQ + drift: 2
+    for drift in ("CatalogUncataloguedTopics", "CatalogMissingSchemaVersions"):
+        tpl.has_resource_properties(
+            "AWS::CloudWatch::Alarm",
+            {
+                "MetricName": drift,
+                "Namespace": "kafkalake",
+                "Dimensions": [{"Name": "Environment", "Value": env}],
+                "Statistic": "Maximum",
+                "Period": 60 * ENVIRONMENTS[env].archiver_schedule_minutes,
+                "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold",
+            },
+        )
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
