@@ -91,6 +91,8 @@ class TopicSpec(BaseModel):
     description: str = ""
     pii: dict[str, PiiAction] = {}
     """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
+    owner: str = ""
+    """The team answering for the topic (shown in the inventory)."""
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,9 @@ class EnvironmentSettings(BaseModel):
     event_bus_name: str
     max_receive_count: int = Field(default=5, ge=1)
     maintainer_timeout_seconds: int = Field(default=300, ge=30, le=900)
-    maintainer_schedule_minutes: int = Field(default=10, ge=1)
-    archiver_schedule_minutes: int = Field(default=20, ge=5)
+    maintainer_schedule_minutes: int = Field(default=6, ge=1)
+    archiver_schedule_minutes: int = Field(default=10, ge=5)
+    """With the maintainer's 6 minutes: a new topic's first record is queryable within 30 minutes (README)."""
     cache_ttl_seconds: int = Field(default=600, ge=0)
     completeness_delay_seconds: int = Field(default=900, ge=0)
     reconcile_schedule: str = Field(default="cron(30 3 * * ? *)", pattern=r"^(rate|cron)\(.+\)$")
@@ -74,6 +75,8 @@ class EnvironmentSettings(BaseModel):
     """How long the lake bucket keeps an overwritten or deleted object's old version."""
     topic_naming: Annotated[str, AfterValidator(checked_convention)] = DEFAULT_TOPIC_NAMING
     """How a Kafka topic's name gives its catalog place (``kafkalake.convention``): for import and drift."""
+    freshness_alarm_minutes: int = Field(default=30, ge=1)
+    """The alarm fires when a drain makes data queryable whose newest Kafka record is older than this."""
 
     def endpoints(self) -> Endpoints:
         """What this environment's jobs talk to in AWS (regional AWS endpoints)."""

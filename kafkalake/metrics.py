@@ -105,6 +105,11 @@ class ArchiverMetric(StrEnum):
 
 
 ENVIRONMENT_DIMENSION: Final = "Environment"
+GLUE_DATA_AGE: Final = "GlueDataAgeSeconds"
+"""The maintainer's freshness metric: at each drain, how old the newest Kafka record is that it made queryable
+through Glue; per table (dimensions ``service`` and ``Table``) and the largest of the drain (``service`` only, what
+the alarm watches)."""
+TABLE_DIMENSION: Final = "Table"
 
 
 class CatalogDriftMetric(StrEnum):

@@ -113,7 +113,7 @@ def maintain(
     from kafkalake_dev.maintainer import invoke_locally
 
     if not once:
-        raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
+        raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 6 minutes")
     settings = environment(env)
     report = invoke_locally(on_local_stack(ctx), settings, load_catalog(catalog), native=native)
     for name, value in sorted(report["counts"].items()):

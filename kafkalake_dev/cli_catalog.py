@@ -1,5 +1,5 @@
 """The ``kafkalake catalog`` commands that compare the catalog with a cluster or check its schemas: ``import``
-(``kafkalake_dev.onboard``), ``drift`` (``kafkalake.drift``) and ``check`` (``kafkalake.compatibility``). Thin:
+(``kafkalake_dev.onboard``), ``drift`` (``kafkalake.drift``) and ``check`` (``kafkalake_dev.compatibility``). Thin:
 options in, the pure logic's findings out; the cluster is the local stack's."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import typer
 
 from kafkalake.access import kafka_access
 from kafkalake.catalog import Catalog, CatalogInvalid, load_catalog
-from kafkalake.compatibility import Mode, check_versions, glue_refusals, registry_differences
 from kafkalake.registry import value_subject
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
+from kafkalake_dev.compatibility import Mode, check_versions, glue_refusals, registry_differences
 from kafkalake_dev.local import LOCAL_ENV
 
 

@@ -16,6 +16,7 @@ from infra.nag import skip_scanners
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.metrics import (
     ENVIRONMENT_DIMENSION,
+    GLUE_DATA_AGE,
     MAINTAINER_DASHBOARD_COUNTS,
     MAINTAINER_SERVICE,
     NAMESPACE,
@@ -53,6 +54,18 @@ class Monitoring(Construct):
         self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
         self.alarms |= self._archiver_alarms(settings, action)
         self.alarms |= self._catalog_alarms(settings, action)
+        self.alarms["GlueDataStale"] = self._alarm(
+            "GlueDataStale",
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=GLUE_DATA_AGE,
+                statistic="Maximum",
+                period=Duration.minutes(settings.maintainer_schedule_minutes),
+                dimensions_map={"service": MAINTAINER_SERVICE},
+            ),
+            settings.freshness_alarm_minutes * 60,
+            action,
+        )
         self.alarms |= self._reconciler_alarms(reconciler, action)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(

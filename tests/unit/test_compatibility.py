@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
 from kafkalake.catalog import load_catalog
-from kafkalake.compatibility import Mode, Refusal, check_versions, glue_refusals, registry_differences, resolve
 from kafkalake.registry import RegisteredSchema
+from kafkalake_dev.cli import app
+from kafkalake_dev.compatibility import Mode, Refusal, check_versions, glue_refusals, registry_differences, resolve
 
 
 def record(*fields: dict[str, Any], name: str = "Order") -> str:
@@ -122,3 +126,26 @@ def test_registry_differences() -> None:
         "v2 (not registered yet): field amount: in v2 without a default, absent from the registry's latest: "
         "v2 cannot read its data"
     ]
+
+
+def test_catalog_check_refuses_an_incompatible_change_naming_field_versions_and_rule(tmp_path: Path) -> None:
+    root = tmp_path / "catalog"
+    shutil.copytree(catalog_dir(), root)
+    folder = root / "acme" / "payments" / "staging"
+    v2 = json.loads((folder / "card-authorized.v2.avsc").read_text())
+    v3 = {**v2, "fields": [{**f, "type": "string"} if f["name"] == "amount_cents" else f for f in v2["fields"]]}
+    (folder / "card-authorized.v3.avsc").write_text(json.dumps(v3))
+
+    result = CliRunner().invoke(app, ["catalog", "check", "--catalog", str(root), "--env", "staging"])
+
+    assert result.exit_code == 1
+    where = f"{folder}/card-authorized.v*.avsc"
+    assert "staging.acme.payments.card-authorized" in result.output and "REFUSED" in result.output
+    assert (
+        f"{where}: v2 → v3: field amount_cents: type changes from long (v2) to string (v3); Avro promotes only "
+        "int→long→float→double and string↔bytes"
+    ) in result.output
+    assert f"{where}: v2 → v3: field amount_cents: Glue refuses the column type change bigint → string" in result.output
+    assert "5 topics checked (backward): 2 refusals" in result.output
+    clean = CliRunner().invoke(app, ["catalog", "check", "--catalog", str(catalog_dir())])
+    assert clean.exit_code == 0 and "8 topics checked (backward): 0 refusals" in clean.output
