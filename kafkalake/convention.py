@@ -46,6 +46,8 @@ class OffConvention:
 
     kafka_topic: str
     reason: str
+    other_env: str | None = None
+    """The environment the name says, when it follows the convention for another one."""
 
 
 def is_internal(kafka_topic: str) -> bool:
@@ -60,7 +62,7 @@ def parse_topic_name(kafka_topic: str, env: str, pattern: str = DEFAULT_TOPIC_NA
         return OffConvention(kafka_topic, f"does not match the naming convention {pattern}")
     groups = found.groupdict()
     if groups.get("env") not in (None, env):
-        return OffConvention(kafka_topic, f"belongs to environment {groups['env']!r}, not {env!r}")
+        return OffConvention(kafka_topic, f"belongs to environment {groups['env']!r}, not {env!r}", groups["env"])
     for group in REQUIRED_GROUPS:
         if not re.fullmatch(NAME_PATTERN, groups[group] or ""):
             return OffConvention(

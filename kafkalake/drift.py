@@ -52,11 +52,21 @@ class Drift:
     uncatalogued: tuple[TopicName, ...]
     """Topics following the environment's convention that no catalog entry names."""
     off_convention: tuple[OffConvention, ...]
-    """Topics no catalog entry names that do not follow the convention, with the reason."""
+    """Topics no catalog entry names that do not follow the convention, with the reason (those named for another
+    environment are that environment's concern, not listed)."""
     missing_topics: tuple[str, ...]
     """Kafka topics of catalog entries that the cluster lacks."""
     missing_versions: dict[str, tuple[int, ...]]
     """Kafka topic → registry version numbers whose schema none of the entry's ``.avsc`` files holds."""
+
+    def status(self, kafka_topic: str) -> str:
+        """One catalogued topic's drift, for the inventory."""
+        if kafka_topic in self.missing_topics:
+            return "no such Kafka topic"
+        if kafka_topic in self.missing_versions:
+            versions = ", v".join(map(str, self.missing_versions[kafka_topic]))
+            return f"registry has v{versions}, the catalog lacks it"
+        return "in sync"
 
     @property
     def clean(self) -> bool:
@@ -94,7 +104,7 @@ def compare(view: ClusterView, topics: Iterable[Topic], env: str, convention: st
     return Drift(
         env,
         uncatalogued=tuple(p for p in parsed if isinstance(p, TopicName)),
-        off_convention=tuple(p for p in parsed if isinstance(p, OffConvention)),
+        off_convention=tuple(p for p in parsed if isinstance(p, OffConvention) and p.other_env is None),
         missing_topics=tuple(sorted(set(known) - set(view.topics))),
         missing_versions=missing_versions,
     )

@@ -201,17 +201,24 @@ def inventory(
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML page here.")] = None,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
-    """Every table: schema versions, columns per version, partitions, freshness, files, bytes, quarantine."""
+    """Every table: owner, schema versions, columns per version, partitions, freshness, drift, files, bytes,
+    quarantine; then the catalog's drift from the cluster."""
+    from kafkalake.access import kafka_access
     from kafkalake.aws import make_client
+    from kafkalake.drift import compare, observe
     from kafkalake_dev.inventory import take_inventory
 
     endpoints = on_local_stack(ctx)
-    bucket = environment(env).bucket
-    topics = load_catalog(catalog).for_env(env)
-    found = take_inventory(make_client(endpoints, "s3"), make_client(endpoints, "glue"), bucket, topics)
-    render.wide_console().print(render.inventory_table(found, f"Inventory of {env} (s3://{bucket})"))
+    settings = environment(env)
+    loaded = load_catalog(catalog)
+    drift = compare(observe(kafka_access(endpoints)), loaded.topics, env, settings.topic_naming)
+    s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+    found = take_inventory(s3, glue, settings.bucket, loaded.for_env(env), drift)
+    render.wide_console().print(render.inventory_table(found, f"Inventory of {env} (s3://{settings.bucket})"))
+    for line in drift.lines():
+        typer.echo(f"  drift: {line}")
     if html is not None:
-        render.write_inventory_page(found, f"kafkalake inventory: {env}", html)
+        render.write_inventory_page(found, f"kafkalake inventory: {env}", html, drift.lines())
         typer.echo(f"inventory page: {html}")
 
 

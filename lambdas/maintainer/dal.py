@@ -245,10 +245,11 @@ class LakeObjects:
         return read_footer_columns(self.s3, self.bucket, key)
 
     def newest_kafka_time(self, key: str) -> datetime | None:
-        """The newest Kafka time in a data object, from its footer's statistics (None when it has none)."""
+        """The newest Kafka time in a data object, from its footer's statistics; None when it has none or cannot be
+        read (gone since its event, not Parquet): a freshness metric never fails a table's sync."""
         try:
             return newest_time(read_footer(self.s3, self.bucket, key))
-        except NotParquet:
+        except (NotParquet, ClientError):
             return None
 
     def put_late_data_marker(

@@ -151,7 +151,7 @@ def test_import_validate_archive_then_drift(
     )
     assert f"not imported: legacy.{env.name}.orders: does not match the naming convention" in imported
     assert f"not imported: {env.name}.Globex.crm.upper: its company 'Globex' is not a catalog name" in imported
-    assert "would change" not in imported
+    assert "; 0 existing files would change" in imported
     cli("catalog", "validate", "--catalog", str(catalog))
     cli("catalog", "check", "--catalog", str(catalog), "--env", env.name, "--registry")
     found = load_catalog(catalog)
