@@ -140,7 +140,7 @@ def drift_metrics(
     try:
         view = observe(kafka_access(endpoints, secrets))
     except (RegistryError, KafkaException) as exc:
-        print(json.dumps({"warning": f"catalog drift not measured: {exc}"}), flush=True)
+        print(f"warning: catalog drift not measured: {exc}", file=sys.stderr, flush=True)
         return []
     return drift_metric_data(compare(view, catalog.topics, env, convention), now)
 

@@ -63,7 +63,7 @@ def test_time_from_a_new_topics_first_record_to_its_rows_in_glue(
     settings, _, environments = isolated_env(tmp_path)
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
     endpoints = dataclasses.replace(local_stack, bucket=settings.bucket)
-    root = tmp_path / "catalog"
+    root = tmp_path / "new-catalog"
     root.mkdir()
     shutil.copy(catalog_dir() / DEFAULTS_FILE, root / DEFAULTS_FILE)
     kafka_topic = f"{settings.name}.acme.onboarding.events"
