@@ -30,6 +30,7 @@ from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
 from kafkalake_dev.demo import run_checked
+from kafkalake_dev.inventory import take_inventory
 from kafkalake_dev.maintainer import invoke_locally
 from kafkalake_dev.provision import provision
 from kafkalake_dev.query import partition_locations, read_locations
@@ -78,10 +79,12 @@ def test_time_from_a_new_topics_first_record_to_its_rows_in_glue(
         return now
 
     producer = Producer({"bootstrap.servers": local_stack.kafka_bootstrap})
-    moment = datetime.now(UTC) - timedelta(minutes=5)
+    produced_from = datetime.now(UTC).replace(microsecond=0)
+    moment = produced_from - timedelta(minutes=5)
     for i in range(RECORDS):
         producer.produce(kafka_topic, encode(schema_id, SCHEMA, {"id": f"e{i}", "occurred_at": moment}))
     producer.flush(10)
+    produced_until = datetime.now(UTC) + timedelta(seconds=1)
     mark = step("produce", first_record)
     imported = CliRunner().invoke(app, ["catalog", "import", "--env", settings.name, "--catalog", str(root)])
     assert imported.exit_code == 0, imported.output
@@ -98,6 +101,10 @@ def test_time_from_a_new_topics_first_record_to_its_rows_in_glue(
     rows = read_locations(spark, partition_locations(clients["glue"], topic.database, topic.table))
     assert rows is not None and rows.count() == RECORDS
     step("read through Glue", mark)
+    [inventory] = take_inventory(clients["s3"], clients["glue"], settings.bucket, [topic])
+    assert inventory.newest_kafka_time is not None
+    assert produced_from <= inventory.newest_kafka_time <= produced_until  # the records' Kafka (producer) time
+    assert set(maintained["data_age_seconds"]) == {f"{topic.database}.{topic.table}"}
 
     total = round(time.monotonic() - first_record, 1)
     record_property("first_record_to_glue_seconds", total)

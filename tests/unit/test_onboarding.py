@@ -227,6 +227,9 @@ def test_drift_compares_the_cluster_with_the_catalog() -> None:
     assert drift.missing_versions == {card.kafka_topic: (3,)}
     assert not drift.clean
     assert drift.lines()[0] == "uncatalogued: staging.acme.sales.orders (would be acme/sales/staging/orders)"
+    assert drift.status(card.kafka_topic) == "registry has v3, the catalog lacks it"
+    assert drift.status("staging.acme.payments.refund-issued") == "no such Kafka topic"
+    assert drift.status("staging.globex.iot.sensor-readings") == "in sync"
     now = datetime(2026, 11, 23, tzinfo=UTC)
     assert {d["MetricName"]: d["Value"] for d in metric_data(drift, now)} == {
         "CatalogUncataloguedTopics": 1,
