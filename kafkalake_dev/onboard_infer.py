@@ -2,7 +2,7 @@
 inferred from JSON values, and the business-time candidates ranked with the evidence for each. Pure: the sample is
 read by ``kafkalake_dev.onboard``.
 
-Ranking: an Avro timestamp logical type first (score 3), then a field whose name says time (``*_at``,
+Ranking: an Avro timestamp logical type first (score 3), then a field whose name says time (``*_at``, ``*_at_ms``,
 ``*time*``, ``timestamp``, ``ts``, ``*date*``, ``created*``, ``occurred*``, ...) and whose sampled values are all
 plausible times (score 2: epoch numbers in one unit between 2000 and 2100, or ISO 8601 strings), then such a name
 with no sample to confirm it (score 1; epoch fields only when the name gives the unit). Ties: event-like names
@@ -21,7 +21,8 @@ from kafkalake.catalog import TimeCandidate, TimeFormat
 from kafkalake.personal import schema_fields
 
 TIME_NAME: Final = re.compile(
-    r"(_at$|time|timestamp|^ts$|_ts$|^ts_|date|created|occurred|updated|modified|emitted|published)", re.IGNORECASE
+    r"(_at$|_at_|time|timestamp|^ts$|_ts$|^ts_|date|created|occurred|updated|modified|emitted|published)",
+    re.IGNORECASE,
 )
 LATER_NAMES: Final = re.compile(r"updated|modified|changed|ingest|received|processed|expires|deleted", re.IGNORECASE)
 EPOCH_UNITS: Final = (("s", 1), ("ms", 1_000), ("us", 1_000_000), ("ns", 1_000_000_000))

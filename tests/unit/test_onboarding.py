@@ -115,6 +115,8 @@ def test_time_candidates_are_ranked_with_evidence() -> None:
         f"1 sampled values {NOW_S * 1000}..{NOW_S * 1000} are times only in ms: "
         f"{datetime.fromtimestamp(NOW_S, UTC).isoformat()} .. {datetime.fromtimestamp(NOW_S, UTC).isoformat()}"
     )
+    issued = {"type": "record", "name": "I", "fields": [{"name": "issued_at_ms", "type": "long"}]}
+    assert rank_time_fields(issued, [{"issued_at_ms": NOW_S * 1000}])[0].candidate.unit == "ms"
     unsampled = rank_time_fields(schema, [])
     assert [(r.candidate.path, r.score, r.candidate.unit) for r in unsampled] == [
         ("event.occurred_at", 3, None),
