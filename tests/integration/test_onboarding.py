@@ -173,7 +173,7 @@ def test_import_validate_archive_then_drift(
         sources = {r["_time_source"] for r in rows.select("_time_source").distinct().collect()}
         assert rows.count() == RECORDS and sources == {chosen[topic.kafka_topic]}, topic.kafka_topic
         hours = {(r["dt"], r["hour"]) for r in rows.select("dt", "hour").distinct().collect()}
-        assert hours == {(f"{cluster.moment(i):%Y-%m-%d}", f"{cluster.moment(i):%H}") for i in range(RECORDS)}
+        assert hours == {(cluster.moment(i).date(), cluster.moment(i).hour) for i in range(RECORDS)}
     sampler = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": SAMPLE_GROUP})
     try:  # the import's sample committed nothing
         assert sampler.committed([TopicPartition(placed.kafka_topic, 0)], timeout=10)[0].offset < 0
