@@ -94,6 +94,8 @@ class TopicSpec(BaseModel):
     """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
     quarantine: QuarantineMode | None = None
     """What becomes of undecodable records' raw bytes; by default restricted when the topic has personal fields."""
+    owner: str = ""
+    """The team answering for the topic (shown in the inventory)."""
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from kafkalake.convention import DEFAULT_TOPIC_NAMING, checked_convention
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES
 from kafkalake.lftags import Sensitivity
 from kafkalake.settings import Endpoints
@@ -47,8 +48,9 @@ class EnvironmentSettings(BaseModel):
     event_bus_name: str
     max_receive_count: int = Field(default=5, ge=1)
     maintainer_timeout_seconds: int = Field(default=300, ge=30, le=900)
-    maintainer_schedule_minutes: int = Field(default=10, ge=1)
-    archiver_schedule_minutes: int = Field(default=20, ge=5)
+    maintainer_schedule_minutes: int = Field(default=6, ge=1)
+    archiver_schedule_minutes: int = Field(default=10, ge=5)
+    """With the maintainer's 6 minutes: a new topic's first record is queryable within 30 minutes (README)."""
     cache_ttl_seconds: int = Field(default=600, ge=0)
     completeness_delay_seconds: int = Field(default=900, ge=0)
     reconcile_schedule: str = Field(default="cron(30 3 * * ? *)", pattern=r"^(rate|cron)\(.+\)$")
@@ -91,6 +93,10 @@ class EnvironmentSettings(BaseModel):
     """How long the lake bucket keeps an overwritten or deleted object's old version."""
     consumers: tuple[Consumer, ...] = ()
     """Roles granted read access through Lake Formation by LF-tag expression (``kafkalake.permissions``)."""
+    topic_naming: Annotated[str, AfterValidator(checked_convention)] = DEFAULT_TOPIC_NAMING
+    """How a Kafka topic's name gives its catalog place (``kafkalake.convention``): for import and drift."""
+    freshness_alarm_minutes: int = Field(default=30, ge=1)
+    """The alarm fires when a drain makes data queryable whose newest Kafka record is older than this."""
 
     def endpoints(self) -> Endpoints:
         """What this environment's jobs talk to in AWS (regional AWS endpoints)."""

@@ -167,6 +167,8 @@ def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics:
         CATALOG_DIR,
         "--budget-minutes",
         str(settings.archiver_budget_minutes),
+        "--topic-naming",
+        settings.topic_naming,
         *(a for t in topics for a in ("--topic", t)),
     ]
     name = f"kafkalake-{settings.name}-archiver"

@@ -1,4 +1,5 @@
-"""Kafka calls that ride out a broker's start-up (leaders and group coordinators not yet known everywhere)."""
+"""Kafka calls that ride out a broker's start-up (leaders and group coordinators not yet known everywhere), and
+the cluster's topics."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafkalake.convention import is_internal
 
 T = TypeVar("T")
 SETTLE_SECONDS = 30.0
@@ -30,3 +34,8 @@ def watermarks(consumer: Consumer, partition: TopicPartition, wait_seconds: floa
     """(low, high) offsets of ``partition``."""
     low, high = settled(lambda: consumer.get_watermark_offsets(partition, timeout=10), wait_seconds)
     return int(low), int(high)
+
+
+def list_topics(admin: AdminClient) -> list[str]:
+    """The cluster's topics, sorted, without Kafka's and the tooling's own (``kafkalake.convention.is_internal``)."""
+    return sorted(name for name in admin.list_topics(timeout=10).topics if not is_internal(name))

@@ -108,3 +108,22 @@ class ArchiverMetric(StrEnum):
 
 
 ENVIRONMENT_DIMENSION: Final = "Environment"
+GLUE_DATA_AGE: Final = "GlueDataAgeSeconds"
+"""The maintainer's freshness metric: at each drain, how old the newest Kafka record is that it made queryable
+through Glue; per table (dimensions ``service`` and ``Table``) and the largest of the drain (``service`` only, what
+the alarm watches)."""
+TABLE_DIMENSION: Final = "Table"
+
+
+class CatalogDriftMetric(StrEnum):
+    """What every scheduled archiver run (and ``kafkalake catalog drift``) publishes per environment
+    (``kafkalake.drift``)."""
+
+    UNCATALOGUED_TOPICS = "CatalogUncataloguedTopics"
+    """Topics that follow the environment's naming convention and no catalog entry names: never archived."""
+    OFF_CONVENTION_TOPICS = "CatalogOffConventionTopics"
+    """Topics no catalog entry names that do not follow the convention."""
+    MISSING_TOPICS = "CatalogMissingTopics"
+    """Catalog entries whose Kafka topic the cluster lacks."""
+    MISSING_SCHEMA_VERSIONS = "CatalogMissingSchemaVersions"
+    """Registry versions of catalogued topics that the catalog lacks: their records are quarantined."""

@@ -52,6 +52,10 @@ class RegistryClient:
     def schema_by_id(self, schema_id: int) -> str:
         return str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
 
+    def subjects(self) -> list[str]:
+        """Every subject the registry holds."""
+        return [str(s) for s in self._call("GET", "/subjects")]
+
     def versions(self, subject: str) -> list[RegisteredSchema]:
         """Every version of a subject, oldest first (empty when the subject does not exist)."""
         try:

@@ -1,6 +1,7 @@
 """The ``kafkalake`` command line: a thin shell that parses options and calls the dev tooling and the jobs;
 ``kafkalake_dev.render`` makes what it prints. The commands that run the jobs are in ``kafkalake_dev.cli_jobs``,
-the options they share (and their defaults) in ``kafkalake_dev.cli_options``. Every local command reaches the local
+the catalog commands that talk to a cluster in ``kafkalake_dev.cli_catalog``, the options they share (and their
+defaults) in ``kafkalake_dev.cli_options``. Every local command reaches the local
 stack with moto's credentials, asked for explicitly (``on_local_stack``)."""
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from typing import Annotated
 import typer
 
 from kafkalake.catalog import CatalogInvalid, load_catalog
-from kafkalake_dev import cli_jobs, interop, render, stack
+from kafkalake_dev import cli_catalog, cli_jobs, interop, render, stack
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local import LOCAL_ENV
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
-catalog_app = typer.Typer(help="Validate and inspect the topic catalog.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="Validate and inspect the topic catalog; import it from a cluster, compare it with one, check its schemas.",
+    no_args_is_help=True,
+)
 stack_app = typer.Typer(help="The local stack: Kafka, schema registry, moto (AWS), Spark jars.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(stack_app, name="stack")
@@ -53,6 +57,11 @@ def catalog_show(
         typer.echo(str(exc).strip('"'), err=True)
         raise typer.Exit(1) from exc
     typer.echo(json.dumps(found.derived(), indent=2))
+
+
+catalog_app.command("import")(cli_catalog.catalog_import)
+catalog_app.command("drift")(cli_catalog.catalog_drift)
+catalog_app.command("check")(cli_catalog.catalog_check)
 
 
 @stack_app.command("up")
@@ -107,7 +116,7 @@ def maintain(
     from kafkalake_dev.maintainer import invoke_locally
 
     if not once:
-        raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 10 minutes")
+        raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 6 minutes")
     settings = environment(env)
     report = invoke_locally(on_local_stack(ctx), settings, load_catalog(catalog), native=native)
     for name, value in sorted(report["counts"].items()):
@@ -195,17 +204,24 @@ def inventory(
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML page here.")] = None,
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
-    """Every table: schema versions, columns per version, partitions, freshness, files, bytes, quarantine."""
+    """Every table: owner, schema versions, columns per version, partitions, freshness, drift, files, bytes,
+    quarantine; then the catalog's drift from the cluster."""
+    from kafkalake.access import kafka_access
     from kafkalake.aws import make_client
+    from kafkalake.drift import compare, observe
     from kafkalake_dev.inventory import take_inventory
 
     endpoints = on_local_stack(ctx)
-    bucket = environment(env).bucket
-    topics = load_catalog(catalog).for_env(env)
-    found = take_inventory(make_client(endpoints, "s3"), make_client(endpoints, "glue"), bucket, topics)
-    render.wide_console().print(render.inventory_table(found, f"Inventory of {env} (s3://{bucket})"))
+    settings = environment(env)
+    loaded = load_catalog(catalog)
+    drift = compare(observe(kafka_access(endpoints)), loaded.topics, env, settings.topic_naming)
+    s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+    found = take_inventory(s3, glue, settings.bucket, loaded.for_env(env), drift)
+    render.wide_console().print(render.inventory_table(found, f"Inventory of {env} (s3://{settings.bucket})"))
+    for line in drift.lines():
+        typer.echo(f"  drift: {line}")
     if html is not None:
-        render.write_inventory_page(found, f"kafkalake inventory: {env}", html)
+        render.write_inventory_page(found, f"kafkalake inventory: {env}", html, drift.lines())
         typer.echo(f"inventory page: {html}")
 
 

@@ -1,21 +1,23 @@
-"""What is in the lake, for people: every table's schema versions, partitions, freshness, files and quarantine.
+"""What is in the lake, for people: every table's owner, schema versions, partitions, freshness, drift, files and
+quarantine.
 
 Read from the same places a query engine and the compactor use: Glue partitions (and the locations they hold),
-S3 listings, compaction manifests and Parquet footers. ``render_html`` writes one self-contained page (inline CSS
-and SVG, no scripts or downloads) with a chart of files per partition before and after compaction.
+S3 listings, compaction manifests and Parquet footers; the drift status from ``kafkalake.drift``. The page is
+``kafkalake_dev.inventory_page``.
 """
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kafkalake.aws import list_objects, read_json
 from kafkalake.catalog import Topic
-from kafkalake.footer import read_footer
+from kafkalake.drift import Drift
+from kafkalake.footer import newest_time, read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import Partition, TablePrefix, is_compaction_output, parse_s3_uri
+from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key, parse_s3_uri
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,21 @@ class TableInventory:
     """Schema version → the columns that version added (the first version: all its columns)."""
     partitions: list[PartitionFiles] = field(default_factory=list)
     quarantined_rows: int = 0
+    owner: str = ""
+    newest_kafka_time: datetime | None = None
+    """The newest Kafka time of the data Glue holds (footer statistics of the newest objects)."""
+    drift: str = ""
+    """How the topic's catalog entry compares with the cluster (``Drift.status``); empty when not compared."""
+    taken_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def freshness(self) -> str:
+        """The age of the newest data queryable through Glue, with its Kafka time."""
+        if self.newest_kafka_time is None:
+            return "-"
+        minutes = (self.taken_at - self.newest_kafka_time).total_seconds() / 60
+        age = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+        return f"{age} (Kafka time {self.newest_kafka_time:%Y-%m-%d %H:%M} UTC)"
 
     @property
     def schema_versions(self) -> list[int]:
@@ -81,16 +98,34 @@ def table_objects(s3: Any, bucket: str, prefix: TablePrefix) -> tuple[dict[str, 
     return raw, {**{k: size for k, size in listed.items() if k not in raw}, **legacy}
 
 
+def newest_kafka_time(s3: Any, bucket: str, keys: list[str]) -> datetime | None:
+    """The newest Kafka time in ``keys``: per Kafka partition the raw object with the highest offsets (Kafka times
+    grow with offsets), and every compacted object, by their footers' statistics."""
+    newest: dict[int, tuple[int, str]] = {}
+    compacted = []
+    for key in keys:
+        try:
+            parsed = parse_data_key(key)
+        except LayoutError:
+            compacted.append(key)
+            continue
+        if parsed.last_offset >= newest.get(parsed.kafka_partition, (-1, ""))[0]:
+            newest[parsed.kafka_partition] = (parsed.last_offset, key)
+    times = [newest_time(read_footer(s3, bucket, k)) for k in [*(k for _, k in newest.values()), *compacted]]
+    return max((t for t in times if t is not None), default=None)
+
+
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw, compacted = table_objects(s3, bucket, topic.prefix)
     quarantine = list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet")
-    partitions, columns_by_version = [], {}
+    partitions, columns_by_version, held = [], {}, list[str]()
     files = {**raw, **compacted}
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
         values = tuple(glue_partition["Values"])
         partition = Partition.from_values(list(values))
         location = parse_s3_uri(glue_partition["StorageDescriptor"]["Location"]).as_prefix()
         current = {k: s for k, s in files.items() if k.startswith(location)}
+        held += current
         is_compacted = is_compaction_output(location)
         manifest = read_json(s3, bucket, topic.prefix.compaction_manifest_key(partition)) if is_compacted else None
         raw_here = [k for k in raw if k.startswith(topic.prefix.data_prefix() + partition.path())]
@@ -114,11 +149,26 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
         added[version] = [c for c in columns_by_version[version] if c not in seen]
         seen |= set(columns_by_version[version])
     quarantined = sum(read_footer(s3, bucket, key).num_rows for key in quarantine)
-    return TableInventory(topic.database, topic.table, topic.kafka_topic, added, partitions, quarantined)
+    return TableInventory(
+        topic.database,
+        topic.table,
+        topic.kafka_topic,
+        added,
+        partitions,
+        quarantined,
+        owner=topic.spec.owner,
+        newest_kafka_time=newest_kafka_time(s3, bucket, held),
+    )
 
 
-def take_inventory(s3: Any, glue: Any, bucket: str, topics: list[Topic]) -> list[TableInventory]:
-    return [table_inventory(s3, glue, bucket, topic) for topic in topics]
+def take_inventory(
+    s3: Any, glue: Any, bucket: str, topics: list[Topic], drift: Drift | None = None
+) -> list[TableInventory]:
+    """Every table of ``topics``; with ``drift``, each one's drift status."""
+    found = [table_inventory(s3, glue, bucket, topic) for topic in topics]
+    for item in found:
+        item.drift = drift.status(item.kafka_topic) if drift else ""
+    return found
 
 
 COLUMNS = (
@@ -132,6 +182,9 @@ COLUMNS = (
     "files before → now",
     "bytes",
     "rows quarantined",
+    "owner",
+    "freshness",
+    "drift",
 )
 
 
@@ -155,70 +208,9 @@ def rows(inventory: list[TableInventory]) -> list[list[str]]:
             f"{item.files_before} → {item.files}",
             f"{item.bytes:,}",
             str(item.quarantined_rows),
+            item.owner or "-",
+            item.freshness,
+            item.drift or "-",
         ]
         for item in inventory
     ]
-
-
-BAR_WIDTH, GAP, CHART_HEIGHT = 9, 8, 120
-
-
-def chart_svg(item: TableInventory) -> str:
-    """Files per partition: before compaction (grey) next to what readers open now (blue)."""
-    tallest = max([1, *(max(p.files_before, p.files) for p in item.partitions)])
-    step = 2 * BAR_WIDTH + GAP
-    width = max(200, 40 + step * len(item.partitions))
-    bars = []
-    for index, part in enumerate(item.partitions):
-        x = 36 + index * step
-        for offset, count, kind in ((0, part.files_before, "before"), (BAR_WIDTH, part.files, "now")):
-            height = max(1.0, CHART_HEIGHT * count / tallest)
-            bars.append(
-                f'<rect class="bar {kind}" x="{x + offset}" y="{10 + CHART_HEIGHT - height:.1f}" '
-                f'width="{BAR_WIDTH - 1}" height="{height:.1f}" data-partition="{html.escape(part.label)}" '
-                f'data-files="{count}"><title>{html.escape(part.label)}: {count} files {kind}</title></rect>'
-            )
-    axis = (
-        f'<line x1="34" y1="{10 + CHART_HEIGHT}" x2="{width}" y2="{10 + CHART_HEIGHT}" stroke="#999"/>'
-        f'<text x="30" y="16" text-anchor="end">{tallest}</text>'
-        f'<text x="30" y="{10 + CHART_HEIGHT}" text-anchor="end">0</text>'
-    )
-    label = f"files per partition of {item.database}.{item.table}"
-    return (
-        f'<svg class="chart" role="img" aria-label="{html.escape(label)}" width="{width}" '
-        f'height="{CHART_HEIGHT + 30}" viewBox="0 0 {width} {CHART_HEIGHT + 30}">{axis}{"".join(bars)}</svg>'
-    )
-
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
-table { border-collapse: collapse; margin-bottom: 2rem; }
-th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-.bar.before { fill: #b0b0b0; } .bar.now { fill: #2b6cb0; }
-.chart text { font-size: 10px; fill: #555; }
-.legend span { display: inline-block; width: 0.8rem; height: 0.8rem; margin: 0 0.3rem 0 1rem; }
-"""
-
-
-def render_html(inventory: list[TableInventory], title: str) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "".join(
-        '<tr class="table-row">' + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in rows(inventory)
-    )
-    charts = "".join(
-        f'<section class="table-chart"><h3>{html.escape(item.database)}.{html.escape(item.table)}</h3>'
-        f"{chart_svg(item)}</section>"
-        for item in inventory
-    )
-    legend = (
-        '<p class="legend">files per partition:<span style="background:#b0b0b0"></span>before compaction'
-        '<span style="background:#2b6cb0"></span>now (what readers open)</p>'
-    )
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-        f'<table id="inventory"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-        f"<h2>Files per partition</h2>{legend}{charts}</body></html>\n"
-    )

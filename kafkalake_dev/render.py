@@ -126,11 +126,11 @@ def inventory_table(inventories: list[TableInventory], title: str) -> Table:
     return table(title, COLUMNS, rows(inventories))
 
 
-def write_inventory_page(inventories: list[TableInventory], title: str, path: Path) -> None:
-    from kafkalake_dev.inventory import render_html
+def write_inventory_page(inventories: list[TableInventory], title: str, path: Path, drift: Sequence[str] = ()) -> None:
+    from kafkalake_dev.inventory_page import render_html
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(inventories, title))
+    path.write_text(render_html(inventories, title, drift))
 
 
 def audit_summary(topic: Topic, lake: Lake, results: list[PartitionAudit]) -> Table:

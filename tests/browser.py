@@ -9,14 +9,16 @@ from typing import Any
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-def rendered(page_file: Path, screenshot: Path | None = None) -> dict[str, Any]:
-    """Visible table rows (cell texts) and chart bars (size on screen, data attributes) of the inventory page."""
+def rendered(page_file: Path, screenshot: Path | None = None, width: int = 1600) -> dict[str, Any]:
+    """Visible table rows (cell texts) and chart bars (size on screen, data attributes) of the inventory page in a
+    window ``width`` pixels wide; how far the page overflows it sideways (``overflow``, 0 when it fits) and the
+    label each cell of the first row shows before its text (``labels``, CSS ``::before``; "none" when hidden)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page = browser.new_page(viewport={"width": width, "height": 1000})
             errors: list[str] = []
             page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
             page.goto(page_file.resolve().as_uri())
@@ -44,6 +46,17 @@ def rendered(page_file: Path, screenshot: Path | None = None) -> dict[str, Any]:
                 charts.append({"label": chart.get_attribute("aria-label"), "visible": chart.is_visible(), "bars": bars})
             if screenshot is not None:
                 page.screenshot(path=str(screenshot), full_page=True)
-            return {"headers": headers, "rows": rows, "charts": charts, "console_errors": errors}
+            overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            labels = page.locator("#inventory tbody tr").first.evaluate(
+                "row => [...row.cells].map(c => getComputedStyle(c, '::before').content)"
+            )
+            return {
+                "headers": headers,
+                "rows": rows,
+                "charts": charts,
+                "console_errors": errors,
+                "overflow": overflow,
+                "labels": labels,
+            }
         finally:
             browser.close()

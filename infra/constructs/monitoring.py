@@ -16,11 +16,13 @@ from infra.nag import skip_scanners
 from kafkalake.environments import EnvironmentSettings
 from kafkalake.metrics import (
     ENVIRONMENT_DIMENSION,
+    GLUE_DATA_AGE,
     MAINTAINER_DASHBOARD_COUNTS,
     MAINTAINER_SERVICE,
     NAMESPACE,
     RECONCILER_SERVICE,
     ArchiverMetric,
+    CatalogDriftMetric,
     MaintainerCount,
     ReconcileMetric,
 )
@@ -51,6 +53,19 @@ class Monitoring(Construct):
         thresholds = {"OldestNotification": settings.oldest_notification_alarm_seconds}
         self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
         self.alarms |= self._archiver_alarms(settings, action)
+        self.alarms |= self._catalog_alarms(settings, action)
+        self.alarms["GlueDataStale"] = self._alarm(
+            "GlueDataStale",
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=GLUE_DATA_AGE,
+                statistic="Maximum",
+                period=Duration.minutes(settings.maintainer_schedule_minutes),
+                dimensions_map={"service": MAINTAINER_SERVICE},
+            ),
+            settings.freshness_alarm_minutes * 60,
+            action,
+        )
         self.alarms |= self._reconciler_alarms(reconciler, action)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(
@@ -161,6 +176,29 @@ class Monitoring(Construct):
                 "ArchiverTopicsFailed", metric(ArchiverMetric.TOPICS_FAILED, "Maximum"), 0, action
             ),
             "ArchiverLagGrowing": self._alarm("ArchiverLagGrowing", lag_growth, 0, action, periods=3),
+        }
+
+    def _catalog_alarms(
+        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+    ) -> dict[str, cloudwatch.Alarm]:
+        """The latest scheduled archiver run found topics that follow the naming convention and no catalog entry
+        names (never archived: `kafkalake catalog import`), or registry versions the catalog lacks (their records
+        are quarantined)."""
+        period = Duration.minutes(settings.archiver_schedule_minutes)
+        return {
+            metric.value: self._alarm(
+                metric.value,
+                cloudwatch.Metric(
+                    namespace=NAMESPACE,
+                    metric_name=metric,
+                    statistic="Maximum",
+                    period=period,
+                    dimensions_map={ENVIRONMENT_DIMENSION: settings.name},
+                ),
+                0,
+                action,
+            )
+            for metric in (CatalogDriftMetric.UNCATALOGUED_TOPICS, CatalogDriftMetric.MISSING_SCHEMA_VERSIONS)
         }
 
     def _reconciler_alarms(

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import ClientError
 
+from kafkalake.footer import NotParquet, newest_time, read_footer
 from kafkalake.glue import (
     BatchOutcome,
     batch_create_partitions,
@@ -283,6 +284,14 @@ class LakeObjects:
     def footer_columns(self, key: str) -> list[dict[str, Any]]:
         """Glue columns from a data object's Parquet footer."""
         return read_footer_columns(self.s3, self.bucket, key)
+
+    def newest_kafka_time(self, key: str) -> datetime | None:
+        """The newest Kafka time in a data object, from its footer's statistics; None when it has none or cannot be
+        read (gone since its event, not Parquet): a freshness metric never fails a table's sync."""
+        try:
+            return newest_time(read_footer(self.s3, self.bucket, key))
+        except (NotParquet, ClientError):
+            return None
 
     def put_late_data_marker(
         self, table: TablePrefix, partition: Partition, objects: list[str], noticed_at: datetime

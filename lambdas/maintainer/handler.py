@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from kafkalake.aws import make_client
-from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE, MaintainerCount
+from kafkalake.metrics import GLUE_DATA_AGE, MAINTAINER_SERVICE, NAMESPACE, TABLE_DIMENSION, MaintainerCount
 from kafkalake.settings import MaintainerEnvironment
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import Settings, drain
@@ -75,6 +75,12 @@ def publish_metrics(report: Report) -> None:
         if value:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     metrics.add_metric(name=MaintainerCount.ERRORS, unit=MetricUnit.Count, value=len(report.errors))
+    for table, age in sorted(report.data_age_seconds.items()):
+        dimensions = {"service": MAINTAINER_SERVICE, TABLE_DIMENSION: table}
+        with single_metric(GLUE_DATA_AGE, MetricUnit.Seconds, age, namespace=NAMESPACE, default_dimensions=dimensions):
+            pass  # flushed as its own metric when the block ends
+    if report.data_age_seconds:
+        metrics.add_metric(name=GLUE_DATA_AGE, unit=MetricUnit.Seconds, value=max(report.data_age_seconds.values()))
 
 
 def entry_point(runtime: Callable[[], Runtime]) -> Handler:

@@ -50,7 +50,19 @@ class PartitionSync:
         self.mark_complete(table, partitions)
         done = {k for k in keys if k.partition in confirmed}
         self.note_late(table, done)
+        self.note_freshness(table, done)
         return done
+
+    def note_freshness(self, table: CatalogTable, done: set[DataKey]) -> None:
+        """How old the newest Kafka record is that Glue now holds for the table: from the footer of the newest
+        object (by offset: Kafka times grow with offsets) of each Kafka partition made queryable in this drain."""
+        newest: dict[int, DataKey] = {}
+        for key in done:
+            if key.kafka_partition not in newest or key.last_offset > newest[key.kafka_partition].last_offset:
+                newest[key.kafka_partition] = key
+        times = [t for key in newest.values() if (t := self.lake.newest_kafka_time(key.key())) is not None]
+        if times:
+            self.report.data_age_seconds[table.name] = (self.now - max(times)).total_seconds()
 
     def add(self, table: CatalogTable, partitions: set[Partition]) -> set[Partition]:
         """The partitions Glue holds now, each confirmed by Glue in this drain: one ``BatchCreatePartition`` per 100

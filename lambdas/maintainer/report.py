@@ -27,6 +27,8 @@ class Report:
     environment."""
     failed_tables: dict[str, str] = field(default_factory=dict)
     """``database.table`` (or the data prefix) → what failed; its messages stay for the next run."""
+    data_age_seconds: dict[str, float] = field(default_factory=dict)
+    """``database.table`` → the age, at this drain, of the newest Kafka record it made queryable in the table."""
 
     def event(self, kind: str, table: CatalogTable, **detail: Any) -> None:
         """An event about ``table`` for the bus (``TableCreated``, ``SchemaVersionAdded``, ``PartitionComplete``,
@@ -46,4 +48,5 @@ class Report:
             "errors": self.errors,
             "foreign_keys": self.foreign_keys,
             "failed_tables": self.failed_tables,
+            "data_age_seconds": self.data_age_seconds,
         }

@@ -3,7 +3,8 @@ each caught up to the high watermark it saw at the start, each isolated from the
 
 A topic that fails commits nothing of the failing plan and is reported with what failed and how to fix it; the
 others go on; the run exits non-zero at the end when any topic failed. Per topic one JSON line goes to the job's
-log, and the run's metrics go to CloudWatch (``spark_jobs.archiver.metrics``). One topic's way through the run is
+log, and the run's metrics go to CloudWatch (``spark_jobs.archiver.metrics``), with, for a scheduled run of every
+topic, the catalog's drift from the cluster (``kafkalake.drift``). One topic's way through the run is
 ``spark_jobs.archiver.topic_run``. The environment's pseudonym key is read once, at the start, when some topic
 hashes personal fields (``kafkalake.personal``); a topic that needs it fails when it cannot be read.
 """
@@ -20,14 +21,21 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
+from kafkalake.access import kafka_access
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic, load_catalog
+from kafkalake.convention import DEFAULT_TOPIC_NAMING
+from kafkalake.drift import compare, observe
+from kafkalake.drift import metric_data as drift_metric_data
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
 from kafkalake.personal import KeyInvalid, PseudonymKey, load_key, needs_key
+from kafkalake.registry import RegistryError
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
@@ -155,6 +163,20 @@ def resolve(catalog: Catalog, env: str, names: list[str]) -> tuple[list[Topic], 
     return topics, unknown
 
 
+def drift_metrics(
+    endpoints: Endpoints, catalog: Catalog, env: str, convention: str, now: datetime
+) -> list[dict[str, Any]]:
+    """The catalog's drift from the cluster as metrics; none (and a warning) when the cluster cannot be read: the
+    archive itself does not depend on it."""
+    secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
+    try:
+        view = observe(kafka_access(endpoints, secrets))
+    except (RegistryError, KafkaException) as exc:
+        print(f"warning: catalog drift not measured: {exc}", file=sys.stderr, flush=True)
+        return []
+    return drift_metric_data(compare(view, catalog.topics, env, convention), now)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="archiver", description="Archive Kafka topics to S3 Parquet, exactly once.")
     parser.add_argument("--env", required=True)
@@ -164,6 +186,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--budget-minutes", type=float, default=ARCHIVER_BUDGET_MINUTES, help="no new plan starts after this"
     )
+    parser.add_argument(
+        "--topic-naming", default=DEFAULT_TOPIC_NAMING, help="the environment's naming convention (drift)"
+    )
     add_lease_argument(parser)
     return parser.parse_args(argv)
 
@@ -172,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``entrypoint.py archive --env staging --catalog catalog [--topic card-authorized ...]`` (EMR Serverless)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     endpoints = Endpoints.from_env(os.environ)
-    topics, unknown = resolve(load_catalog(args.catalog), args.env, args.topic)
+    catalog = load_catalog(args.catalog)
+    topics, unknown = resolve(catalog, args.env, args.topic)
     spark = job_session("kafkalake-archiver")
     deadline = time.monotonic() + args.budget_minutes * 60
     run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
@@ -183,8 +209,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     results = [*unknown, *archived]
     for result in results:
         print(json.dumps(result.as_dict()), flush=True)
+    now = datetime.now(UTC)
+    data = metric_data(results, args.env, now)
+    if not args.topic:
+        data += drift_metrics(endpoints, catalog, args.env, args.topic_naming, now)
     try:
-        publish(make_client(endpoints, "cloudwatch"), metric_data(results, args.env, datetime.now(UTC)))
+        publish(make_client(endpoints, "cloudwatch"), data)
     except ClientError as exc:
         print(json.dumps({"warning": f"metrics not published: {exc}"}), flush=True)
     failed = [r.name for r in results if not r.ok]

@@ -12,7 +12,7 @@ from kafkalake.catalog import load_catalog
 from kafkalake.glue import table_partitions
 from kafkalake.settings import Endpoints
 from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
-from kafkalake_dev.inventory import render_html
+from kafkalake_dev.inventory_page import render_html
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import isolated_env
 from tests.browser import rendered

@@ -16,6 +16,8 @@ CORE = {
         "access",
         "aws",
         "catalog",
+        "convention",
+        "drift",
         "environments",
         "footer",
         "glue",

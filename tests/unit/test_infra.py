@@ -197,7 +197,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
             },
         },
     )
-    tpl.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(10 minutes)"})
+    tpl.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(6 minutes)"})
     statements = role_statements(tpl, "MaintainerRole")
     actions = statement_actions(statements)
     assert actions == {
@@ -356,7 +356,31 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 17)  # 14 + reconciler: repaired, errors, its DLQ
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 20)  # 14 + reconciler: 3 + drift: 2 + freshness
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "GlueDataAgeSeconds",
+            "Namespace": "kafkalake",
+            "Dimensions": [{"Name": "service", "Value": "kafkalake-maintainer"}],
+            "Statistic": "Maximum",
+            "Period": 60 * ENVIRONMENTS[env].maintainer_schedule_minutes,
+            "Threshold": 60 * ENVIRONMENTS[env].freshness_alarm_minutes,
+        },
+    )
+    for drift in ("CatalogUncataloguedTopics", "CatalogMissingSchemaVersions"):
+        tpl.has_resource_properties(
+            "AWS::CloudWatch::Alarm",
+            {
+                "MetricName": drift,
+                "Namespace": "kafkalake",
+                "Dimensions": [{"Name": "Environment", "Value": env}],
+                "Statistic": "Maximum",
+                "Period": 60 * ENVIRONMENTS[env].archiver_schedule_minutes,
+                "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold",
+            },
+        )
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {

@@ -1,14 +1,23 @@
+import io
 import json
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from moto import mock_aws
 
 from kafkalake.glue import NULLABLE_PARAMETER
-from kafkalake.layout import DataKey, decode_event_key
-from lambdas.maintainer.dal import TtlCache
+from kafkalake.layout import DataKey, Partition, TablePrefix, decode_event_key
+from lambdas.maintainer.dal import LakeObjects, TtlCache
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
 from lambdas.maintainer.logic import Ignored, handle_record
 from lambdas.maintainer.models import MalformedBody, parse_body
+from lambdas.maintainer.partitions import PartitionSync
+from lambdas.maintainer.report import Report
+from lambdas.tables import CatalogTable
 
 KEY = (
     "data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=07/"
@@ -156,3 +165,28 @@ def test_merge_adds_columns_and_refuses_breaking_changes() -> None:
     with pytest.raises(IncompatibleSchema, match="required column 'id' is missing"):
         merge_columns([column("id", "string", False)], [column("n", "int")])
     assert merge_columns([column("opt", "string")], [column("n", "int")])[1] == [column("n", "int")]
+
+
+def test_freshness_is_the_age_of_the_newest_kafka_time_made_queryable() -> None:
+    """Per Kafka partition the object with the highest offsets is read (its footer's statistics), the newest of
+    those gives the table's age at the drain."""
+    now = datetime(2026, 11, 21, 12, tzinfo=UTC)
+    prefix = TablePrefix("staging", "acme", "payments", "card-authorized")
+    partition = Partition(1, date(2026, 11, 21), 11)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="lake")
+        newest = {0: datetime(2026, 11, 21, 11, 40, tzinfo=UTC), 1: datetime(2026, 11, 21, 11, 50, tzinfo=UTC)}
+        keys = set()
+        for kafka_partition, first, moment in ((0, 0, newest[0]), (0, 10, newest[0]), (1, 0, newest[1])):
+            key = DataKey(prefix, partition, kafka_partition, first, first + 9)
+            times = [moment - timedelta(minutes=5 * (first == 0 and kafka_partition == 0)), moment]
+            body = io.BytesIO()
+            pq.write_table(pa.table({"_kafka_timestamp": pa.array(times, pa.timestamp("us", tz="UTC"))}), body)
+            s3.put_object(Bucket="lake", Key=key.key(), Body=body.getvalue())
+            keys.add(key)
+        report = Report()
+        sync = PartitionSync(None, LakeObjects(s3, "lake"), None, report, timedelta(0), now)  # type: ignore[arg-type]
+        sync.note_freshness(CatalogTable.by_convention(prefix), keys)
+    assert report.data_age_seconds == {"acme_staging.card_authorized": 600.0}
+    assert report.as_dict()["data_age_seconds"] == {"acme_staging.card_authorized": 600.0}

@@ -85,5 +85,6 @@ def test_one_job_run_specification_for_boto3_and_the_scheduler() -> None:
     budget = str(STAGING.archiver_budget_minutes)
     assert archive == [
         "archive",
-        *("--env", "staging", "--catalog", "catalog", "--budget-minutes", budget, "--topic", "a", "--topic", "b"),
+        *("--env", "staging", "--catalog", "catalog", "--budget-minutes", budget),
+        *("--topic-naming", STAGING.topic_naming, "--topic", "a", "--topic", "b"),
     ]

@@ -1,0 +1,130 @@
+"""Catalog drift: what Kafka and the schema registry hold that the catalog does not say, and the reverse.
+
+``observe`` reads the cluster's topics and their value subjects' versions; ``compare`` is pure. Every scheduled
+archiver run publishes the comparison as metrics (``metric_data``), and ``kafkalake catalog drift`` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from kafkalake.access import KafkaAccess
+from kafkalake.catalog import Topic
+from kafkalake.convention import DEFAULT_TOPIC_NAMING, OffConvention, TopicName, parse_topic_name
+from kafkalake.kafka import list_topics
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, CatalogDriftMetric
+from kafkalake.registry import RegisteredSchema, value_subject
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The cluster's topics and, per topic with a value subject, its registered versions (oldest first)."""
+
+    topics: tuple[str, ...]
+    versions: dict[str, tuple[RegisteredSchema, ...]] = field(default_factory=dict)
+
+
+def observe(access: KafkaAccess) -> ClusterView:
+    """Read the cluster's topics (Kafka admin) and their value subjects' versions (the registry)."""
+    topics = tuple(list_topics(AdminClient(dict(access.client_config()))))
+    registry = access.registry()
+    subjects = set(registry.subjects())
+    versions = {
+        topic: tuple(registry.versions(value_subject(topic))) for topic in topics if value_subject(topic) in subjects
+    }
+    return ClusterView(topics, versions)
+
+
+def same_schema(one: str, other: str) -> bool:
+    """Equal as JSON (whitespace and key order aside)."""
+    return bool(json.loads(one) == json.loads(other))
+
+
+@dataclass(frozen=True)
+class Drift:
+    env: str
+    uncatalogued: tuple[TopicName, ...]
+    """Topics following the environment's convention that no catalog entry names."""
+    off_convention: tuple[OffConvention, ...]
+    """Topics no catalog entry names that do not follow the convention, with the reason (those named for another
+    environment are that environment's concern, not listed)."""
+    missing_topics: tuple[str, ...]
+    """Kafka topics of catalog entries that the cluster lacks."""
+    missing_versions: dict[str, tuple[int, ...]]
+    """Kafka topic → registry version numbers whose schema none of the entry's ``.avsc`` files holds."""
+
+    def status(self, kafka_topic: str) -> str:
+        """One catalogued topic's drift, for the inventory."""
+        if kafka_topic in self.missing_topics:
+            return "no such Kafka topic"
+        if kafka_topic in self.missing_versions:
+            versions = ", v".join(map(str, self.missing_versions[kafka_topic]))
+            return f"registry has v{versions}, the catalog lacks it"
+        return "in sync"
+
+    @property
+    def clean(self) -> bool:
+        return not (self.uncatalogued or self.missing_topics or self.missing_versions)
+
+    def lines(self) -> list[str]:
+        """The comparison for people, one line per finding."""
+        return [
+            *(
+                f"uncatalogued: {t.kafka_topic} (would be {t.company}/{t.domain}/{self.env}/{t.topic})"
+                for t in self.uncatalogued
+            ),
+            *(f"off convention: {t.kafka_topic}: {t.reason}" for t in self.off_convention),
+            *(f"no such topic in Kafka: {name}" for name in self.missing_topics),
+            *(
+                f"registry versions missing from the catalog: {name} v{', v'.join(map(str, numbers))}"
+                for name, numbers in sorted(self.missing_versions.items())
+            ),
+        ]
+
+
+def compare(view: ClusterView, topics: Iterable[Topic], env: str, convention: str = DEFAULT_TOPIC_NAMING) -> Drift:
+    """The drift between the cluster and the environment's catalog entries ``topics``."""
+    known = {t.kafka_topic: t for t in topics if t.env == env}
+    parsed = [parse_topic_name(name, env, convention) for name in view.topics if name not in known]
+    missing_versions = {}
+    for name, topic in known.items():
+        absent = tuple(
+            found.version
+            for found in view.versions.get(name, ())
+            if not any(same_schema(found.schema, text) for text in topic.schemas)
+        )
+        if absent:
+            missing_versions[name] = absent
+    return Drift(
+        env,
+        uncatalogued=tuple(p for p in parsed if isinstance(p, TopicName)),
+        off_convention=tuple(p for p in parsed if isinstance(p, OffConvention) and p.other_env is None),
+        missing_topics=tuple(sorted(set(known) - set(view.topics))),
+        missing_versions=missing_versions,
+    )
+
+
+def metric_data(drift: Drift, now: datetime) -> list[dict[str, Any]]:
+    """The comparison as CloudWatch data, per environment."""
+    values = {
+        CatalogDriftMetric.UNCATALOGUED_TOPICS: len(drift.uncatalogued),
+        CatalogDriftMetric.OFF_CONVENTION_TOPICS: len(drift.off_convention),
+        CatalogDriftMetric.MISSING_TOPICS: len(drift.missing_topics),
+        CatalogDriftMetric.MISSING_SCHEMA_VERSIONS: sum(len(v) for v in drift.missing_versions.values()),
+    }
+    return [
+        {
+            "MetricName": name.value,
+            "Dimensions": [{"Name": ENVIRONMENT_DIMENSION, "Value": drift.env}],
+            "Timestamp": now,
+            "Value": value,
+            "Unit": "Count",
+        }
+        for name, value in values.items()
+    ]

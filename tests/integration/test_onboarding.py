@@ -1,0 +1,198 @@
+"""Onboarding a fleet on the local stack: ten topics the catalog does not know are imported, validated and
+archived; the ones off the naming convention (or whose schema cannot be had) are listed with a reason; a topic
+created after the import shows as drift, on the command line and as a metric on the local endpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from typer.testing import CliRunner
+
+from infra.repo import catalog_dir
+from kafkalake.aws import make_client
+from kafkalake.catalog import DEFAULTS_FILE, load_catalog
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, CatalogDriftMetric
+from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.settings import Endpoints
+from kafkalake.wire import encode
+from kafkalake_dev.cli import app
+from kafkalake_dev.onboard import SAMPLE_GROUP
+from kafkalake_dev.sandbox import isolated_env, with_bucket
+from kafkalake_dev.workload import ensure_topic
+from tests.integration.archive_helpers import read_back
+
+pytestmark = pytest.mark.stack
+RECORDS = 12
+MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
+
+
+def avro(name: str, *fields: tuple[str, Any]) -> str:
+    return json.dumps({"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields]})
+
+
+class Cluster:
+    """Topics of one throw-away environment on the local stack, each with one partition."""
+
+    def __init__(self, endpoints: Endpoints, env: str) -> None:
+        self.endpoints, self.env = endpoints, env
+        self.admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})
+        self.registry = RegistryClient(endpoints.schema_registry_url)
+        self.producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})
+        self.start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+
+    def moment(self, i: int) -> datetime:
+        return self.start + timedelta(minutes=10 * i)
+
+    def topic(self, name: str, values: list[bytes | None] | None = None) -> str:
+        kafka_topic = name.format(env=self.env)
+        ensure_topic(self.admin, kafka_topic, 1)
+        for i, value in enumerate(values or []):
+            self.producer.produce(kafka_topic, key=f"k{i}".encode(), value=value)
+        self.producer.flush(10)
+        return kafka_topic
+
+    def avro_topic(self, name: str, schemas: list[str], record: Any, tombstones: int = 0) -> str:
+        ids = [self.registry.register(value_subject(name.format(env=self.env)), s) for s in schemas]
+        values: list[bytes | None] = [
+            encode(ids[i * len(ids) // RECORDS], schemas[i * len(ids) // RECORDS], record(i)) for i in range(RECORDS)
+        ]
+        return self.topic(name, values + [None] * tombstones)
+
+    def registered_only(self, name: str, schema: str) -> str:
+        """A topic with a value subject and no records yet."""
+        self.registry.register(value_subject(name.format(env=self.env)), schema)
+        return self.topic(name)
+
+    def json_topic(self, name: str, record: Any) -> str:
+        return self.topic(name, [json.dumps(record(i)).encode() for i in range(RECORDS)])
+
+
+def make_topics(cluster: Cluster) -> dict[str, str | None]:
+    """Kafka topic → the business-time field the import must choose (None: not imported)."""
+    placed_v1 = avro("Placed", ("id", "string"), ("amount", "long"), ("placed_at", MILLIS))
+    placed_v2 = json.dumps(
+        {
+            **json.loads(placed_v1),
+            "fields": [
+                *json.loads(placed_v1)["fields"],
+                {"name": "coupon", "type": ["null", "string"], "default": None},
+            ],
+        }
+    )
+    m = cluster.moment
+    return {
+        cluster.avro_topic(
+            "{env}.acme.orders.placed",
+            [placed_v1, placed_v2],
+            lambda i: {"id": f"p{i}", "amount": i, "placed_at": m(i)},
+            tombstones=2,
+        ): "placed_at",
+        cluster.avro_topic(
+            "{env}.acme.orders.shipped",
+            [avro("Shipped", ("id", "string"), ("shipped_at", "string"))],
+            lambda i: {"id": f"s{i}", "shipped_at": m(i).isoformat()},
+        ): "shipped_at",
+        cluster.avro_topic(
+            "{env}.globex.billing.invoices",
+            [avro("Invoice", ("id", "string"), ("updated_at", "string"), ("issued_at_ms", "long"))],
+            lambda i: {"id": f"i{i}", "updated_at": m(i + 1).isoformat(), "issued_at_ms": int(m(i).timestamp() * 1000)},
+        ): "issued_at_ms",
+        cluster.json_topic(
+            "{env}.globex.iot.readings", lambda i: {"id": f"r{i}", "ts": int(m(i).timestamp()), "celsius": 20.5}
+        ): "ts",
+        cluster.json_topic(
+            "{env}.globex.iot.pings", lambda i: {"id": f"g{i}", "event": {"occurred_at": m(i).isoformat()}}
+        ): "event.occurred_at",
+        cluster.registered_only(
+            "{env}.globex.crm.signups", avro("Signup", ("id", "string"), ("signed_up_at", MILLIS))
+        ): "signed_up_at",
+        cluster.topic("{env}.globex.crm.pending"): None,  # JSON, no records yet: nothing to infer from
+        cluster.topic("{env}.globex.crm.blobs", [b"\x01\x02binary"] * 3): None,  # neither registered nor JSON
+        cluster.json_topic("legacy.{env}.orders", lambda i: {"id": i}): None,  # off the naming convention
+        cluster.json_topic("{env}.Globex.crm.upper", lambda i: {"id": i}): None,  # not a catalog name
+    }
+
+
+def cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_import_validate_archive_then_drift(
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env, _, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    endpoints = with_bucket(local_stack, env.bucket)
+    catalog = tmp_path / "fleet-catalog"
+    catalog.mkdir()
+    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    cluster = Cluster(endpoints, env.name)
+    expected = make_topics(cluster)
+    match = ["--match", f"*{env.name}*"]
+
+    imported = cli("catalog", "import", "--env", env.name, "--catalog", str(catalog), *match)
+
+    assert "6 topics imported" in imported and "2 flagged, 2 off the naming convention" in imported
+    assert f"not imported: {env.name}.globex.crm.pending: JSON without a registered schema, and no records" in imported
+    assert (
+        f"not imported: {env.name}.globex.crm.blobs: no value subject in the registry, and the values are not JSON"
+        in imported
+    )
+    assert f"not imported: legacy.{env.name}.orders: does not match the naming convention" in imported
+    assert f"not imported: {env.name}.Globex.crm.upper: its company 'Globex' is not a catalog name" in imported
+    assert "; 0 existing files would change" in imported
+    cli("catalog", "validate", "--catalog", str(catalog))
+    cli("catalog", "check", "--catalog", str(catalog), "--env", env.name, "--registry")
+    found = load_catalog(catalog)
+    chosen = {t.kafka_topic: t.spec.time_fields[0].path for t in found.for_env(env.name)}
+    assert chosen == {k: v for k, v in expected.items() if v is not None}
+    placed = found.get(f"{env.name}.acme.orders.placed")
+    assert len(placed.schemas) == 2 and placed.spec.tombstones == "keep"
+    assert "2 tombstones" in placed.source.read_text()
+    again = cli("catalog", "import", "--env", env.name, "--catalog", str(catalog), *match)
+    assert again.count("unchanged") == 13 and "  written" not in again  # 6 topic files and 7 schemas, untouched
+
+    archived = cli("archive", "--env", env.name, "--catalog", str(catalog))
+
+    assert "FAILED" not in archived
+    for topic in found.for_env(env.name):
+        if topic.name == "signups":
+            continue  # no records yet: nothing archived, nothing failed
+        rows = read_back(spark, endpoints, topic).filter(F.col("id").isNotNull())
+        sources = {r["_time_source"] for r in rows.select("_time_source").distinct().collect()}
+        assert rows.count() == RECORDS and sources == {chosen[topic.kafka_topic]}, topic.kafka_topic
+        hours = {(r["dt"], r["hour"]) for r in rows.select("dt", "hour").distinct().collect()}
+        assert hours == {(cluster.moment(i).date(), cluster.moment(i).hour) for i in range(RECORDS)}
+    sampler = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": SAMPLE_GROUP})
+    try:  # the import's sample committed nothing
+        assert sampler.committed([TopicPartition(placed.kafka_topic, 0)], timeout=10)[0].offset < 0
+    finally:
+        sampler.close()
+
+    late = cluster.json_topic("{env}.acme.orders.late", lambda i: {"id": i})
+    result = CliRunner().invoke(app, ["catalog", "drift", "--env", env.name, "--catalog", str(catalog)])
+
+    assert result.exit_code == 1, result.output
+    assert f"uncatalogued: {late} (would be acme/orders/{env.name}/late)" in result.output
+    now = datetime.now(UTC)
+    points = make_client(endpoints, "cloudwatch").get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=CatalogDriftMetric.UNCATALOGUED_TOPICS.value,
+        Dimensions=[{"Name": ENVIRONMENT_DIMENSION, "Value": env.name}],
+        StartTime=now - timedelta(minutes=5),
+        EndTime=now + timedelta(minutes=5),
+        Period=60,
+        Statistics=["Maximum"],
+    )["Datapoints"]
+    assert [p["Maximum"] for p in points] == [3.0]  # the late topic and the two flagged ones
