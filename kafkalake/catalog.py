@@ -91,6 +91,12 @@ class TopicSpec(BaseModel):
     description: str = ""
     pii: dict[str, PiiAction] = {}
     """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
+    erasure: Literal["none", "by_key"] = "none"
+    """``by_key``: the Kafka key identifies the subject, and each tombstone asks to erase the key's earlier rows."""
+    subject_fields: tuple[str, ...] = ()
+    """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
+    erasure_within_days: int = Field(default=1, ge=1)
+    """The deadline of an erasure request: rows and their object versions physically gone within this many days."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,11 @@ class Topic:
         for text in self.schemas:
             tagged.update(schema_personal_fields(json.loads(text)))
         return {**tagged, **self.spec.pii}
+
+    @property
+    def erasable(self) -> bool:
+        """Whether erasure requests reach this table: by key, by subject fields, or both."""
+        return self.spec.erasure == "by_key" or bool(self.spec.subject_fields)
 
     def field_paths(self) -> set[str]:
         """The dotted path of every field in any schema version."""
@@ -294,6 +305,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
             )
         )
     _check_personal_fields(topic, problems)
+    _check_erasure(topic, problems)
     for field_name, value in (("database", topic.database), ("table", topic.table)):
         if not ATHENA_NAME.match(value):
             problems.append(
@@ -323,6 +335,30 @@ def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None
             CatalogProblem(
                 str(topic.source),
                 f"pii.{path}",
+                "no schema version has this field",
+                "use a dotted path of a field in one of the topic's .avsc files",
+            )
+        )
+
+
+def _check_erasure(topic: Topic, problems: list[CatalogProblem]) -> None:
+    """A declaration that could never erase anything: ``by_key`` without the key stored, an unknown subject field."""
+    source = str(topic.source)
+    if topic.spec.erasure == "by_key" and not topic.spec.archive.include_key:
+        problems.append(
+            CatalogProblem(
+                source,
+                "erasure",
+                "by_key erasure matches rows by their Kafka key, but the table does not store it",
+                "set archive.include_key: true (or declare subject_fields instead)",
+            )
+        )
+    known = topic.field_paths() if topic.schemas else set()
+    for path in sorted(set(topic.spec.subject_fields) - known):
+        problems.append(
+            CatalogProblem(
+                source,
+                f"subject_fields.{path}",
                 "no schema version has this field",
                 "use a dotted path of a field in one of the topic's .avsc files",
             )
