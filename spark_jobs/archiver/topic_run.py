@@ -19,6 +19,7 @@ sorted or shuffled in Spark.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,14 +30,16 @@ from pyspark.sql import SparkSession
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import RetryCount, make_client
 from kafkalake.catalog import Topic
+from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.lease import Held, Lease, LeaseLost
+from kafkalake.personal import PseudonymKey, load_key
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
 from spark_jobs.archiver.records import plan_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
-from spark_jobs.archiver.writer import OUTCOME_SCHEMA, PlanLayout, PlanWriter
+from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
 
 
@@ -114,6 +117,9 @@ class TopicArchiver:
         self.s3_retries = RetryCount(self.s3)
         secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
         self.access = kafka_access(endpoints, secrets)
+        self.erasure_key: PseudonymKey | None = None
+        if topic.spec.erasure == "by_key":
+            self.erasure_key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
         self.offsets = Offsets(self.access, topic.kafka_topic)
         self.lease_key = topic.prefix.archive_lease_key()
         self._plans: PlanLease | None = None
@@ -158,11 +164,16 @@ class TopicArchiver:
             f"{topic.kafka_topic}: {'redoing stored' if stored else 'new'} plan of {plan.records} records "
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
+        tombstones: list[tuple[str, int, int]] = []
         if plan.ranges:
-            carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say)
+            tombstones = carry_out(
+                self.spark, self.endpoints, topic, plan, summary, access=self.access, say=self.say, key=self.erasure_key
+            )
         with summary.phase("commit"):
             if plan.ranges:
                 key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
+                if tombstones and self.erasure_key is not None:
+                    self._request_erasure(plan, key, tombstones, self.erasure_key)
                 body = receipt(topic, plan, summary).to_json().encode()
                 self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
                 self.offsets.commit(plan.ranges)
@@ -171,6 +182,19 @@ class TopicArchiver:
         self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
         summary.seconds = time.monotonic() - started
         return summary
+
+    def _request_erasure(
+        self, plan: Plan, receipt_key: str, tombstones: list[tuple[str, int, int]], key: PseudonymKey
+    ) -> None:
+        """The plan's tombstones as an erasure request, stored before the plan's receipt and offsets (a redo of the
+        plan stores the same request)."""
+        topic = self.topic
+        plan_id = receipt_key.rsplit("/", 1)[-1].removesuffix(".json")
+        table = f"{topic.database}.{topic.table}"
+        within = topic.spec.erasure_within_days
+        request = tombstone_request(table, plan_id, plan.created_at, tombstones, within_days=within, key_id=key.key_id)
+        stored = RequestStore(self.s3, self.endpoints.bucket, topic.env).put(request)
+        self.say(f"{topic.kafka_topic}: {len(request.subjects)} tombstoned keys requested for erasure ({stored})")
 
     def new_plan(self, ceiling: dict[int, int] | None) -> Plan:
         """From where finished plans reached (the lease's record, or the group's commit when that is higher) up to
@@ -208,13 +232,17 @@ def carry_out(
     *,
     access: KafkaAccess,
     say: Callable[[str], None],
-) -> None:
+    key: PseudonymKey | None = None,
+) -> list[tuple[str, int, int]]:
     """One Spark job: read the plan's records, decode them, write data and quarantine objects; then check every
-    record is accounted for."""
+    record is accounted for. Returns the tombstones of a ``by_key`` topic (``key`` given): (keyed hash of the Kafka
+    key, Kafka partition, offset)."""
     versions = version_schemas(topic, access.registry())
     records = plan_records(spark, access, topic, plan, versions)
-    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions)), OUTCOME_SCHEMA).collect()
-    per_version = account(outcome, topic, summary)
+    layout = dataclasses.replace(plan_layout(endpoints, topic, versions), erasure_key=key)
+    outcome = records.mapInArrow(PlanWriter(layout), OUTCOME_SCHEMA).collect()
+    tombstones = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in outcome if r["kind"] == ERASE]
+    per_version = account([r for r in outcome if r["kind"] != ERASE], topic, summary)
     for version, (rows, objects) in sorted(per_version.items()):
         say(
             f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {objects} objects under "
@@ -225,6 +253,7 @@ def carry_out(
             f"{topic.kafka_topic}: read {summary.read} != written {summary.written} + quarantined "
             f"{summary.quarantined} + tombstones {summary.tombstones}; nothing committed, the plan stays for a redo"
         )
+    return tombstones
 
 
 def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema]) -> PlanLayout:

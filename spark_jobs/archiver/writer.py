@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
 from kafkalake.layout import DataKey, Partition, TablePrefix
+from kafkalake.personal import PseudonymKey
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
@@ -39,6 +40,9 @@ null for data rows), per task timing (kind waited: seconds spent waiting for Spa
 wrote: seconds spent splitting, encoding and uploading), and per task the S3 calls botocore retried (kind retried,
 in rows)."""
 DATA, QUARANTINE, COUNT, WAITED, WROTE, RETRIED = "data", "quarantine", "count", "waited", "wrote", "retried"
+ERASE = "erase"
+"""An outcome row per tombstone of a ``by_key`` topic: the keyed hash of its key (``key``), its Kafka partition and
+offset (``first_offset``), for the plan's erasure request (``kafkalake.erasure.tombstone_request``)."""
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
@@ -76,6 +80,8 @@ class PlanLayout:
     keep_tombstones: bool
     max_records_per_file: int
     compression: str = "snappy"
+    erasure_key: PseudonymKey | None = None
+    """A ``by_key`` topic's pseudonym key: each tombstone's key is reported hashed (``ERASE``), never in clear."""
 
     @property
     def newest(self) -> int:
@@ -205,10 +211,19 @@ class PlanWriter:
             flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
             for group, part in split_groups(data_rows(rows, column, self.layout, flags), DATA_GROUP):
                 self._add((DATA, version, *group), part)
+        if self.layout.erasure_key is not None and pc.any(tombstone).as_py():
+            self._erasures(self.layout.erasure_key, table.filter(tombstone))
         if error.null_count < table.num_rows:
             quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
             for group, part in split_groups(quarantine_rows(quarantined), QUARANTINE_GROUP):
                 self._add((QUARANTINE, *group), part)
+
+    def _erasures(self, key: PseudonymKey, tombstones: pa.Table) -> None:
+        columns = (tombstones.column(c).to_pylist() for c in ("_key", "_kafka_partition", "_kafka_offset"))
+        for raw, part, offset in zip(*columns, strict=True):
+            if raw is not None:
+                digest = key.digest_bytes(raw)
+                self.outcome.append({"kind": ERASE, "key": digest, "kafka_partition": part, "first_offset": offset})
 
     def _count(self, table: pa.Table) -> None:
         """Rows per (Kafka partition, error)."""

@@ -17,6 +17,7 @@ CORE = {
         "aws",
         "catalog",
         "environments",
+        "erasure",
         "footer",
         "glue",
         "jobspec",
