@@ -322,6 +322,11 @@ def erasure_request_key(env: str, request_id: str) -> str:
     return f"{erasure_requests_prefix(env)}{request_id}.json"
 
 
+def erasure_lease_key(env: str) -> str:
+    """The erasure job's lease (``kafkalake.lease``): one run at a time; its work is the batch being carried out."""
+    return f"{erasure_prefix(env)}lease.json"
+
+
 def erasure_receipts_prefix(env: str) -> str:
     return f"{erasure_prefix(env)}receipts/"
 

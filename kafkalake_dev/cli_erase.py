@@ -1,11 +1,12 @@
-"""``kafkalake erase``: record an erasure request (``--subject``) and list the requests with their state
-(``status``); the erasure job (``spark_jobs.erasure``) carries them out. The subject is hashed with the
-environment's pseudonym key before anything is stored or printed; locally against the local stack, with
-``--no-local`` in the environment's AWS account (your credentials, the environment's region)."""
+"""``kafkalake erase``: record an erasure request (``--subject``), list requests with their state (``status``), and run
+the erasure job on local Spark (``run``). The subject is hashed with the environment's pseudonym key before anything
+is stored or printed; locally against the local stack, with ``--no-local`` in the environment's AWS account (your
+credentials, the environment's region)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,11 +14,13 @@ import typer
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
 from kafkalake.erasure import RequestStore, new_request, status
+from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, LEASE_TTL_SECONDS
 from kafkalake.personal import load_key
 from kafkalake_dev.cli_options import (
     DEFAULT_CATALOG,
     CatalogOption,
     EnvOption,
+    LeaseTtlOption,
     environment,
     on_local_stack,
 )
@@ -108,4 +111,30 @@ def erase_status(ctx: typer.Context, env: EnvOption = LOCAL_ENV, local: LocalOpt
     for problem in problems:
         typer.echo(f"not a request: {problem}", err=True)
     if late or problems:
+        raise typer.Exit(1)
+
+
+@erase_app.command("run")
+def erase_run(
+    ctx: typer.Context,
+    env: EnvOption = LOCAL_ENV,
+    grace_minutes: Annotated[
+        int, typer.Option(help="Delete replaced objects this long after the swap.")
+    ] = COMPACTOR_GRACE_MINUTES,
+    lease_ttl_seconds: LeaseTtlOption = LEASE_TTL_SECONDS,
+    catalog: CatalogOption = DEFAULT_CATALOG,
+) -> None:
+    """Carry out every pending request of the environment on local Spark; exit 1 when any table failed."""
+    from kafkalake_dev.spark import local_session
+    from spark_jobs.common import Run
+    from spark_jobs.compaction.work import Knobs
+    from spark_jobs.erasure.job import Eraser
+
+    endpoints = on_local_stack(ctx, environment(env).bucket)
+    spark = local_session(endpoints, "kafkalake-erasure")
+    spark.sparkContext.setLogLevel("ERROR")
+    knobs = dataclasses.replace(Knobs(), grace_period=timedelta(minutes=grace_minutes))
+    run = Run.new(spark, timedelta(seconds=lease_ttl_seconds))
+    outcome = Eraser(spark, endpoints, env, load_catalog(catalog).for_env(env), knobs, run=run, say=typer.echo).run()
+    if outcome.failed:
         raise typer.Exit(1)

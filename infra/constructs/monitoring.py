@@ -21,6 +21,7 @@ from kafkalake.metrics import (
     NAMESPACE,
     RECONCILER_SERVICE,
     ArchiverMetric,
+    ErasureMetric,
     MaintainerCount,
     ReconcileMetric,
 )
@@ -52,6 +53,7 @@ class Monitoring(Construct):
         self.alarms = {name: self._alarm(name, m, thresholds.get(name, 0), action) for name, m in metrics.items()}
         self.alarms |= self._archiver_alarms(settings, action)
         self.alarms |= self._reconciler_alarms(reconciler, action)
+        self.alarms |= self._erasure_alarms(settings, action)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
@@ -180,6 +182,19 @@ class Monitoring(Construct):
             "ReconcilerRepairedPartitions": self._alarm("ReconcilerRepairedPartitions", repaired, 0, action),
             "ReconcilerErrors": self._alarm("ReconcilerErrors", reconciler.metric_errors(period=period), 0, action),
         }
+
+    def _erasure_alarms(
+        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+    ) -> dict[str, cloudwatch.Alarm]:
+        """An erasure request is past its deadline without a receipt (the erasure job runs hourly)."""
+        late = cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=ErasureMetric.REQUESTS_LATE,
+            statistic="Maximum",
+            period=Duration.hours(1),
+            dimensions_map={ENVIRONMENT_DIMENSION: settings.name},
+        )
+        return {"ErasureRequestsLate": self._alarm("ErasureRequestsLate", late, 0, action)}
 
     def _alarm(
         self,

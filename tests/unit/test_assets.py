@@ -83,6 +83,11 @@ JOBS = CORE | {
         "compaction/verify",
         "compaction/work",
         "compaction/write",
+        "erasure/__init__",
+        "erasure/batch",
+        "erasure/job",
+        "erasure/matching",
+        "erasure/purge",
     )
 }
 

@@ -300,8 +300,23 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "glue:UpdatePartition",
     ]
     assert not any("secretsmanager" in json.dumps(s) for s in compactor)
+    erasure = role_statements(tpl, "ErasureJobRole")
+    [versions] = [s for s in erasure if s["Action"] == "s3:DeleteObjectVersion"]
+    purged = sorted(r["Fn::Join"][1][1] for r in versions["Resource"])
+    assert purged == ["/data/*", "/quarantine/*"], "object versions are deleted under the data and quarantine only"
+    assert any(s["Action"] == "s3:ListBucketVersions" for s in erasure)
+    assert settings.pseudonym_secret_arn
+    assert {
+        "Action": "secretsmanager:GetSecretValue",
+        "Effect": "Allow",
+        "Resource": settings.pseudonym_secret_arn,
+    } in erasure
+    assert not [s for s in compactor if "s3:DeleteObjectVersion" in s["Action"]], "only erasure deletes versions"
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     assert schedules[f"kafkalake-{env}-compactor"]["ScheduleExpression"] == "rate(1 hour)"
+    assert schedules[f"kafkalake-{env}-erasure"]["ScheduleExpression"] == "rate(1 hour)"
+    erase_input = json.dumps(schedules[f"kafkalake-{env}-erasure"]["Target"]["Input"])
+    assert '\\"EntryPointArguments\\":[\\"erase\\",\\"--env\\",\\"' + env in erase_input
     compact_input = json.dumps(schedules[f"kafkalake-{env}-compactor"]["Target"]["Input"])
     for topic in CATALOG.for_env(env):
         assert f'\\"--table\\",\\"{topic.name}\\"' in compact_input
@@ -322,7 +337,19 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 17)  # 14 + reconciler: repaired, errors, its DLQ
+    # 14 + reconciler: repaired, errors, its DLQ; erasure: late requests, its job's failures
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 19)
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ErasureRequestsLate",
+            "Namespace": "kafkalake",
+            "Dimensions": [{"Name": "Environment", "Value": env}],
+            "Statistic": "Maximum",
+            "Period": 3600,
+            "Threshold": 0,
+        },
+    )
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -529,13 +556,18 @@ def test_scheduler_targets_retry_safely_with_a_dead_letter_queue(stacks: Any, en
     execution timeout per job, one application per job (capacity and failures apart)."""
     tpl = template(stacks, env)
     settings = ENVIRONMENTS[env]
-    tpl.resource_count_is("AWS::EMRServerless::Application", 2)
+    tpl.resource_count_is("AWS::EMRServerless::Application", 3)
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
-    timeouts = {"archiver": settings.archiver_timeout_minutes, "compactor": settings.compactor_timeout_minutes}
+    timeouts = {
+        "archiver": settings.archiver_timeout_minutes,
+        "compactor": settings.compactor_timeout_minutes,
+        "erasure": settings.compactor_timeout_minutes,
+    }
     for job, timeout in timeouts.items():
         target = schedules[f"kafkalake-{env}-{job}"]["Target"]
         rendered = json.dumps(target["Input"])
-        token = f"{'archive' if job == 'archiver' else 'compact'}-<aws.scheduler.scheduled-time>"
+        verb = {"archiver": "archive", "compactor": "compact", "erasure": "erase"}[job]
+        token = f"{verb}-<aws.scheduler.scheduled-time>"
         assert f'\\"ClientToken\\":\\"{token}\\"' in rendered
         assert "execution-id" not in rendered
         assert f'\\"ExecutionTimeoutMinutes\\":{timeout}' in rendered
@@ -545,7 +577,7 @@ def test_scheduler_targets_retry_safely_with_a_dead_letter_queue(stacks: Any, en
         }
         assert "Arn" in target["DeadLetterConfig"]
     applications = {r["Properties"]["Name"] for r in resources(tpl, "AWS::EMRServerless::Application").values()}
-    assert applications == {f"kafkalake-{env}-archiver", f"kafkalake-{env}-compactor"}
+    assert applications == {f"kafkalake-{env}-archiver", f"kafkalake-{env}-compactor", f"kafkalake-{env}-erasure"}
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -560,7 +592,7 @@ def test_trust_policies_name_the_source_account_and_job_roles_read_only_their_as
                 assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}, (
                     logical_id
                 )
-    for role in ("ArchiverJobRole", "CompactorJobRole"):
+    for role in ("ArchiverJobRole", "CompactorJobRole", "ErasureJobRole"):
         statements = role_statements(tpl, role)
         reads = [s for s in statements if s["Action"] == "s3:GetObject"]
         rendered = json.dumps(reads)
@@ -613,4 +645,4 @@ def test_alarms_can_notify_and_fire_only_when_something_is_wrong(stacks: Any, en
     assert {"errors", "malformed", "TargetErrorCount", "InvocationDroppedCount"} <= names
     failed_jobs = [a for a in alarms.values() if a.get("MetricName") == "FailedJobs"]
     applications = {json.dumps(a["Dimensions"]) for a in failed_jobs}
-    assert len(failed_jobs) == 2 and len(applications) == 2, "one job-failure alarm per application"
+    assert len(failed_jobs) == 3 and len(applications) == 3, "one job-failure alarm per application"
