@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -73,22 +74,35 @@ def find(spark: SparkSession, s3: Any, bucket: str, topic: Topic, *, key: Pseudo
         match = PARTITION_PATH.search(name)
         if match:
             by_version[match.group(1).split("/")[0]].append(name)
-    rows: list[Any] = []
+    seen: set[tuple[Any, ...]] = set()
     for names in by_version.values():
-        rows += _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=True))
-    for row in rows:
-        path = PARTITION_PATH.search(parse_s3_uri(row["file"]).key)
-        if path is None:
-            continue
-        values = [part.split("=", 1)[1] for part in path.group(1).rstrip("/").split("/")]
-        entry = found.partitions.setdefault(path.group(1), PartitionErasure(values, [], {}))
-        _add(entry.keys, entry.rows_by_request, row, wanted)
+        for row in _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=True)):
+            path = PARTITION_PATH.search(_key_of(row))
+            # a row's copies (a raw file and the compaction output that replaced it) count once
+            point = (
+                path and path.group(1),
+                row["_kafka_partition"],
+                row["_kafka_offset"],
+                row["subject"],
+                row["before"],
+            )
+            if path is None or point in seen:
+                continue
+            seen.add(point)
+            values = [part.split("=", 1)[1] for part in path.group(1).rstrip("/").split("/")]
+            entry = found.partitions.setdefault(path.group(1), PartitionErasure(values, [], {}))
+            _add(entry.keys, entry.rows_by_request, row, wanted)
     if topic.spec.erasure == "by_key":
         names = list(list_objects(s3, bucket, topic.prefix.quarantine_prefix(), ".parquet"))
         for row in _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=False)):
-            quarantined = found.quarantine.setdefault(parse_s3_uri(row["file"]).key, QuarantineErasure([], {}))
+            quarantined = found.quarantine.setdefault(_key_of(row), QuarantineErasure([], {}))
             _add(quarantined.keys, quarantined.rows_by_request, row, wanted)
     return found
+
+
+def _key_of(row: Any) -> str:
+    """The object key of a scanned row's file (Spark gives its URI, percent-encoded)."""
+    return unquote(parse_s3_uri(row["file"]).key)
 
 
 def _collect(frame: DataFrame | None) -> list[Any]:

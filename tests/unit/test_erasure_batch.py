@@ -16,6 +16,7 @@ KEY = PseudonymKey("k1", bytes(range(32)))
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 TEMPLATE = load_catalog(catalog_dir()).get("customer-updated", "staging")
 TOPIC = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ("customer_id",)}))
+UNDECLARED = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ()}))
 TABLE = f"{TOPIC.database}.{TOPIC.table}"
 
 
@@ -27,7 +28,7 @@ def test_explicit_requests_reach_every_erasable_table_or_those_named_and_tombsto
     assert dict(found.explicit) == {KEY.digest("a"): [everywhere.request_id]}
     assert dict(found.tombstones) == {(KEY.digest("c"), 2, 40): [tombstones.request_id]}
     assert in_scope(TOPIC, everywhere) and not in_scope(TOPIC, elsewhere)
-    assert not in_scope(TEMPLATE, everywhere), "a table that declares no erasure is never in scope"
+    assert not in_scope(UNDECLARED, everywhere), "a table that declares no erasure is never in scope"
 
 
 def test_the_batch_round_trips_through_the_lease() -> None:
