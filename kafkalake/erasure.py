@@ -10,7 +10,9 @@ stored at ``kafkalake.layout.erasure_request_key`` before anything else happens.
 
 The erasure job (``spark_jobs.erasure``) ends each request with a receipt at ``erasure_receipt_key``: hashed
 subjects, tables and partitions rewritten, rows removed per table, objects and versions deleted, start and finish.
-A request without a receipt is pending; past its deadline (``within_days`` after its creation) it is late.
+A request without a receipt is pending; past its deadline (``within_days`` after its creation) it is late. A done
+tombstone request stays watched for ``within_days`` after its receipt: rows it covers in objects written since its
+batch started (late) are erased by the next run, and its receipt amended.
 """
 
 from __future__ import annotations
@@ -148,6 +150,17 @@ class Receipt:
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True, indent=1).encode()
 
+    def amend(self, earlier: dict[str, Any]) -> None:
+        """Add what the request's earlier receipt proved (a tombstone request reopened for late rows)."""
+        self.started_at = earlier["started_at"]
+        for name, table in earlier["tables"].items():
+            mine = self.tables.setdefault(name, TableErasure())
+            mine.partitions += [p for p in table["partitions"] if p not in mine.partitions]
+            mine.rows_removed += table["rows_removed"]
+            mine.quarantine_rows_removed += table["quarantine_rows_removed"]
+        self.objects_deleted = sorted({*self.objects_deleted, *earlier["objects_deleted"]})
+        self.versions_deleted += earlier["versions_deleted"]
+
 
 @dataclass(frozen=True)
 class RequestStore:
@@ -199,3 +212,18 @@ def status(request: ErasureRequest, receipt: dict[str, Any] | None, now: datetim
 
 def pending(requests: Iterable[ErasureRequest], receipts: dict[str, Any]) -> list[ErasureRequest]:
     return [r for r in requests if r.request_id not in receipts]
+
+
+def watched(
+    requests: Iterable[ErasureRequest], receipts: dict[str, Any], now: datetime
+) -> list[tuple[ErasureRequest, datetime]]:
+    """Done tombstone requests still within ``within_days`` of their receipt, each with the start of its batch:
+    objects written since may hold rows the tombstone precedes that landed late (a redone archiver plan)."""
+    found = []
+    for request in requests:
+        receipt = receipts.get(request.request_id)
+        if request.source != Source.TOMBSTONES or not receipt:
+            continue
+        if now <= datetime.fromisoformat(receipt["finished_at"]) + timedelta(days=request.within_days):
+            found.append((request, datetime.fromisoformat(receipt["started_at"])))
+    return found

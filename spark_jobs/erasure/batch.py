@@ -42,6 +42,29 @@ class TableBatch:
     def done(self) -> bool:
         return all(p.purged for p in self.partitions.values()) and all(q.done for q in self.quarantine.values())
 
+    def requests(self) -> set[str]:
+        """The requests some row of this table answers."""
+        counts = [p.rows_by_request for p in self.partitions.values()]
+        counts += [q.rows_by_request for q in self.quarantine.values()]
+        return {request_id for count in counts for request_id in count}
+
+    def add(self, other: TableBatch) -> None:
+        """Take ``other``'s rows too (another scan of the same table, for other requests)."""
+        for path, entry in other.partitions.items():
+            mine = self.partitions.setdefault(path, PartitionErasure(entry.values, [], {}))
+            _add_rows(mine.keys, mine.rows_by_request, entry.keys, entry.rows_by_request)
+        for key, quarantined in other.quarantine.items():
+            held = self.quarantine.setdefault(key, QuarantineErasure([], {}))
+            _add_rows(held.keys, held.rows_by_request, quarantined.keys, quarantined.rows_by_request)
+
+
+def _add_rows(
+    keys: list[list[int]], counts: dict[str, int], more: list[list[int]], more_counts: dict[str, int]
+) -> None:
+    keys += [k for k in more if k not in keys]
+    for request_id, rows in more_counts.items():
+        counts[request_id] = counts.get(request_id, 0) + rows
+
 
 @dataclass
 class Batch:
@@ -50,6 +73,8 @@ class Batch:
     requests: list[str]
     tables: dict[str, TableBatch] = field(default_factory=dict)
     """``database.table`` → its erasure; every table in some request's scope, also without matches."""
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Request id → the receipt it had when the batch reopened it for late rows (amended when the batch is done)."""
 
     def to_work(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,7 +88,7 @@ class Batch:
             )
             for name, t in work["tables"].items()
         }
-        return cls(work["batch_id"], work["started_at"], list(work["requests"]), tables)
+        return cls(work["batch_id"], work["started_at"], list(work["requests"]), tables, work.get("earlier", {}))
 
     @property
     def done(self) -> bool:

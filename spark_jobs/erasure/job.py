@@ -20,13 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.erasure import ErasureRequest, Receipt, RequestStore, TableErasure, pending
+from kafkalake.erasure import ErasureRequest, Receipt, RequestStore, TableErasure, pending, watched
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
@@ -127,13 +128,13 @@ class Eraser(Rewriter):
             self.say(f"not carried out: {problem}")
         batch = Batch.from_work(lease.work) if lease.work else None
         if batch is None:
-            todo = pending(requests, self.store.receipts())
-            if not todo:
-                self.say(f"erasure in {self.env}: no pending request")
+            receipts = self.store.receipts()
+            batch = self._new_batch(pending(requests, receipts), watched(requests, receipts, self.now()), receipts)
+            if batch is None:
+                self.say(f"erasure in {self.env}: no pending request, no late row of a done one")
                 return
-            batch = self._new_batch(todo)
             lease.update(batch.to_work())
-            self.say(f"erasure batch {batch.batch_id}: {len(todo)} requests over {len(batch.tables)} tables")
+            self.say(f"erasure batch {batch.batch_id}: {len(batch.requests)} requests over {len(batch.tables)} tables")
         for topic in self.topics:
             name = table_name(topic)
             if name not in batch.tables or batch.tables[name].done:
@@ -151,22 +152,41 @@ class Eraser(Rewriter):
         if batch.done:
             chosen = [r for r in requests if r.request_id in batch.requests]
             for request in chosen:
-                self.store.put_receipt(self._receipt(batch, request))
+                receipt = self._receipt(batch, request)
+                if request.request_id in batch.earlier:
+                    receipt.amend(batch.earlier[request.request_id])
+                self.store.put_receipt(receipt)
                 outcome.receipts.append(request.request_id)
             lease.update(None)
             self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
 
-    def _new_batch(self, requests: list[ErasureRequest]) -> Batch:
+    def _new_batch(
+        self, todo: list[ErasureRequest], late: list[tuple[ErasureRequest, datetime]], receipts: dict[str, Any]
+    ) -> Batch | None:
+        """The pending requests' rows (a full scan of their tables), and the rows of done tombstone requests in
+        objects written since their batch started (late); None when there is neither."""
+        if not todo and not late:
+            return None
         key = self._key()
         started = self.now()
-        batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in requests])
+        batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in todo])
         for topic in self.topics:
-            wanted = matching.scope(topic, requests)
-            if any(matching.in_scope(topic, r) for r in requests):
-                batch.tables[table_name(topic)] = matching.find(
-                    self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted
-                )
-        return batch
+            found = None
+            if any(matching.in_scope(topic, r) for r in todo):
+                wanted = matching.scope(topic, todo)
+                found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted)
+            mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
+            if mine:
+                wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
+                extra = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, since=since)
+                if extra.requests():
+                    found = found or TableBatch()
+                    found.add(extra)
+                    batch.earlier |= {r: receipts[r] for r in extra.requests()}
+            if found is not None:
+                batch.tables[table_name(topic)] = found
+        batch.requests += sorted(batch.earlier)
+        return batch if batch.requests else None
 
     def _key(self) -> PseudonymKey:
         return load_key(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)

@@ -15,6 +15,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -22,7 +23,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from kafkalake.aws import list_objects
 from kafkalake.catalog import Topic
 from kafkalake.erasure import ErasureRequest, Source
 from kafkalake.layout import parse_s3_uri, s3_uri
@@ -64,13 +64,23 @@ def in_scope(topic: Topic, request: ErasureRequest) -> bool:
     return topic.erasable and (not request.tables or f"{topic.database}.{topic.table}" in request.tables)
 
 
-def find(spark: SparkSession, s3: Any, bucket: str, topic: Topic, *, key: PseudonymKey, wanted: Scope) -> TableBatch:
-    """The table's rows to erase, by partition and quarantine object, with the rows each request accounts for."""
+def find(
+    spark: SparkSession,
+    s3: Any,
+    bucket: str,
+    topic: Topic,
+    *,
+    key: PseudonymKey,
+    wanted: Scope,
+    since: datetime | None = None,
+) -> TableBatch:
+    """The table's rows to erase, by partition and quarantine object, with the rows each request accounts for; only
+    in objects written since ``since`` when given (late objects of requests already done)."""
     found = TableBatch()
     if not wanted:
         return found
     by_version: dict[str, list[str]] = defaultdict(list)
-    for name in list_objects(s3, bucket, topic.prefix.data_prefix(), ".parquet"):
+    for name in _objects(s3, bucket, topic.prefix.data_prefix(), since):
         match = PARTITION_PATH.search(name)
         if match:
             by_version[match.group(1).split("/")[0]].append(name)
@@ -93,11 +103,18 @@ def find(spark: SparkSession, s3: Any, bucket: str, topic: Topic, *, key: Pseudo
             entry = found.partitions.setdefault(path.group(1), PartitionErasure(values, [], {}))
             _add(entry.keys, entry.rows_by_request, row, wanted)
     if topic.spec.erasure == "by_key":
-        names = list(list_objects(s3, bucket, topic.prefix.quarantine_prefix(), ".parquet"))
+        names = _objects(s3, bucket, topic.prefix.quarantine_prefix(), since)
         for row in _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=False)):
             quarantined = found.quarantine.setdefault(_key_of(row), QuarantineErasure([], {}))
             _add(quarantined.keys, quarantined.rows_by_request, row, wanted)
     return found
+
+
+def _objects(s3: Any, bucket: str, prefix: str, since: datetime | None) -> list[str]:
+    """The Parquet objects under ``prefix`` (written since ``since``, when given)."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    found = [o for page in pages for o in page.get("Contents", []) if o["Key"].endswith(".parquet")]
+    return [o["Key"] for o in found if since is None or o["LastModified"] >= since]
 
 
 def _key_of(row: Any) -> str:
