@@ -15,13 +15,16 @@ from moto import mock_aws
 
 from kafkalake.erasure import (
     ErasureRequest,
+    Receipt,
     RequestStore,
     Source,
     Status,
     Subject,
+    TableErasure,
     new_request,
     status,
     tombstone_request,
+    watched,
 )
 from kafkalake.layout import LayoutError, erasure_receipt_key, erasure_request_key, parse_data_key
 from kafkalake.personal import PseudonymKey
@@ -97,3 +100,25 @@ def test_state_against_the_deadline() -> None:
     assert status(request, None, NOW + timedelta(hours=25)) == Status.LATE
     assert status(request, {"finished_at": (NOW + timedelta(hours=2)).isoformat()}, NOW) == Status.DONE
     assert status(request, {"finished_at": (NOW + timedelta(days=2)).isoformat()}, NOW) == Status.LATE
+
+
+def test_done_tombstone_requests_stay_watched_within_their_window_and_a_reopened_receipt_adds_up() -> None:
+    tombstones = tombstone_request("db.t", "p1", NOW.isoformat(), [(KEY.digest("a"), 0, 5)], within_days=1, key_id="k")
+    explicit = new_request([KEY.digest("b")], [], 1, "k1", NOW)
+    started, finished = NOW + timedelta(hours=1), NOW + timedelta(hours=2)
+    earlier = Receipt(tombstones.request_id, [KEY.digest("a")], started.isoformat(), finished.isoformat())
+    earlier.tables["db.t"] = TableErasure([["1", "2026-11-20", "06"]], 2, 1)
+    earlier.objects_deleted, earlier.versions_deleted = ["data/x"], 4
+    receipts = {r.request_id: json.loads(earlier.to_json()) for r in (tombstones, explicit)}
+    assert watched([tombstones, explicit], receipts, finished + timedelta(hours=23)) == [(tombstones, started)]
+    assert watched([tombstones, explicit], receipts, finished + timedelta(hours=25)) == []
+    later = Receipt(tombstones.request_id, [KEY.digest("a")], NOW.isoformat(), (NOW + timedelta(days=1)).isoformat())
+    later.tables["db.t"] = TableErasure([["1", "2026-11-20", "07"]], 1, 0)
+    later.objects_deleted, later.versions_deleted = ["data/y"], 2
+    later.amend(receipts[tombstones.request_id])
+    assert (later.started_at, later.objects_deleted, later.versions_deleted) == (
+        started.isoformat(),
+        ["data/x", "data/y"],
+        6,
+    )
+    assert later.tables["db.t"] == TableErasure([["1", "2026-11-20", "07"], ["1", "2026-11-20", "06"]], 3, 1)
