@@ -26,7 +26,7 @@ from kafkalake.glue import CrawlerSpec
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, s3_uri, to_segment
 from kafkalake.lftags import Sensitivity, personal_columns
 from kafkalake.naming import TableInference, crawler_name_for, default_names
-from kafkalake.personal import PiiAction, QuarantineMode, schema_fields, schema_personal_fields
+from kafkalake.personal import PiiAction, QuarantineMode, needs_key, schema_fields, schema_personal_fields
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -96,6 +96,12 @@ class TopicSpec(BaseModel):
     """What becomes of undecodable records' raw bytes; by default restricted when the topic has personal fields."""
     owner: str = ""
     """The team answering for the topic (shown in the inventory)."""
+    erasure: Literal["none", "by_key"] = "none"
+    """``by_key``: the Kafka key identifies the subject, and each tombstone asks to erase the key's earlier rows."""
+    subject_fields: tuple[str, ...] = ()
+    """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
+    erasure_within_days: int = Field(default=1, ge=1)
+    """The deadline of an erasure request: rows and their object versions physically gone within this many days."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,17 @@ class Topic:
     def quarantine_prefix(self) -> str:
         """Where the topic's quarantine objects are (``kafkalake.layout``)."""
         return self.prefix.quarantine_prefix(restricted=self.quarantine == QuarantineMode.RESTRICTED)
+
+    @property
+    def erasable(self) -> bool:
+        """Whether erasure requests reach this table: by key, by subject fields, or both."""
+        return self.spec.erasure == "by_key" or bool(self.spec.subject_fields)
+
+    @property
+    def needs_key(self) -> bool:
+        """Whether archiving the topic takes the environment's pseudonym key: it hashes a personal field, or its
+        tombstones are erasure requests (their Kafka keys are stored hashed)."""
+        return needs_key(self.personal_fields) or self.spec.erasure == "by_key"
 
     def field_paths(self) -> set[str]:
         """The dotted path of every field in any schema version."""
@@ -316,6 +333,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
             )
         )
     _check_personal_fields(topic, problems)
+    _check_erasure(topic, problems)
     for field_name, value in (("database", topic.database), ("table", topic.table)):
         if not ATHENA_NAME.match(value):
             problems.append(
@@ -354,6 +372,30 @@ def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None
             CatalogProblem(
                 str(topic.source),
                 f"pii.{path}",
+                "no schema version has this field",
+                "use a dotted path of a field in one of the topic's .avsc files",
+            )
+        )
+
+
+def _check_erasure(topic: Topic, problems: list[CatalogProblem]) -> None:
+    """A declaration that could never erase anything: ``by_key`` without the key stored, an unknown subject field."""
+    source = str(topic.source)
+    if topic.spec.erasure == "by_key" and not topic.spec.archive.include_key:
+        problems.append(
+            CatalogProblem(
+                source,
+                "erasure",
+                "by_key erasure matches rows by their Kafka key, but the table does not store it",
+                "set archive.include_key: true (or declare subject_fields instead)",
+            )
+        )
+    known = topic.field_paths() if topic.schemas else set()
+    for path in sorted(set(topic.spec.subject_fields) - known):
+        problems.append(
+            CatalogProblem(
+                source,
+                f"subject_fields.{path}",
                 "no schema version has this field",
                 "use a dotted path of a field in one of the topic's .avsc files",
             )

@@ -74,6 +74,7 @@ class Job(StrEnum):
 
     ARCHIVE = "archive"
     COMPACT = "compact"
+    ERASE = "erase"
 
 
 def terminal(state: str) -> bool:
@@ -174,6 +175,13 @@ def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics:
     name = f"kafkalake-{settings.name}-archiver"
     timeout = settings.archiver_timeout_minutes
     return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts, timeout)
+
+
+def erasure_run(settings: EnvironmentSettings, artifacts: JobArtifacts) -> JobRun:
+    """Carry out the environment's pending erasure requests (``spark_jobs.erasure``)."""
+    arguments = ("--env", settings.name, "--catalog", CATALOG_DIR)
+    name = f"kafkalake-{settings.name}-erasure"
+    return JobRun(name, Job.ERASE, arguments, settings.endpoints(), artifacts, settings.compactor_timeout_minutes)
 
 
 def compactor_run(

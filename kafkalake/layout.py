@@ -19,6 +19,9 @@ Compaction output lives under the table's location, in a hidden tree beside the 
     state/<topic path>/late/<partition path>/late.json                      the maintainer's late-data marker
     state/<topic path>/complete/<partition path>/event.json                 the claim on a PartitionComplete event
 
+Erasure requests and receipts are per environment: ``erasure/<env>/requests/<id>.json``,
+``erasure/<env>/receipts/<id>.json``.
+
 Where compaction output lives, and why. A Glue partition points either at its raw directory or at one run
 directory of compaction output; every reader must read exactly one of them, at every moment, with its defaults:
 
@@ -80,7 +83,19 @@ LATE_DATA_MARKERS: Final = f"{STATE_ROOT}/*/late/*"
 COMPLETENESS_CLAIM_FILE: Final = "event.json"
 COMPLETENESS_CLAIMS: Final = f"{STATE_ROOT}/*/complete/*"
 """Every topic's completeness-event claims, as an IAM object pattern (see ``TablePrefix.completeness_claim_key``)."""
-NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT, RESTRICTED_ROOT)
+ERASURE_ROOT: Final = "erasure"
+"""Erasure requests and their receipts, per environment (``erasure_prefix``): hashed subjects only."""
+
+
+def restricted_encryption(key: str, restricted_key_arn: str | None) -> dict[str, str]:
+    """The PutObject arguments that write ``key`` with the restricted KMS key when it lies under the restricted root
+    (the bucket refuses any other there); none elsewhere, or where no restricted key is configured (local stack)."""
+    if key.startswith(f"{RESTRICTED_ROOT}/") and restricted_key_arn:
+        return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": restricted_key_arn}
+    return {}
+
+
+NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT, RESTRICTED_ROOT, ERASURE_ROOT)
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 """A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
@@ -307,6 +322,35 @@ class DataKey:
 
     def key(self) -> str:
         return self.partition_prefix() + self.file_name()
+
+
+def erasure_prefix(env: str) -> str:
+    """An environment's erasure records: ``requests/<id>.json`` (put by ``kafkalake erase``, by hand in AWS, or by
+    the archiver for a plan's tombstones) and ``receipts/<id>.json`` (the erasure job's proof, one per request)."""
+    if not re.fullmatch(NAME_PATTERN, env):
+        raise LayoutError(f"env={env!r} is not a layout segment (expected {NAME_PATTERN})")
+    return f"{ERASURE_ROOT}/{env}/"
+
+
+def erasure_requests_prefix(env: str) -> str:
+    return f"{erasure_prefix(env)}requests/"
+
+
+def erasure_request_key(env: str, request_id: str) -> str:
+    return f"{erasure_requests_prefix(env)}{request_id}.json"
+
+
+def erasure_lease_key(env: str) -> str:
+    """The erasure job's lease (``kafkalake.lease``): one run at a time; its work is the batch being carried out."""
+    return f"{erasure_prefix(env)}lease.json"
+
+
+def erasure_receipts_prefix(env: str) -> str:
+    return f"{erasure_prefix(env)}receipts/"
+
+
+def erasure_receipt_key(env: str, request_id: str) -> str:
+    return f"{erasure_receipts_prefix(env)}{request_id}.json"
 
 
 def partition_segment_value(name: str, segment: str) -> str:

@@ -107,6 +107,15 @@ class ArchiverMetric(StrEnum):
     """Per environment: the sum of every topic's lag."""
 
 
+class ErasureMetric(StrEnum):
+    """What each erasure run publishes (namespace ``NAMESPACE``, dimension ``ENVIRONMENT_DIMENSION``)."""
+
+    REQUESTS_LATE = "ErasureRequestsLate"
+    """Requests without a receipt past their deadline (``kafkalake.erasure``)."""
+    REQUESTS_PENDING = "ErasureRequestsPending"
+    """Requests without a receipt, late or not."""
+
+
 ENVIRONMENT_DIMENSION: Final = "Environment"
 GLUE_DATA_AGE: Final = "GlueDataAgeSeconds"
 """The maintainer's freshness metric: at each drain, how old the newest Kafka record is that it made queryable

@@ -97,7 +97,11 @@ class PseudonymKey:
 
     def digest(self, value: str) -> str:
         """The keyed hash of ``value`` (its UTF-8 bytes) as 64 lower-case hex characters."""
-        return hmac.new(self.secret, value.encode(), hashlib.sha256).hexdigest()
+        return self.digest_bytes(value.encode())
+
+    def digest_bytes(self, value: bytes) -> str:
+        """The keyed hash of raw bytes (a Kafka key), as ``spark_jobs.keyed_hash`` takes it of a binary column."""
+        return hmac.new(self.secret, value, hashlib.sha256).hexdigest()
 
     def pads(self) -> tuple[bytes, bytes]:
         """HMAC's inner and outer padded keys (RFC 2104), for engines that have SHA-256 but no HMAC."""

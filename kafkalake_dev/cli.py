@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from kafkalake.catalog import CatalogInvalid, load_catalog
-from kafkalake_dev import cli_catalog, cli_jobs, interop, render, stack
+from kafkalake_dev import cli_catalog, cli_erase, cli_jobs, interop, render, stack
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local import LOCAL_ENV
 
@@ -237,6 +237,7 @@ def access(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG)
 
 app.command("archive")(cli_jobs.archive)
 app.add_typer(cli_jobs.compact_app, name="compact")
+app.add_typer(cli_erase.erase_app, name="erase")
 
 
 if __name__ == "__main__":

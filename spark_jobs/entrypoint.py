@@ -9,8 +9,9 @@ import sys
 from kafkalake.jobspec import Job
 from spark_jobs.archiver import fleet
 from spark_jobs.compaction import job
+from spark_jobs.erasure import job as erasure
 
-JOBS = {Job.ARCHIVE: fleet.main, Job.COMPACT: job.main}
+JOBS = {Job.ARCHIVE: fleet.main, Job.COMPACT: job.main, Job.ERASE: erasure.main}
 
 if __name__ == "__main__":
     JOBS[Job(sys.argv[1])](sys.argv[2:])

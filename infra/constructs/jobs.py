@@ -22,8 +22,15 @@ from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run
-from kafkalake.layout import COMPACTED_DIR, DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT, STATE_ROOT
+from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
+from kafkalake.layout import (
+    COMPACTED_DIR,
+    DATA_ROOT,
+    ERASURE_ROOT,
+    LEGACY_COMPACTED_ROOT,
+    QUARANTINE_ROOT,
+    STATE_ROOT,
+)
 from kafkalake.metrics import NAMESPACE
 
 ARCHIVER_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
@@ -32,7 +39,21 @@ COMPACTOR_ROOTS = (DATA_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
 COMPACTOR_WRITES = (STATE_ROOT, f"{DATA_ROOT}/*/{COMPACTED_DIR}")
 """Manifests, and the output under each table's location (``kafkalake.layout``); never raw files, never the legacy
 root."""
+ERASURE_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT, ERASURE_ROOT)
+"""The erasure job reads, writes and deletes under these: rewritten partitions (as the compactor), quarantine
+objects rewritten in place, manifests and leases, requests, receipts and its lease."""
+ERASURE_PURGES = (DATA_ROOT, QUARANTINE_ROOT)
+"""Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data and quarantine only."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
+COMPACTOR_SIZES: dict[str, str] = {
+    "spark.driver.cores": "2",
+    "spark.driver.memory": "3g",
+    "spark.driver.memoryOverhead": "1g",
+    "spark.executor.cores": "4",
+    "spark.executor.memory": "3g",
+    "spark.executor.memoryOverhead": "7g",
+}
+"""The compactor's driver and executors; the erasure job rewrites partitions with the same merge tasks."""
 WORKER_SIZES: dict[str, dict[str, str]] = {
     "Archiver": {
         "spark.driver.cores": "2",
@@ -42,14 +63,8 @@ WORKER_SIZES: dict[str, dict[str, str]] = {
         "spark.executor.memory": "2g",
         "spark.executor.memoryOverhead": "6g",
     },
-    "Compactor": {
-        "spark.driver.cores": "2",
-        "spark.driver.memory": "3g",
-        "spark.driver.memoryOverhead": "1g",
-        "spark.executor.cores": "4",
-        "spark.executor.memory": "3g",
-        "spark.executor.memoryOverhead": "7g",
-    },
+    "Compactor": COMPACTOR_SIZES,
+    "Erasure": COMPACTOR_SIZES,
 }
 """Each application's driver and executor (EMR Serverless's ``spark-defaults``), sized from the peak memory the
 benchmarks measured (``emr_sizes`` in bench/results, derived by bench/sizing.py; a unit test checks these equal what
@@ -89,11 +104,14 @@ class Jobs(Construct):
             environment.s3_object_url,
             tuple(jar.s3_object_url for jar in jars),
         )
-        self.applications = {name: self._application(name) for name in ("Archiver", "Compactor")}
+        self.applications = {name: self._application(name) for name in ("Archiver", "Compactor", "Erasure")}
         self.archiver_role = self._archiver_role()
         personal.grant_archiver(self.archiver_role)
         archiver = archiver_run(settings, artifacts)
         self.compactor_role = self._compactor_role()
+        self.erasure_role = self._erasure_role()
+        personal.grant_eraser(self.erasure_role)
+        erasure = erasure_run(settings, artifacts)
         self.group = scheduler.CfnScheduleGroup(self, "ScheduleGroup", name=f"kafkalake-{settings.name}")
         self.dead_letters = dead_letter_queue(
             self, "ScheduleDlq", key=queue_key, purpose="the dead-letter queue of the job schedules"
@@ -111,6 +129,13 @@ class Jobs(Construct):
                 "rate(1 hour)",
                 self.compactor_role,
                 compactor_run(settings, artifacts, [t.name for t in topics]),
+                queue_key,
+            ),
+            "Erasure": self._schedule(
+                "Erasure",
+                "rate(1 hour)",
+                self.erasure_role,
+                dataclasses.replace(erasure, endpoints=personal.endpoints(erasure.endpoints)),
                 queue_key,
             ),
         }
@@ -225,6 +250,42 @@ class Jobs(Construct):
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in sorted({*COMPACTOR_ROOTS, *COMPACTOR_WRITES})),
+            *glue_table_findings(stack, self.databases),
+        )
+        return role
+
+    def _erasure_role(self) -> iam.Role:
+        stack = Stack.of(self)
+        actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+        role = self._job_role("ErasureJobRole", ERASURE_ROOTS, actions)
+        statements = [
+            (["s3:DeleteObjectVersion"], [self.bucket.arn_for_objects(f"{root}/*") for root in ERASURE_PURGES]),
+            (["s3:ListBucketVersions"], [self.bucket.bucket_arn]),
+            (
+                ["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
+                glue_table_resources(stack, self.databases),
+            ),
+        ]
+        for granted, resources in statements:
+            role.add_to_policy(iam.PolicyStatement(actions=granted, resources=resources))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": NAMESPACE}},
+            )
+        )
+        acknowledge(
+            role,
+            "The erasure job rewrites partitions as the compactor does, rewrites quarantine objects, deletes the "
+            "replaced objects' versions under the data and quarantine prefixes, and writes its receipts, all named "
+            "at run time, with the lake key; it updates partitions of tables created at run time in our databases. "
+            "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
+            "kafkalake namespace.",
+            "AwsSolutions-IAM5[Resource::*]",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+            *(object_finding(self.bucket, root) for root in ERASURE_ROOTS),
             *glue_table_findings(stack, self.databases),
         )
         return role

@@ -23,6 +23,7 @@ from kafkalake.metrics import (
     RECONCILER_SERVICE,
     ArchiverMetric,
     CatalogDriftMetric,
+    ErasureMetric,
     MaintainerCount,
     ReconcileMetric,
 )
@@ -67,6 +68,7 @@ class Monitoring(Construct):
             action,
         )
         self.alarms |= self._reconciler_alarms(reconciler, action)
+        self.alarms |= self._erasure_alarms(settings, action)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"kafkalake-{settings.name}")
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
@@ -218,6 +220,19 @@ class Monitoring(Construct):
             "ReconcilerRepairedPartitions": self._alarm("ReconcilerRepairedPartitions", repaired, 0, action),
             "ReconcilerErrors": self._alarm("ReconcilerErrors", reconciler.metric_errors(period=period), 0, action),
         }
+
+    def _erasure_alarms(
+        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+    ) -> dict[str, cloudwatch.Alarm]:
+        """An erasure request is past its deadline without a receipt (the erasure job runs hourly)."""
+        late = cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=ErasureMetric.REQUESTS_LATE,
+            statistic="Maximum",
+            period=Duration.hours(1),
+            dimensions_map={ENVIRONMENT_DIMENSION: settings.name},
+        )
+        return {"ErasureRequestsLate": self._alarm("ErasureRequestsLate", late, 0, action)}
 
     def _alarm(
         self,

@@ -90,6 +90,23 @@ class PersonalData(Construct):
             endpoints, pseudonym_secret_arn=self.secret_arn, restricted_key_arn=self.restricted_key.key_arn
         )
 
+    def grant_eraser(self, role: iam.Role) -> None:
+        """Rewrite restricted quarantine objects without an erased subject's rows (read, write with the restricted
+        key, delete their other versions), and read the pseudonym key that hashes the requests' subjects."""
+        objects = self.bucket.arn_for_objects(f"{RESTRICTED_QUARANTINE_ROOT}/*")
+        actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
+        role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[self.restricted_key.key_arn])
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret_arn]))
+        acknowledge(
+            role,
+            "The erasure job rewrites restricted quarantine objects named at run time (topic, date, offsets) and "
+            "deletes their other versions.",
+            object_finding(self.bucket, RESTRICTED_QUARANTINE_ROOT),
+        )
+
     def grant_archiver(self, role: iam.Role) -> None:
         """Write restricted quarantine objects with the restricted key (never read them), read the pseudonym key."""
         writes = self.bucket.arn_for_objects(f"{RESTRICTED_QUARANTINE_ROOT}/*")

@@ -34,7 +34,7 @@ from kafkalake.convention import DEFAULT_TOPIC_NAMING
 from kafkalake.drift import compare, observe
 from kafkalake.drift import metric_data as drift_metric_data
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
-from kafkalake.personal import KeyInvalid, PseudonymKey, load_key, needs_key
+from kafkalake.personal import KeyInvalid, PseudonymKey, load_key
 from kafkalake.registry import RegistryError
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.metrics import metric_data, publish
@@ -124,9 +124,9 @@ def archive_fleet(
 
 
 def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKey | KeyInvalid | None:
-    """The environment's pseudonym key, read once at the start when some topic hashes a field (None when none
-    does), or why it could not be read: the topics that need it fail with that reason, the others go on."""
-    if not any(needs_key(t.personal_fields) for t in topics):
+    """The environment's pseudonym key, read once at the start when some topic needs it (``Topic.needs_key``; None
+    when none does), or why it could not be read: the topics that need it fail with that reason, the others go on."""
+    if not any(t.needs_key for t in topics):
         return None
     secret = endpoints.pseudonym_secret_arn
     try:
@@ -144,8 +144,11 @@ def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKe
 def topic_key(read: PseudonymKey | KeyInvalid | None, topic: Topic) -> PseudonymKey | None:
     """The key for ``topic``'s pseudonyms; raise the reason the key could not be read when the topic needs it."""
     if isinstance(read, KeyInvalid):
-        if needs_key(topic.personal_fields):
-            raise KeyInvalid(f"{topic.kafka_topic} hashes personal fields, so nothing was archived: {read}")
+        if topic.needs_key:
+            raise KeyInvalid(
+                f"{topic.kafka_topic} hashes personal fields or its erasure requests' keys, so nothing was archived: "
+                f"{read}"
+            )
         return None
     return read
 

@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import RetryCount, make_client
 from kafkalake.catalog import Topic
+from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, needs_key
 from kafkalake.settings import Endpoints
@@ -37,7 +38,7 @@ from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
 from spark_jobs.archiver.records import plan_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
-from spark_jobs.archiver.writer import OUTCOME_SCHEMA, PlanLayout, PlanWriter
+from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
 
 
@@ -164,11 +165,16 @@ class TopicArchiver:
             f"{topic.kafka_topic}: {'redoing stored' if stored else 'new'} plan of {plan.records} records "
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
+        tombstones: list[tuple[str, int, int]] = []
         if plan.ranges:
-            carry_out(self.spark, self.endpoints, topic, plan, summary, access=self.access, key=self.key, say=self.say)
+            tombstones = carry_out(
+                self.spark, self.endpoints, topic, plan, summary, access=self.access, key=self.key, say=self.say
+            )
         with summary.phase("commit"):
             if plan.ranges:
                 key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
+                if tombstones and self.key is not None:
+                    self._request_erasure(plan, key, tombstones, self.key)
                 body = receipt(topic, plan, summary).to_json().encode()
                 self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
                 self.offsets.commit(plan.ranges)
@@ -177,6 +183,19 @@ class TopicArchiver:
         self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
         summary.seconds = time.monotonic() - started
         return summary
+
+    def _request_erasure(
+        self, plan: Plan, receipt_key: str, tombstones: list[tuple[str, int, int]], key: PseudonymKey
+    ) -> None:
+        """The plan's tombstones as an erasure request, stored before the plan's receipt and offsets (a redo of the
+        plan stores the same request)."""
+        topic = self.topic
+        plan_id = receipt_key.rsplit("/", 1)[-1].removesuffix(".json")
+        table = f"{topic.database}.{topic.table}"
+        within = topic.spec.erasure_within_days
+        request = tombstone_request(table, plan_id, plan.created_at, tombstones, within_days=within, key_id=key.key_id)
+        stored = RequestStore(self.s3, self.endpoints.bucket, topic.env).put(request)
+        self.say(f"{topic.kafka_topic}: {len(request.subjects)} tombstoned keys requested for erasure ({stored})")
 
     def new_plan(self, ceiling: dict[int, int] | None) -> Plan:
         """From where finished plans reached (the lease's record, or the group's commit when that is higher) up to
@@ -215,13 +234,15 @@ def carry_out(
     access: KafkaAccess,
     key: PseudonymKey | None,
     say: Callable[[str], None],
-) -> None:
+) -> list[tuple[str, int, int]]:
     """One Spark job: read the plan's records, decode them, protect their personal fields, write data and
-    quarantine objects; then check every record is accounted for."""
+    quarantine objects; then check every record is accounted for. Returns the tombstones of a ``by_key`` topic:
+    (keyed hash of the Kafka key, Kafka partition, offset)."""
     versions = version_schemas(topic, access.registry())
     records = plan_records(spark, access, topic, plan, versions, key=key)
-    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions)), OUTCOME_SCHEMA).collect()
-    per_version = account(outcome, topic, summary)
+    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions, key)), OUTCOME_SCHEMA).collect()
+    tombstones = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in outcome if r["kind"] == ERASE]
+    per_version = account([r for r in outcome if r["kind"] != ERASE], topic, summary)
     for version, (rows, objects) in sorted(per_version.items()):
         say(
             f"{topic.kafka_topic}: schema_version={version}: {rows} rows in {objects} objects under "
@@ -232,10 +253,14 @@ def carry_out(
             f"{topic.kafka_topic}: read {summary.read} != written {summary.written} + quarantined "
             f"{summary.quarantined} + tombstones {summary.tombstones}; nothing committed, the plan stays for a redo"
         )
+    return tombstones
 
 
-def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema]) -> PlanLayout:
-    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns and file bounds."""
+def plan_layout(
+    endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema], key: PseudonymKey | None = None
+) -> PlanLayout:
+    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns and file bounds, and
+    for a ``by_key`` topic the key its tombstones' Kafka keys are hashed with."""
     archive = topic.spec.archive
     extras = (
         ("_key", archive.include_key),
@@ -251,4 +276,5 @@ def plan_layout(endpoints: Endpoints, topic: Topic, versions: list[transform.Ver
         max_records_per_file=archive.max_records_per_file,
         compression=archive.compression,
         quarantine=topic.quarantine,
+        erasure_key=key if topic.spec.erasure == "by_key" else None,
     )

@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
-from kafkalake.layout import DataKey, Partition, TablePrefix
-from kafkalake.personal import QuarantineMode
+from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
+from kafkalake.personal import PseudonymKey, QuarantineMode
 from kafkalake.settings import Endpoints
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
@@ -40,6 +40,9 @@ null for data rows), per task timing (kind waited: seconds spent waiting for Spa
 wrote: seconds spent splitting, encoding and uploading), and per task the S3 calls botocore retried (kind retried,
 in rows)."""
 DATA, QUARANTINE, COUNT, WAITED, WROTE, RETRIED = "data", "quarantine", "count", "waited", "wrote", "retried"
+ERASE = "erase"
+"""An outcome row per tombstone of a ``by_key`` topic: the keyed hash of its key (``key``), its Kafka partition and
+offset (``first_offset``), for the plan's erasure request (``kafkalake.erasure.tombstone_request``)."""
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
@@ -81,6 +84,8 @@ class PlanLayout:
     compression: str = "snappy"
     quarantine: QuarantineMode = QuarantineMode.PLAIN
     """Where quarantined records go, and whether with their raw bytes (``kafkalake.personal``)."""
+    erasure_key: PseudonymKey | None = None
+    """A ``by_key`` topic's pseudonym key: each tombstone's key is reported hashed (``ERASE``), never in clear."""
 
     @property
     def newest(self) -> int:
@@ -211,10 +216,19 @@ class PlanWriter:
             flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
             for group, part in split_groups(data_rows(rows, column, self.layout, flags), DATA_GROUP):
                 self._add((DATA, version, *group), part)
+        if self.layout.erasure_key is not None and pc.any(tombstone).as_py():
+            self._erasures(self.layout.erasure_key, table.filter(tombstone))
         if error.null_count < table.num_rows:
             quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
             for group, part in split_groups(quarantine_rows(quarantined, self.layout.quarantine), QUARANTINE_GROUP):
                 self._add((QUARANTINE, *group), part)
+
+    def _erasures(self, key: PseudonymKey, tombstones: pa.Table) -> None:
+        columns = (tombstones.column(c).to_pylist() for c in ("_key", "_kafka_partition", "_kafka_offset"))
+        for raw, part, offset in zip(*columns, strict=True):
+            if raw is not None:
+                digest = key.digest_bytes(raw)
+                self.outcome.append({"kind": ERASE, "key": digest, "kafka_partition": part, "first_offset": offset})
 
     def _count(self, table: pa.Table) -> None:
         """Rows per (Kafka partition, error)."""
@@ -252,7 +266,12 @@ class PlanWriter:
         pq.write_table(table.drop_columns(path_columns), body, compression=self.layout.compression)
         bucket = self.layout.endpoints.bucket
         try:
-            self.s3.put_object(Bucket=bucket, Key=key, Body=body.getvalue(), **self._encryption(kind))
+            self.s3.put_object(
+                Bucket=bucket,
+                Key=key,
+                Body=body.getvalue(),
+                **restricted_encryption(key, self.layout.endpoints.restricted_key_arn),
+            )
         except ClientError as exc:
             raise ObjectNotWritten(f"cannot write s3://{bucket}/{key}: {exc}") from exc
         self.outcome.append(
@@ -266,13 +285,6 @@ class PlanWriter:
                 "bytes": body.tell(),
             }
         )
-
-    def _encryption(self, kind: str) -> dict[str, str]:
-        """Restricted quarantine objects are written with the restricted key (the bucket's default is the lake's)."""
-        key = self.layout.endpoints.restricted_key_arn
-        if kind == QUARANTINE and self.layout.quarantine == QuarantineMode.RESTRICTED and key:
-            return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": key}
-        return {}
 
     def _key(self, group: tuple[Any, ...], first: int, last: int) -> str:
         prefix = self.layout.prefix

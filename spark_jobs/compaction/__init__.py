@@ -13,11 +13,10 @@ the same unit of work (``work.Work``: the table, its Glue partition, its manifes
 - ``clean``: the inputs deleted after the grace period;
 - ``protocol`` runs write → verify → swap over a run's work; ``job`` is the compactor (``Compactor``, ``main``).
 
-A second job that rewrites partitions (erasure of rows) plugs in beside ``selection``: it is a ``work.Rewriter`` with
-its own selection that stores, per partition, a manifest whose inputs are the files to rewrite (its key from
-``kafkalake.layout``), and hands its ``Work`` to ``protocol.carry_forward``, then to ``clean``. It gives the
-executor task (``merging.MergeTask``) the rows to leave out, which the task reports as dropped keys, as it does
-repeats today: the write records expected = input keys - dropped, so verification, swap and clean-up are the same
-code for it. The steps take the run directory and the inputs from the manifest and assume nothing else of the
-compactor.
+The erasure job (``spark_jobs.erasure``) rewrites partitions the same way: it is a ``work.Rewriter`` whose selection
+plans each partition with ``selection.plan_partition(..., erase=keys)``, so the manifest's ``erase`` names the
+(Kafka partition, offset) rows to leave out; the executor task (``merging.MergeTask``) leaves them out and reports
+them as dropped keys, as it does repeats: the write records expected = input keys - dropped, so verification, swap
+and clean-up are the same code for it. The steps take the run directory and the inputs from the manifest and
+assume nothing else of the compactor.
 """

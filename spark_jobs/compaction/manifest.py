@@ -52,6 +52,11 @@ class Manifest:
     expects of the run directory, also after a crash between the write and the verification."""
     dropped: int = 0
     """Input rows whose (Kafka partition, offset) another input already held."""
+    erase: list[list[int]] = field(default_factory=list)
+    """[Kafka partition, offset] keys the rewrite leaves out on purpose: an erasure's rows (``spark_jobs.erasure``).
+    Verification holds the output to the inputs minus them, as for any dropped key."""
+    erased: int = 0
+    """Input rows left out because ``erase`` names them."""
     superseded: dict[str, int] = field(default_factory=dict)
     """Inputs of earlier runs on this partition whose deletion is still due (their grace period restarts)."""
     previous_location: str | None = None

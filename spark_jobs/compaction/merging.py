@@ -39,6 +39,8 @@ class MergeTask:
     output: str
     overlapping: bool
     compression: str = "snappy"
+    erase: tuple[tuple[int, int], ...] = ()
+    """(Kafka partition, offset) keys left out of the output (an erasure), reported as dropped and as erased."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def merge(task: MergeTask) -> dict[str, Any]:
 def _stream(s3: Any, task: MergeTask) -> dict[str, Any] | None:
     """Inputs concatenated in order, never all in memory; None when they turn out unordered (then sorted)."""
     output: _Output | None = None
-    digest, input_rows, last = KeyDigest(), {}, None
+    digest, erased, input_rows, last = KeyDigest(), KeyDigest(), {}, None
     try:
         for key in task.inputs:
             table = read_object(s3, task.bucket, key)
@@ -130,7 +132,9 @@ def _stream(s3: Any, task: MergeTask) -> dict[str, Any] | None:
                 raise _Unordered(key)
             digest += KeyDigest.of(partitions, offsets)
             last = (partitions[-1], offsets[-1])
-            output.add(table)
+            kept, left_out = _leave_out(table, task.erase)
+            erased += left_out
+            output.add(kept)
         if output is None:
             raise ValueError(f"no inputs for {task.output}")
         written = output.upload(s3, task.bucket, task.output)
@@ -138,7 +142,27 @@ def _stream(s3: Any, task: MergeTask) -> dict[str, Any] | None:
         if output:
             output.discard()
         return None
-    return {"rows": digest.keys, "bytes": written, "input_rows": input_rows, "inputs": digest.to_json(), "dropped": {}}
+    return {
+        "rows": digest.keys - erased.keys,
+        "bytes": written,
+        "input_rows": input_rows,
+        "inputs": digest.to_json(),
+        "dropped": erased.to_json(),
+        "erased": erased.keys,
+    }
+
+
+def _leave_out(table: pa.Table, erase: tuple[tuple[int, int], ...]) -> tuple[pa.Table, KeyDigest]:
+    """``table`` without the rows whose (Kafka partition, offset) ``erase`` names, and the digest of those rows."""
+    if not erase or table.num_rows == 0:
+        return table, KeyDigest()
+    partitions, offsets = key_arrays(table)
+    doomed = np.array(erase, dtype=np.int64)
+    joined = partitions.astype(np.int64) * (1 << 40) + offsets.astype(np.int64)
+    mask = np.isin(joined, doomed[:, 0] * (1 << 40) + doomed[:, 1])
+    if not mask.any():
+        return table, KeyDigest()
+    return table.filter(pa.array(~mask)), KeyDigest.of(partitions[mask], offsets[mask])
 
 
 def _continues(last: tuple[int, int] | None, partitions: np.ndarray, offsets: np.ndarray) -> bool:
@@ -155,16 +179,18 @@ def _sort(s3: Any, task: MergeTask) -> dict[str, Any]:
     merged = pa.concat_tables(tables, promote_options="permissive").sort_by([(k, "ascending") for k in KEY_COLUMNS])
     partitions, offsets = key_arrays(merged)
     repeated = repeats(partitions, offsets)
-    kept = merged.filter(pa.array(~repeated))
+    kept, erased = _leave_out(merged.filter(pa.array(~repeated)), task.erase)
     output = _Output(kept.schema, task.compression)
     output.add(kept)
     written = output.upload(s3, task.bucket, task.output)
+    dropped = KeyDigest.of(partitions[repeated], offsets[repeated]) + erased
     return {
         "rows": kept.num_rows,
         "bytes": written,
         "input_rows": input_rows,
         "inputs": KeyDigest.of(partitions, offsets).to_json(),
-        "dropped": KeyDigest.of(partitions[repeated], offsets[repeated]).to_json(),
+        "dropped": dropped.to_json(),
+        "erased": erased.keys,
     }
 
 

@@ -42,7 +42,7 @@ def select(rewriter: Rewriter, topics: Sequence[Topic]) -> tuple[list[Work], lis
         if table_name(topic) in broken:
             continue
         try:
-            planned = _plan(rewriter, topic, glue_partition, budget, late=late)
+            planned = plan_partition(rewriter, topic, glue_partition, budget, late=late)
         except Exception as exc:  # noqa: BLE001 - as above; the table's other partitions are left for later
             broken.add(table_name(topic))
             results.append(
@@ -85,10 +85,18 @@ def _closed(rewriter: Rewriter, partition: dict[str, Any]) -> bool:
     return Partition.from_values(partition["Values"]).end + rewriter.knobs.safety_delay <= rewriter.now()
 
 
-def _plan(
-    rewriter: Rewriter, topic: Topic, glue_partition: dict[str, Any], budget: int, *, late: bool
+def plan_partition(
+    rewriter: Rewriter,
+    topic: Topic,
+    glue_partition: dict[str, Any],
+    budget: int,
+    *,
+    late: bool,
+    erase: list[list[int]] | None = None,
 ) -> Work | PartitionResult:
-    """The partition's manifest carried forward, or a new one (inputs listed once) stored before any write."""
+    """The partition's manifest carried forward, or a new one (inputs listed once) stored before any write. With
+    ``erase`` (an erasure's [Kafka partition, offset] keys) every current file is rewritten without those rows,
+    however few files and whatever the budget; a manifest still in progress is carried forward first, as it is."""
     values = glue_partition["Values"]
     partition = Partition.from_values(values)
     key = topic.prefix.compaction_manifest_key(partition)
@@ -110,9 +118,11 @@ def _plan(
     if late and not untaken:  # an earlier run already took the late files: the marker is stale
         rewriter.s3.delete_object(Bucket=rewriter.bucket, Key=topic.prefix.late_data_key(partition))
     moving = bool(base) and parse_s3_uri(current).key.startswith(topic.prefix.legacy_compacted_prefix())
-    if (not moving and (len(untaken) < needed or not untaken)) or sum(inputs.values()) > budget:
+    too_few = not moving and (len(untaken) < needed or not untaken)
+    if erase is None and (too_few or sum(inputs.values()) > budget):
         return PartitionResult(table_name(topic), values, Action.SKIPPED, files_before=len(inputs))
-    run_id = hashlib.sha256("\n".join(sorted(inputs)).encode()).hexdigest()[:16]
+    erased = [f"{p}+{o}" for p, o in sorted(erase or [])]
+    run_id = hashlib.sha256("\n".join([*sorted(inputs), *erased]).encode()).hexdigest()[:16]
     due = manifest.due_for_deletion() if manifest and manifest.state != ManifestState.CLEANED else {}
     fresh = Manifest(
         values,
@@ -122,6 +132,7 @@ def _plan(
         previous_location=current,
         superseded={k: size for k, size in due.items() if k not in inputs},
         output_ranges={k: v for k, v in manifest.output_ranges.items() if k in base} if manifest else {},
+        erase=sorted(erase or []),
     )
     work = Work(topic, glue_partition, fresh, key, late=late)
     rewriter.advance(work, ManifestState.PLANNED)

@@ -63,7 +63,10 @@ def _merge(
     for item in items:
         for index, chosen in enumerate(plan_bins(files[item.key], wanted[item.key])):
             output = f"{item.manifest.output_prefix}part-{index:05d}.parquet"
-            task = MergeTask(item.key, rewriter.endpoints, rewriter.bucket, chosen.inputs, output, chosen.overlapping)
+            erase = tuple((p, o) for p, o in item.manifest.erase)
+            task = MergeTask(
+                item.key, rewriter.endpoints, rewriter.bucket, chosen.inputs, output, chosen.overlapping, erase=erase
+            )
             tasks.append((chosen.size, task))
     if not tasks:
         return []
@@ -85,7 +88,8 @@ def _merge(
             total = sum((KeyDigest.from_json(o["inputs"]) for o in mine), KeyDigest())
             dropped = sum((KeyDigest.from_json(o["dropped"]) for o in mine), KeyDigest())
             item.manifest.expected = (total - dropped).to_json()
-            item.manifest.dropped = dropped.keys
+            item.manifest.erased = sum(o["erased"] for o in mine)
+            item.manifest.dropped = dropped.keys - item.manifest.erased
             item.manifest.outputs = {o["output"]: o["bytes"] for o in mine}
             item.seconds["write"] += sum(o["seconds"] for o in mine)
             done.append(item)

@@ -19,6 +19,7 @@ CORE = {
         "convention",
         "drift",
         "environments",
+        "erasure",
         "footer",
         "glue",
         "jobspec",
@@ -87,6 +88,11 @@ JOBS = CORE | {
         "compaction/verify",
         "compaction/work",
         "compaction/write",
+        "erasure/__init__",
+        "erasure/batch",
+        "erasure/job",
+        "erasure/matching",
+        "erasure/purge",
     )
 }
 

@@ -95,7 +95,10 @@ def test_the_key_is_read_only_when_a_topic_hashes_and_only_the_topics_that_hash_
         missing = read_pseudonym_key(ENDPOINTS, [TOPIC, PERSONAL])
         assert isinstance(missing, KeyInvalid) and "(ResourceNotFoundException)" in str(missing)
         assert topic_key(missing, TOPIC) is None and topic_key(missing, MASKED) is None
-        with pytest.raises(KeyInvalid, match=r"hashes personal fields, so nothing was archived: cannot read the"):
+        with pytest.raises(
+            KeyInvalid,
+            match=r"hashes personal fields or its erasure requests' keys, so nothing was archived: cannot read the",
+        ):
             topic_key(missing, PERSONAL)
         boto3.client("secretsmanager", region_name="eu-west-1").create_secret(
             Name="kafkalake/key", SecretString=PseudonymKey.secret_string("k1", b"s" * 32)

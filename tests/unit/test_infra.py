@@ -334,8 +334,26 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "glue:UpdatePartition",
     ]
     assert not any("secretsmanager" in json.dumps(s) for s in compactor)
+    erasure = role_statements(tpl, "ErasureJobRole")
+    [versions] = [s for s in erasure if s["Action"] == "s3:DeleteObjectVersion"]
+    purged = sorted(r["Fn::Join"][1][1] for r in versions["Resource"])
+    assert purged == ["/data/*", "/quarantine/*"], "object versions are deleted under the data and quarantine only"
+    assert any(s["Action"] == "s3:ListBucketVersions" for s in erasure)
+    [secret_id] = resources(tpl, "AWS::SecretsManager::Secret")  # generated: environments.yaml names none
+    reads = {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": {"Ref": secret_id}}
+    assert reads in erasure, "the erasure job hashes requests' subjects with the pseudonym key"
+    [restricted] = [s for s in erasure if "s3:DeleteObjectVersion" in s["Action"] and isinstance(s["Action"], list)]
+    assert restricted["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*", "restricted quarantine rows too"
+    assert any(
+        s["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"] and "RestrictedKey" in json.dumps(s["Resource"])
+        for s in erasure
+    ), "the erasure job rewrites restricted quarantine objects with the restricted key"
+    assert not [s for s in compactor if "s3:DeleteObjectVersion" in s["Action"]], "only erasure deletes versions"
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     assert schedules[f"kafkalake-{env}-compactor"]["ScheduleExpression"] == "rate(1 hour)"
+    assert schedules[f"kafkalake-{env}-erasure"]["ScheduleExpression"] == "rate(1 hour)"
+    erase_input = json.dumps(schedules[f"kafkalake-{env}-erasure"]["Target"]["Input"])
+    assert '\\"EntryPointArguments\\":[\\"erase\\",\\"--env\\",\\"' + env in erase_input
     compact_input = json.dumps(schedules[f"kafkalake-{env}-compactor"]["Target"]["Input"])
     for topic in CATALOG.for_env(env):
         assert f'\\"--table\\",\\"{topic.name}\\"' in compact_input
@@ -356,7 +374,8 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 20)  # 14 + reconciler: 3 + drift: 2 + freshness
+    # 14 + reconciler: repaired, errors, its DLQ; drift: 2; freshness; erasure: late requests, its job's failures
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 22)
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -381,6 +400,17 @@ def test_monitoring(stacks: Any, env: str) -> None:
                 "ComparisonOperator": "GreaterThanThreshold",
             },
         )
+    tpl.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ErasureRequestsLate",
+            "Namespace": "kafkalake",
+            "Dimensions": [{"Name": "Environment", "Value": env}],
+            "Statistic": "Maximum",
+            "Period": 3600,
+            "Threshold": 0,
+        },
+    )
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -587,13 +617,18 @@ def test_scheduler_targets_retry_safely_with_a_dead_letter_queue(stacks: Any, en
     execution timeout per job, one application per job (capacity and failures apart)."""
     tpl = template(stacks, env)
     settings = ENVIRONMENTS[env]
-    tpl.resource_count_is("AWS::EMRServerless::Application", 2)
+    tpl.resource_count_is("AWS::EMRServerless::Application", 3)
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
-    timeouts = {"archiver": settings.archiver_timeout_minutes, "compactor": settings.compactor_timeout_minutes}
+    timeouts = {
+        "archiver": settings.archiver_timeout_minutes,
+        "compactor": settings.compactor_timeout_minutes,
+        "erasure": settings.compactor_timeout_minutes,
+    }
     for job, timeout in timeouts.items():
         target = schedules[f"kafkalake-{env}-{job}"]["Target"]
         rendered = json.dumps(target["Input"])
-        token = f"{'archive' if job == 'archiver' else 'compact'}-<aws.scheduler.scheduled-time>"
+        verb = {"archiver": "archive", "compactor": "compact", "erasure": "erase"}[job]
+        token = f"{verb}-<aws.scheduler.scheduled-time>"
         assert f'\\"ClientToken\\":\\"{token}\\"' in rendered
         assert "execution-id" not in rendered
         assert f'\\"ExecutionTimeoutMinutes\\":{timeout}' in rendered
@@ -603,7 +638,7 @@ def test_scheduler_targets_retry_safely_with_a_dead_letter_queue(stacks: Any, en
         }
         assert "Arn" in target["DeadLetterConfig"]
     applications = {r["Properties"]["Name"] for r in resources(tpl, "AWS::EMRServerless::Application").values()}
-    assert applications == {f"kafkalake-{env}-archiver", f"kafkalake-{env}-compactor"}
+    assert applications == {f"kafkalake-{env}-archiver", f"kafkalake-{env}-compactor", f"kafkalake-{env}-erasure"}
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -618,7 +653,7 @@ def test_trust_policies_name_the_source_account_and_job_roles_read_only_their_as
                 assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}, (
                     logical_id
                 )
-    for role in ("ArchiverJobRole", "CompactorJobRole"):
+    for role in ("ArchiverJobRole", "CompactorJobRole", "ErasureJobRole"):
         statements = role_statements(tpl, role)
         reads = [s for s in statements if s["Action"] == "s3:GetObject"]
         rendered = json.dumps(reads)
@@ -671,7 +706,7 @@ def test_alarms_can_notify_and_fire_only_when_something_is_wrong(stacks: Any, en
     assert {"errors", "malformed", "TargetErrorCount", "InvocationDroppedCount"} <= names
     failed_jobs = [a for a in alarms.values() if a.get("MetricName") == "FailedJobs"]
     applications = {json.dumps(a["Dimensions"]) for a in failed_jobs}
-    assert len(failed_jobs) == 2 and len(applications) == 2, "one job-failure alarm per application"
+    assert len(failed_jobs) == 3 and len(applications) == 3, "one job-failure alarm per application"
 
 
 def lf_tag_policy_grants(tpl: Template) -> dict[tuple[str, str], tuple[dict[str, list[str]], list[str]]]:
@@ -755,7 +790,7 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
-def test_restricted_quarantine_has_its_own_key_short_retention_and_only_the_archiver_writes_it(
+def test_restricted_quarantine_has_its_own_key_short_retention_and_only_archiver_and_erasure_use_it(
     stacks: Any, env: str
 ) -> None:
     tpl = template(stacks, env)
@@ -794,15 +829,16 @@ def test_restricted_quarantine_has_its_own_key_short_retention_and_only_the_arch
     assert {"Action": "kms:GenerateDataKey", "Effect": "Allow", "Resource": {"Fn::GetAtt": [key_id, "Arn"]}} in archiver
     [writes] = [s for s in archiver if s["Action"] == "s3:PutObject"]
     assert writes["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*"
-    others = [s for s in all_statements(tpl) if s not in archiver and s.get("Effect") == "Allow"]
-    assert not [s for s in others if key_id in json.dumps(s.get("Resource"))], "only the archiver uses the key"
+    eraser = role_statements(tpl, "ErasureJobRole")
+    others = [s for s in all_statements(tpl) if s not in archiver + eraser and s.get("Effect") == "Allow"]
+    assert not [s for s in others if key_id in json.dumps(s.get("Resource"))], "only archiver and erasure use the key"
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
     assert "KAFKALAKE_RESTRICTED_KEY_ARN=" in archive_input and key_id in archive_input
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
-def test_the_pseudonym_key_is_generated_in_the_documented_shape_and_only_the_archiver_reads_it(
+def test_the_pseudonym_key_is_generated_in_the_documented_shape_and_only_archiver_and_erasure_read_it(
     stacks: Any, env: str
 ) -> None:
     tpl = template(stacks, env)
@@ -814,8 +850,8 @@ def test_the_pseudonym_key_is_generated_in_the_documented_shape_and_only_the_arc
     [lake_key] = secret["Properties"]["KmsKeyId"]["Fn::GetAtt"][:1]
     assert lake_key.startswith("LakeKey")
     reads = {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": {"Ref": secret_id}}
-    assert reads in role_statements(tpl, "ArchiverJobRole")
-    assert [s for s in all_statements(tpl) if json.dumps({"Ref": secret_id}) in json.dumps(s)] == [reads]
+    assert reads in role_statements(tpl, "ArchiverJobRole") and reads in role_statements(tpl, "ErasureJobRole")
+    assert [s for s in all_statements(tpl) if json.dumps({"Ref": secret_id}) in json.dumps(s)] == [reads, reads]
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
     assert "KAFKALAKE_PSEUDONYM_SECRET_ARN=" in archive_input and secret_id in archive_input

@@ -130,3 +130,18 @@ def test_a_spark_job_that_fails_reports_each_of_its_tasks_failed() -> None:
             "unexpectedly (crashed)",
         }
     ]
+
+
+@pytest.mark.parametrize("overlapping", [False, True], ids=["streamed", "sorted"])
+def test_erased_keys_are_left_out_and_reported_as_dropped(s3: object, overlapping: bool) -> None:
+    put(s3, "a", 0, range(0, 10))
+    put(s3, "b", 1, range(0, 5))
+    erase = ((0, 3), (1, 4), (7, 7))  # the last one is in no input
+    outcome = merge(
+        MergeTask("work", ENDPOINTS, "lake", ("a", "b"), "out/part-00000.parquet", overlapping, erase=erase)
+    )
+    assert (outcome["rows"], outcome["erased"]) == (13, 2)
+    dropped = KeyDigest.from_json(keys_digest(0, range(3, 4))) + KeyDigest.from_json(keys_digest(1, range(4, 5)))
+    assert KeyDigest.from_json(outcome["dropped"]) == dropped
+    written = read(s3, "out/part-00000.parquet")
+    assert written.column("id").to_pylist() == [f"0-{o}" for o in range(10) if o != 3] + [f"1-{o}" for o in range(4)]

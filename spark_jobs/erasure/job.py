@@ -1,0 +1,313 @@
+"""The erasure job: every pending request of an environment, in one batch, through the compactor's rewrite.
+
+A run takes the environment's erasure lease (one run at a time; a stale one is taken over with its batch). With no
+batch in it, it makes one of every pending request (``spark_jobs.erasure.matching``) and stores it there before any
+rewrite. Then, table by table under the table's compaction lease (so it never races the compactor): each partition
+with rows to erase gets a manifest whose ``erase`` names them (``spark_jobs.compaction.selection.plan_partition``)
+and is carried forward by ``spark_jobs.compaction.protocol.carry_forward`` (written without them, verified to hold
+exactly the inputs minus them by (Kafka partition, offset), swapped); after the grace period the replaced objects
+and every noncurrent version go (``spark_jobs.erasure.purge``); quarantine objects are rewritten. When every table
+is done, each request gets its receipt and the batch is cleared. A table that fails or is held is retried by the
+next run; the others go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pyspark.sql import SparkSession
+
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic, load_catalog
+from kafkalake.erasure import ErasureRequest, Receipt, RequestStore, TableErasure, pending, watched
+from kafkalake.glue import table_partitions
+from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
+from kafkalake.layout import Partition, erasure_lease_key
+from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
+from kafkalake.personal import PseudonymKey, load_key
+from kafkalake.settings import Endpoints
+from spark_jobs.common import Run, add_lease_argument, job_session
+from spark_jobs.compaction.clean import clean
+from spark_jobs.compaction.manifest import ManifestState
+from spark_jobs.compaction.protocol import carry_forward
+from spark_jobs.compaction.selection import plan_partition
+from spark_jobs.compaction.work import Knobs, Rewriter, Work, describe, table_name
+from spark_jobs.erasure import matching
+from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch
+from spark_jobs.erasure.purge import purge_partition, purge_quarantine
+
+
+@dataclass
+class Outcome:
+    receipts: list[str] = field(default_factory=list)
+    """Requests finished by this run."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Table → why it failed (reasons name files and steps, never a subject)."""
+    waiting: list[str] = field(default_factory=list)
+    """Tables held by another run, or waiting for a grace period or a Glue partition."""
+    pending: int = 0
+    late: int = 0
+    """Requests without a receipt after the run, and those of them past their deadline."""
+
+
+class Eraser(Rewriter):
+    """The rewriter whose work is the partitions of the environment's pending erasure requests."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        endpoints: Endpoints,
+        env: str,
+        topics: Sequence[Topic],
+        knobs: Knobs,
+        *,
+        run: Run | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        say: Callable[[str], None] = print,
+    ) -> None:
+        super().__init__(spark, endpoints, knobs, now=now, say=say)
+        self.env, self.topics = env, [t for t in topics if t.erasable]
+        self.identity = run or Run.new(spark)
+        self.store = RequestStore(self.s3, self.bucket, env)
+
+    def run(self) -> Outcome:
+        outcome = Outcome()
+        try:
+            lease = Lease.acquire(
+                self.s3,
+                self.bucket,
+                erasure_lease_key(self.env),
+                self.identity.run_id,
+                ttl=self.identity.lease_ttl,
+                now=self.now,
+            )
+        except Held as busy:
+            self.say(f"erasure in {self.env}: skipped: {busy}")
+            return outcome
+        try:
+            with kept_alive([lease], self.identity.lease_ttl / 3):
+                self._carry_out(lease, outcome)
+        finally:
+            try:
+                lease.release()
+            except LeaseLost as lost:
+                self.say(str(lost))
+        self._publish(outcome)
+        return outcome
+
+    def _publish(self, outcome: Outcome) -> None:
+        """Pending and late requests as metrics (the late-requests alarm); a failure to publish is only said."""
+        requests, _ = self.store.requests()
+        waiting = pending(requests, self.store.receipts())
+        outcome.pending, outcome.late = len(waiting), sum(self.now() > r.deadline for r in waiting)
+        dimensions = [{"Name": ENVIRONMENT_DIMENSION, "Value": self.env}]
+        data = [
+            {"MetricName": name, "Dimensions": dimensions, "Value": value, "Unit": "Count"}
+            for name, value in (
+                (ErasureMetric.REQUESTS_LATE, outcome.late),
+                (ErasureMetric.REQUESTS_PENDING, outcome.pending),
+            )
+        ]
+        try:
+            make_client(self.endpoints, "cloudwatch").put_metric_data(Namespace=NAMESPACE, MetricData=data)
+        except (ClientError, BotoCoreError) as exc:
+            self.say(f"erasure metrics not published: {describe(exc)}")
+
+    def _carry_out(self, lease: Lease, outcome: Outcome) -> None:
+        requests, problems = self.store.requests()
+        for problem in problems:
+            self.say(f"not carried out: {problem}")
+        batch = Batch.from_work(lease.work) if lease.work else None
+        if batch is None:
+            receipts = self.store.receipts()
+            batch = self._new_batch(pending(requests, receipts), watched(requests, receipts, self.now()), receipts)
+            if batch is None:
+                self.say(f"erasure in {self.env}: no pending request, no late row of a done one")
+                return
+            lease.update(batch.to_work())
+            self.say(f"erasure batch {batch.batch_id}: {len(batch.requests)} requests over {len(batch.tables)} tables")
+        for topic in self.topics:
+            name = table_name(topic)
+            if name not in batch.tables or batch.tables[name].done:
+                continue
+            try:
+                self._table(topic, batch.tables[name], outcome)
+            except Held as busy:
+                outcome.waiting.append(name)
+                self.say(f"{name}: held by another run ({busy}); the next erasure run carries it on")
+            except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others: reported
+                outcome.failed[name] = describe(exc)
+                self.say(f"FAILED {name}: {describe(exc)}")
+            finally:
+                lease.update(batch.to_work())
+        if batch.done:
+            chosen = [r for r in requests if r.request_id in batch.requests]
+            for request in chosen:
+                receipt = self._receipt(batch, request)
+                if request.request_id in batch.earlier:
+                    receipt.amend(batch.earlier[request.request_id])
+                self.store.put_receipt(receipt)
+                outcome.receipts.append(request.request_id)
+            lease.update(None)
+            self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
+
+    def _new_batch(
+        self, todo: list[ErasureRequest], late: list[tuple[ErasureRequest, datetime]], receipts: dict[str, Any]
+    ) -> Batch | None:
+        """The pending requests' rows (a full scan of their tables), and the rows of done tombstone requests in
+        objects written since their batch started (late); None when there is neither."""
+        if not todo and not late:
+            return None
+        key = self._key()
+        started = self.now()
+        batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in todo])
+        for topic in self.topics:
+            found = None
+            if any(matching.in_scope(topic, r) for r in todo):
+                wanted = matching.scope(topic, todo)
+                found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted)
+            mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
+            if mine:
+                wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
+                extra = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, since=since)
+                if extra.requests():
+                    found = found or TableBatch()
+                    found.add(extra)
+                    batch.earlier |= {r: receipts[r] for r in extra.requests()}
+            if found is not None:
+                batch.tables[table_name(topic)] = found
+        batch.requests += sorted(batch.earlier)
+        return batch if batch.requests else None
+
+    def _key(self) -> PseudonymKey:
+        return load_key(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
+
+    def _table(self, topic: Topic, table: TableBatch, outcome: Outcome) -> None:
+        """Rewrite, then purge, the table's partitions, under the table's compaction lease; its quarantine."""
+        name = table_name(topic)
+        lease = Lease.acquire(
+            self.s3,
+            self.bucket,
+            topic.prefix.compaction_lease_key(),
+            self.identity.run_id,
+            ttl=self.identity.lease_ttl,
+            now=self.now,
+        )
+        self.leases[name] = lease
+        try:
+            with kept_alive([lease], self.identity.lease_ttl / 3):
+                self._rewrite(topic, table)
+                self._purge(topic, table)
+                for key, quarantined in table.quarantine.items():
+                    if not quarantined.done:
+                        quarantined.versions_deleted += purge_quarantine(
+                            self.s3, self.bucket, key, quarantined.keys, self.endpoints.restricted_key_arn
+                        )
+                        quarantined.done = True
+        finally:
+            self.leases.pop(name, None)
+            lease.release()
+        if not table.done:
+            outcome.waiting.append(name)
+
+    def _rewrite(self, topic: Topic, table: TableBatch) -> None:
+        todo = {path: p for path, p in table.partitions.items() if p.swapped_at is None}
+        if not todo:
+            return
+        glue = {"/".join(p["Values"]): p for p in table_partitions(self.glue, topic.database, topic.table) or []}
+        work: list[tuple[PartitionErasure, Work]] = []
+        for entry in todo.values():
+            glue_partition = glue.get("/".join(entry.values))
+            if glue_partition is None:
+                self.say(f"{table_name(topic)} {'/'.join(entry.values)}: not in Glue yet; erased once it is")
+                continue
+            planned = plan_partition(self, topic, glue_partition, sys.maxsize, late=False, erase=entry.keys)
+            if isinstance(planned, Work):
+                work.append((entry, planned))
+        carry_forward(self, [w for _, w in work])
+        failures = [f"{item.name}: {item.failure}" for _, item in work if item.failure]
+        for entry, item in work:
+            manifest = item.manifest
+            if manifest.state == ManifestState.SWAPPED and sorted(manifest.erase) == sorted(entry.keys):
+                entry.run_id, entry.inputs = manifest.run_id, sorted(manifest.due_for_deletion())
+                entry.swapped_at = manifest.swapped_at
+                self.say(f"{item.name}: rewritten without {manifest.erased} rows ({manifest.rows} rows kept)")
+        if failures:
+            raise RuntimeError("; ".join(failures))
+
+    def _purge(self, topic: Topic, table: TableBatch) -> None:
+        for entry in table.partitions.values():
+            if entry.swapped_at is None or entry.purged:
+                continue
+            if datetime.fromisoformat(entry.swapped_at) + self.knobs.grace_period > self.now():
+                continue
+            partition = Partition.from_values(entry.values)
+            key = topic.prefix.compaction_manifest_key(partition)
+            manifest = self.manifests.load(key)
+            if manifest is not None and manifest.run_id == entry.run_id and manifest.state == ManifestState.SWAPPED:
+                clean(self, manifest, key)
+            objects, deleted = purge_partition(self.s3, self.bucket, topic, partition, set(entry.inputs))
+            entry.objects_deleted = sorted(set(entry.objects_deleted) | set(entry.inputs))
+            entry.versions_deleted += deleted
+            entry.purged = True
+            self.say(
+                f"{table_name(topic)} {'/'.join(entry.values)}: {deleted} object versions deleted ({objects} current)"
+            )
+
+    def _receipt(self, batch: Batch, request: ErasureRequest) -> Receipt:
+        receipt = Receipt(
+            request.request_id, sorted({s.digest for s in request.subjects}), batch.started_at, self.now().isoformat()
+        )
+        for topic in self.topics:
+            name = table_name(topic)
+            if name not in batch.tables or not matching.in_scope(topic, request):
+                continue
+            table = batch.tables[name]
+            mine = [p for p in table.partitions.values() if p.rows_by_request.get(request.request_id)]
+            receipt.tables[name] = TableErasure(
+                [p.values for p in mine],
+                sum(p.rows_by_request[request.request_id] for p in mine),
+                sum(q.rows_by_request.get(request.request_id, 0) for q in table.quarantine.values()),
+            )
+            receipt.objects_deleted += [k for p in mine for k in p.objects_deleted]
+            receipt.versions_deleted += sum(p.versions_deleted for p in mine)
+            receipt.versions_deleted += sum(
+                q.versions_deleted for q in table.quarantine.values() if q.rows_by_request.get(request.request_id)
+            )
+        return receipt
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="erasure", description="Carry out the pending erasure requests.")
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--catalog", type=Path, required=True, help="topic catalog folder")
+    parser.add_argument("--grace-minutes", type=int, default=COMPACTOR_GRACE_MINUTES)
+    add_lease_argument(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``entrypoint.py erase --env staging --catalog catalog`` (EMR Serverless); exits 1 when any table failed,
+    after all the others were done."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    endpoints = Endpoints.from_env(os.environ)
+    topics = load_catalog(args.catalog).for_env(args.env)
+    spark = job_session("kafkalake-erasure")
+    run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
+    knobs = Knobs(grace_period=timedelta(minutes=args.grace_minutes))
+    outcome = Eraser(spark, endpoints, args.env, topics, knobs, run=run).run()
+    print(
+        f"erasure: {len(outcome.receipts)} requests done, {outcome.pending} pending ({outcome.late} late), "
+        f"tables waiting: {outcome.waiting}, failed: {outcome.failed}"
+    )
+    if outcome.failed:
+        sys.exit(1)

@@ -1,0 +1,44 @@
+"""Which requests reach a table, and the batch as its lease stores it."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+from infra.repo import catalog_dir
+from kafkalake.catalog import load_catalog
+from kafkalake.erasure import new_request, tombstone_request
+from kafkalake.personal import PseudonymKey
+from spark_jobs.erasure.batch import Batch, PartitionErasure, QuarantineErasure, TableBatch
+from spark_jobs.erasure.matching import in_scope, scope
+
+KEY = PseudonymKey("k1", bytes(range(32)))
+NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
+TEMPLATE = load_catalog(catalog_dir()).get("customer-updated", "staging")
+TOPIC = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ("customer_id",)}))
+UNDECLARED = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ()}))
+TABLE = f"{TOPIC.database}.{TOPIC.table}"
+
+
+def test_explicit_requests_reach_every_erasable_table_or_those_named_and_tombstones_their_own() -> None:
+    everywhere = new_request([KEY.digest("a")], [], 1, "k1", NOW)
+    elsewhere = new_request([KEY.digest("b")], ["other_db.other"], 1, "k1", NOW)
+    tombstones = tombstone_request(TABLE, "p1", NOW.isoformat(), [(KEY.digest("c"), 2, 40)], within_days=1, key_id="k1")
+    found = scope(TOPIC, [everywhere, elsewhere, tombstones])
+    assert dict(found.explicit) == {KEY.digest("a"): [everywhere.request_id]}
+    assert dict(found.tombstones) == {(KEY.digest("c"), 2, 40): [tombstones.request_id]}
+    assert in_scope(TOPIC, everywhere) and not in_scope(TOPIC, elsewhere)
+    assert not in_scope(UNDECLARED, everywhere), "a table that declares no erasure is never in scope"
+
+
+def test_the_batch_round_trips_through_the_lease() -> None:
+    batch = Batch("b1", NOW.isoformat(), ["r1"])
+    batch.tables[TABLE] = TableBatch(
+        {"schema_version=1/dt=2026-11-20/hour=07/": PartitionErasure(["1", "2026-11-20", "07"], [[0, 4]], {"r1": 1})},
+        {"quarantine/x.parquet": QuarantineErasure([[0, 2]], {"r1": 1})},
+    )
+    assert Batch.from_work(batch.to_work()) == batch
+    assert not batch.done
+    batch.tables[TABLE].partitions["schema_version=1/dt=2026-11-20/hour=07/"].purged = True
+    batch.tables[TABLE].quarantine["quarantine/x.parquet"].done = True
+    assert batch.done

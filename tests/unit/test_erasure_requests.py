@@ -1,0 +1,124 @@
+"""Erasure requests: stored hashed, never in clear; the archiver reports a by_key topic's tombstones hashed; a
+request's state against its deadline."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from kafkalake.erasure import (
+    ErasureRequest,
+    Receipt,
+    RequestStore,
+    Source,
+    Status,
+    Subject,
+    TableErasure,
+    new_request,
+    status,
+    tombstone_request,
+    watched,
+)
+from kafkalake.layout import LayoutError, erasure_receipt_key, erasure_request_key, parse_data_key
+from kafkalake.personal import PseudonymKey
+from spark_jobs.archiver.writer import ERASE
+from tests.unit.test_writer import PLAN, layout, write
+
+KEY = PseudonymKey("k1", bytes(range(32)))
+NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="eu-west-1")
+        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        yield client
+
+
+def test_requests_and_receipts_live_under_the_environment_and_are_no_data() -> None:
+    assert erasure_request_key("staging", "r1") == "erasure/staging/requests/r1.json"
+    assert erasure_receipt_key("staging", "r1") == "erasure/staging/receipts/r1.json"
+    with pytest.raises(LayoutError, match="under the 'erasure' prefix"):
+        parse_data_key("erasure/staging/requests/r1.parquet")
+
+
+def test_a_request_is_stored_hashed_and_read_back(s3: Any) -> None:
+    store = RequestStore(s3, "lake", "staging")
+    request = new_request([KEY.digest("customer-42")], ["acme_staging.orders"], 1, KEY.key_id, NOW)
+    key = store.put(request)
+    body = s3.get_object(Bucket="lake", Key=key)["Body"].read().decode()
+    assert "customer-42" not in body and "customer-42" not in request.request_id
+    assert store.requests() == ([request], [])
+
+
+def test_a_clear_identifier_or_a_malformed_object_is_refused_not_carried_out(s3: Any) -> None:
+    clear = {"request_id": "r1", "created_at": NOW.isoformat(), "source": "request", "subjects": [{"digest": "bob"}]}
+    s3.put_object(Bucket="lake", Key=erasure_request_key("staging", "r1"), Body=json.dumps(clear).encode())
+    s3.put_object(Bucket="lake", Key=erasure_request_key("staging", "r2"), Body=b'{"subjects": []}')
+    requests, problems = RequestStore(s3, "lake", "staging").requests()
+    assert requests == []
+    assert "a subject is not a keyed hash (64 hex characters); never store it in clear" in problems[0]
+    assert "bob" not in problems[0]
+    assert "r2.json: not an erasure request (KeyError" in problems[1]
+
+
+def test_a_plans_tombstones_make_one_request_the_last_tombstone_per_key_and_partition_covering_the_others() -> None:
+    a, b = KEY.digest("a"), KEY.digest("b")
+    request = tombstone_request(
+        "acme_staging.orders", "plan1", NOW.isoformat(), [(a, 0, 5), (a, 0, 9), (b, 1, 3)], within_days=2, key_id="k1"
+    )
+    assert request.request_id == "tombstones-acme_staging.orders-plan1"
+    assert request.subjects == (Subject(a, 0, 9), Subject(b, 1, 3))
+    assert (request.source, request.tables, request.deadline) == (
+        Source.TOMBSTONES,
+        ("acme_staging.orders",),
+        NOW + timedelta(days=2),
+    )
+    assert ErasureRequest.parse(json.loads(request.to_json()), "here") == request
+
+
+def test_the_writer_reports_a_by_key_topics_tombstones_by_keyed_hash_only(s3: Any) -> None:
+    plain = write(PLAN, layout())
+    assert not [r for r in plain if r["kind"] == ERASE]
+    hashed = write(PLAN, dataclasses.replace(layout(), erasure_key=KEY))
+    erasures = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in hashed if r["kind"] == ERASE]
+    assert erasures == [(KEY.digest_bytes(b"k2"), 0, 2)]
+    assert KEY.digest_bytes(b"k2") == KEY.digest("k2")
+
+
+def test_state_against_the_deadline() -> None:
+    request = new_request([KEY.digest("x")], [], 1, "k1", NOW)
+    assert status(request, None, NOW + timedelta(hours=23)) == Status.PENDING
+    assert status(request, None, NOW + timedelta(hours=25)) == Status.LATE
+    assert status(request, {"finished_at": (NOW + timedelta(hours=2)).isoformat()}, NOW) == Status.DONE
+    assert status(request, {"finished_at": (NOW + timedelta(days=2)).isoformat()}, NOW) == Status.LATE
+
+
+def test_done_tombstone_requests_stay_watched_within_their_window_and_a_reopened_receipt_adds_up() -> None:
+    tombstones = tombstone_request("db.t", "p1", NOW.isoformat(), [(KEY.digest("a"), 0, 5)], within_days=1, key_id="k")
+    explicit = new_request([KEY.digest("b")], [], 1, "k1", NOW)
+    started, finished = NOW + timedelta(hours=1), NOW + timedelta(hours=2)
+    earlier = Receipt(tombstones.request_id, [KEY.digest("a")], started.isoformat(), finished.isoformat())
+    earlier.tables["db.t"] = TableErasure([["1", "2026-11-20", "06"]], 2, 1)
+    earlier.objects_deleted, earlier.versions_deleted = ["data/x"], 4
+    receipts = {r.request_id: json.loads(earlier.to_json()) for r in (tombstones, explicit)}
+    assert watched([tombstones, explicit], receipts, finished + timedelta(hours=23)) == [(tombstones, started)]
+    assert watched([tombstones, explicit], receipts, finished + timedelta(hours=25)) == []
+    later = Receipt(tombstones.request_id, [KEY.digest("a")], NOW.isoformat(), (NOW + timedelta(days=1)).isoformat())
+    later.tables["db.t"] = TableErasure([["1", "2026-11-20", "07"]], 1, 0)
+    later.objects_deleted, later.versions_deleted = ["data/y"], 2
+    later.amend(receipts[tombstones.request_id])
+    assert (later.started_at, later.objects_deleted, later.versions_deleted) == (
+        started.isoformat(),
+        ["data/x", "data/y"],
+        6,
+    )
+    assert later.tables["db.t"] == TableErasure([["1", "2026-11-20", "07"], ["1", "2026-11-20", "06"]], 3, 1)
