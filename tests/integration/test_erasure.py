@@ -1,8 +1,8 @@
 """Erasure on the local stack: a by_key topic's tombstones and an explicit subject request across two tables, one
 table compacted (its replaced raw files still waiting for their clean-up) and one raw; afterwards no version of
 any object in the bucket holds an erased row, every other row is still read through Glue, and each request has
-its receipt, with no identifier in clear anywhere under ``erasure/``; a late object with a row the tombstone
-precedes is erased by the next run; a run that crashes after a swap is finished by the next."""
+its receipt, with no identifier in clear anywhere under ``erasure/``; a request whose identifier is nowhere gets a
+receipt of 0 rows and rewrites nothing; a late object with a row the tombstone precedes is erased by the next run; a run that crashes after a swap is finished by the next."""
 
 from __future__ import annotations
 
@@ -178,11 +178,21 @@ def scenario(spark: SparkSession, endpoints: Endpoints) -> Scenario:
     compacted = Compactor(spark, endpoints, [keyed], Knobs(min_input_files=1, grace_period=timedelta(0)), run=RUN)
     assert all(r.action != "failed" for r in compacted.run())
     before = {t.table: through_glue(spark, endpoints, t) for t in (keyed, fields)}
-    secret = make_client(endpoints, "secretsmanager").get_secret_value(SecretId=endpoints.pseudonym_secret_arn)
-    key = PseudonymKey.from_secret(secret["SecretString"], "test")
+    key = local_key(endpoints)
     explicit = new_request([key.digest(SUBJECT)], [], 1, key.key_id, datetime.now(UTC))
     store.put(explicit)
     return Scenario(env, keyed, fields, store, tombstones, explicit, before)
+
+
+def local_key(endpoints: Endpoints) -> PseudonymKey:
+    """The local stack's pseudonym key, as the jobs read it."""
+    secret = make_client(endpoints, "secretsmanager").get_secret_value(SecretId=endpoints.pseudonym_secret_arn)
+    return PseudonymKey.from_secret(secret["SecretString"], "test")
+
+
+def glue_locations(endpoints: Endpoints, topic: Topic) -> list[str]:
+    partitions = table_partitions(make_client(endpoints, "glue"), topic.database, topic.table) or []
+    return sorted(p["StorageDescriptor"]["Location"] for p in partitions)
 
 
 def assert_erased(spark: SparkSession, endpoints: Endpoints, case: Scenario) -> None:
@@ -247,6 +257,17 @@ def test_tombstones_and_a_subject_request_erase_every_copy_and_nothing_else(
     assert (again.receipts, again.failed, again.pending) == ([], {}, 0)
     lease = read_json(make_client(endpoints, "s3"), endpoints.bucket, f"{erasure_prefix(case.env)}lease.json")
     assert (lease or {})["work"] is None
+    key = local_key(endpoints)
+    absent = new_request([key.digest("nobody-at-all")], [], 1, key.key_id, datetime.now(UTC))
+    case.store.put(absent)
+    locations = {t.table: glue_locations(endpoints, t) for t in (case.keyed, case.fields)}
+    nobody = case.eraser(spark, endpoints).run()
+    assert (nobody.receipts, nobody.failed) == ([absent.request_id], {})
+    receipt = case.store.receipts()[absent.request_id]
+    assert sum(t["rows_removed"] + t["quarantine_rows_removed"] for t in receipt["tables"].values()) == 0
+    assert [p for t in receipt["tables"].values() for p in t["partitions"]] == []
+    assert (receipt["objects_deleted"], receipt["versions_deleted"]) == ([], 0)
+    assert {t.table: glue_locations(endpoints, t) for t in (case.keyed, case.fields)} == locations, "nothing rewritten"
     late_object(endpoints, case)
     reopened = case.eraser(spark, endpoints).run()
     assert (reopened.receipts, reopened.failed) == ([case.tombstones.request_id], {})
