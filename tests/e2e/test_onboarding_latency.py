@@ -32,7 +32,7 @@ from kafkalake_dev.cli import app
 from kafkalake_dev.demo import run_checked
 from kafkalake_dev.inventory import take_inventory
 from kafkalake_dev.maintainer import invoke_locally
-from kafkalake_dev.provision import provision
+from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.query import partition_locations, read_locations
 from kafkalake_dev.runner import LocalAssets
 from kafkalake_dev.sandbox import isolated_env
@@ -90,7 +90,7 @@ def test_time_from_a_new_topics_first_record_to_its_rows_in_glue(
     assert imported.exit_code == 0, imported.output
     catalog = load_catalog(root)
     [topic] = catalog.for_env(settings.name)
-    clients = {s: make_client(endpoints, s) for s in ("s3", "sqs", "glue", "events", "secretsmanager")}
+    clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
     provision(clients, endpoints.region, settings, catalog)
     mark = step("import and provision (a pull request and a deploy in AWS)", mark)
     assets = LocalAssets.build(state_dir() / "assets" / settings.name, root)
