@@ -186,4 +186,11 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills {kills}"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
-    assert state_beyond_receipts(fleet.endpoints, topic) == set()  # no plan left
+    lease = (
+        make_client(fleet.endpoints, "s3")
+        .get_object(Bucket=fleet.endpoints.bucket, Key=topic.prefix.archive_lease_key())["Body"]
+        .read()
+    )
+    assert state_beyond_receipts(fleet.endpoints, topic) == set(), (  # no plan left
+        f"seed {seed}, kills {kills}, lease {lease.decode()[:2000]}, final run: {final.stdout[-2000:]}"
+    )
