@@ -34,18 +34,27 @@ def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentSe
     catalog = folder / "catalog"
     for source in source_root.glob(f"*/*/{template}"):
         shutil.copytree(source, catalog / source.relative_to(source_root).parent / name)
-    env = load_environments(environments_file())[template].model_copy(
-        update={
-            "name": name,
-            "bucket": f"kafkalake-{name}",
-            "queue_name": f"kafkalake-{name}-q",
-            "dead_letter_queue_name": f"kafkalake-{name}-dlq",
-            "event_bus_name": f"kafkalake-{name}",
-        }
+    env, environments = environment_file(
+        folder,
+        name,
+        template,
+        bucket=f"kafkalake-{name}",
+        queue_name=f"kafkalake-{name}-q",
+        dead_letter_queue_name=f"kafkalake-{name}-dlq",
+        event_bus_name=f"kafkalake-{name}",
     )
+    return env, catalog, environments
+
+
+def environment_file(
+    folder: Path, name: str, template: str = LOCAL_ENV, **update: str
+) -> tuple[EnvironmentSettings, Path]:
+    """An ``environments.yaml`` in ``folder`` holding the ``template`` environment's settings as ``name``, with
+    ``update`` applied (what ``KAFKALAKE_ENVIRONMENTS`` points a command at); the settings and the file."""
+    env = load_environments(environments_file())[template].model_copy(update={"name": name, **update})
     environments = folder / "environments.yaml"
     environments.write_text(yaml.safe_dump({name: env.model_dump(mode="json", exclude={"name"})}))
-    return env, catalog, environments
+    return env, environments
 
 
 def with_bucket(endpoints: Endpoints, bucket: str) -> Endpoints:

@@ -3,23 +3,30 @@ table compacted (its replaced raw files still waiting for their clean-up) and on
 any object in the bucket holds an erased row, every other row is still read through Glue, and each request has
 its receipt, with no identifier in clear anywhere under ``erasure/``; a request whose identifier is nowhere gets a
 receipt of 0 rows and rewrites nothing; a late object with a row the tombstone precedes is erased by the next run;
-a run that crashes after a swap is finished by the next."""
+a run that crashes after a swap is finished by the next; `kafkalake erase run` killed with SIGKILL at random
+moments, then run once more, ends in the same state as one uninterrupted run."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
+import os
+import random
+import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
@@ -30,11 +37,12 @@ from kafkalake.catalog import Topic, load_catalog
 from kafkalake.erasure import ErasureRequest, RequestStore, new_request
 from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition, erasure_prefix, parse_data_key, parse_s3_uri
-from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
+from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.settings import Endpoints
 from kafkalake.wire import encode
-from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
+from kafkalake_dev.provision import ensure_pseudonym_key
+from kafkalake_dev.sandbox import environment_file, register_complete_partitions, with_bucket
 from kafkalake_dev.workload import ensure_topic
 from spark_jobs.archiver.topic_run import archive_topic
 from spark_jobs.common import Run
@@ -43,36 +51,50 @@ from spark_jobs.compaction.manifest import ManifestState
 from spark_jobs.compaction.work import Knobs
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.purge import versions
-from tests.crashes import crash_after_saving
+from tests.crashes import crash_after_saving, kill_on_progress, random_kills
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-tests"
-CATALOG = load_catalog(catalog_dir())
 SUBJECT = "subject-erase-me-7"
 """The explicit request's identifier: in both tables' ``customer_id``."""
 GONE = "key-tombstoned-3"
 """The by_key table's tombstoned key: its rows before the tombstone go, the one after it stays."""
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
-RUN = Run("erasure-test", timedelta(seconds=3))
+LEASE_TTL_SECONDS = 3
+RUN = Run("erasure-test", timedelta(seconds=LEASE_TTL_SECONDS))
+KILL_STEPS = range(1, 25)
+"""Where kills land, in durable steps (see the SIGKILL test) into their own run: one uninterrupted run of the
+scenario made 50 (its lease taken, renewed and updated with the batch's progress, the two tables' compaction leases,
+four partitions' manifests through their states, two receipts), so a kill falls within the run it interrupts."""
 
 
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
-    """The test bucket (versioned, as the stack's is) and a pseudonym key of its own."""
+    """The test bucket (versioned, as the stack's is); the local stack's pseudonym key, which ``kafkalake erase
+    run`` reads too."""
     found = with_bucket(local_stack, BUCKET)
-    s3 = make_client(found, "s3")
-    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-    name = f"kafkalake/erasure-tests/{uuid.uuid4().hex[:8]}"
-    secret = PseudonymKey.secret_string("test-1", uuid.uuid4().bytes * (MIN_KEY_BYTES // 16))
-    make_client(found, "secretsmanager").create_secret(Name=name, SecretString=secret)
-    return dataclasses.replace(found, pseudonym_secret_arn=name)
+    make_client(found, "s3").put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    ensure_pseudonym_key(make_client(found, "secretsmanager"))
+    return found
 
 
-def copy(env: str, table: str, **spec: Any) -> Topic:
-    template = CATALOG.get("customer-updated", "staging")
-    update = {"kafka_topic": f"test.erasure.{table}.{env}", "database": f"erase_{env}", "table": table, **spec}
-    derived = template.spec.model_copy(update=update)
-    return dataclasses.replace(template, name=table.replace("_", "-"), env=env, spec=derived)
+def write_catalog(folder: Path, env: str) -> list[Topic]:
+    """A catalog folder of the environment's two tables, each the demo's ``customer-updated`` (its schema, its
+    hashed ``email``, its key stored) under a name, Kafka topic and database of its own: ``customers_a`` erased by
+    key and by ``customer_id``, ``customers_b`` by ``customer_id`` only; the tables as the jobs load them."""
+    source = catalog_dir() / "globex" / "crm" / "staging"
+    spec = yaml.safe_load((source / "customer-updated.yaml").read_text())
+    tables = {"customers_a": {"erasure": "by_key"}, "customers_b": {}}
+    topics = folder / "globex" / "crm" / env
+    topics.mkdir(parents=True)
+    shutil.copy(catalog_dir() / "defaults.yaml", folder / "defaults.yaml")
+    for table, erasure in tables.items():
+        name = table.replace("_", "-")
+        own = {"kafka_topic": f"test.erasure.{table}.{env}", "database": f"erase_{env}", "table": table}
+        (topics / f"{name}.yaml").write_text(yaml.safe_dump({**spec, **own, **erasure}))
+        shutil.copy(source / "customer-updated.v1.avsc", topics / f"{name}.v1.avsc")
+    loaded = load_catalog(folder).for_env(env)
+    return [next(t for t in loaded if t.table == table) for table in tables]
 
 
 def produce(endpoints: Endpoints, topic: Topic, records: list[tuple[str, str | None, int]]) -> None:
@@ -148,12 +170,12 @@ class Scenario:
         return Eraser(spark, endpoints, self.env, [self.keyed, self.fields], Knobs(grace_period=timedelta(0)), run=RUN)
 
 
-def scenario(spark: SparkSession, endpoints: Endpoints) -> Scenario:
-    """Two tables: a by_key one (tombstoned key, a quarantined record of it) compacted with its replaced raw files
-    not yet cleaned up, one by subject field only, raw; the archiver's tombstone request and an explicit one."""
+def scenario(spark: SparkSession, endpoints: Endpoints, folder: Path) -> Scenario:
+    """Two tables (their catalog written into ``folder``): a by_key one (tombstoned key, a quarantined record of
+    it) compacted with its replaced raw files not yet cleaned up, one by subject field only, raw; the archiver's
+    tombstone request and an explicit one."""
     env = f"e{uuid.uuid4().hex[:8]}"
-    keyed = copy(env, "customers_a", erasure="by_key", subject_fields=("customer_id",))
-    fields = copy(env, "customers_b", subject_fields=("customer_id",))
+    keyed, fields = write_catalog(folder, env)
     people = [f"person-{i}" for i in range(6)]
     records = [(p, p, hour) for hour in (0, 1) for p in people]
     produce(endpoints, keyed, [*records, (GONE, "person-x", 0), (SUBJECT, SUBJECT, 1), (GONE, "person-y", 1)])
@@ -237,9 +259,9 @@ def late_object(endpoints: Endpoints, case: Scenario) -> None:
 
 
 def test_tombstones_and_a_subject_request_erase_every_copy_and_nothing_else(
-    spark: SparkSession, endpoints: Endpoints
+    spark: SparkSession, endpoints: Endpoints, tmp_path: Path
 ) -> None:
-    case = scenario(spark, endpoints)
+    case = scenario(spark, endpoints, tmp_path / "catalog")
     outcome = case.eraser(spark, endpoints).run()
     assert outcome.failed == {}
     assert sorted(outcome.receipts) == sorted([case.tombstones.request_id, case.explicit.request_id])
@@ -270,9 +292,9 @@ def test_tombstones_and_a_subject_request_erase_every_copy_and_nothing_else(
 
 
 def test_a_run_that_crashes_after_a_swap_is_finished_by_the_next(
-    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    case = scenario(spark, endpoints)
+    case = scenario(spark, endpoints, tmp_path / "catalog")
     with monkeypatch.context() as patch:
         crash_after_saving(patch, ManifestState.SWAPPED)
         crashed = case.eraser(spark, endpoints).run()
@@ -282,3 +304,31 @@ def test_a_run_that_crashes_after_a_swap_is_finished_by_the_next(
     assert finished.failed == {}
     assert sorted(finished.receipts) == sorted([case.tombstones.request_id, case.explicit.request_id])
     assert_erased(spark, endpoints, case)
+
+
+def test_sigkill_at_random_moments_then_a_clean_run(spark: SparkSession, endpoints: Endpoints, tmp_path: Path) -> None:
+    """`kafkalake erase run` over the scenario is killed with SIGKILL (its whole process group) three times, each at
+    a random point of its own progress, then left to finish: the same end state as one uninterrupted run. Replaced
+    objects go as soon as a run allows (--grace-minutes 0), so kills land while batching, rewriting, verifying,
+    swapping, purging versions, rewriting quarantine and writing receipts."""
+    case = scenario(spark, endpoints, tmp_path / "catalog")
+    _, environments = environment_file(tmp_path, case.env, bucket=endpoints.bucket)
+    kafkalake = str(Path(sys.executable).parent / "kafkalake")
+    command = [kafkalake, "erase", "run", "--env", case.env, "--catalog", str(tmp_path / "catalog")]
+    command += ["--grace-minutes", "0", "--lease-ttl-seconds", str(LEASE_TTL_SECONDS)]
+    environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(environments)}
+    s3 = make_client(endpoints, "s3")
+    prefixes = [erasure_prefix(case.env), *(t.prefix.state_prefix() for t in (case.keyed, case.fields))]
+    # a step is one durable write of a run's own state (a lease taken, renewed or updated, a partition's manifest
+    # moving on, a receipt): every write is a new object version in the versioned bucket
+    steps = lambda: sum(len(versions(s3, endpoints.bucket, p)) for p in prefixes)  # noqa: E731
+    seed = random.randrange(1_000_000)
+    kills = random_kills(seed, KILL_STEPS)
+    killed = kill_on_progress(command, environ, steps, kills, lease_ttl=LEASE_TTL_SECONDS)
+    assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the erasure job still running"
+    final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
+    assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"
+    assert sorted(case.store.receipts()) == sorted([case.tombstones.request_id, case.explicit.request_id]), seed
+    assert_erased(spark, endpoints, case)
+    lease = read_json(s3, endpoints.bucket, f"{erasure_prefix(case.env)}lease.json")
+    assert (lease or {})["work"] is None, f"seed {seed}, kills {kills}: the batch was never finished: {lease}"
