@@ -84,7 +84,7 @@ def write_catalog(folder: Path, env: str) -> list[Topic]:
     key and by ``customer_id``, ``customers_b`` by ``customer_id`` only; the tables as the jobs load them."""
     source = catalog_dir() / "globex" / "crm" / "staging"
     spec = yaml.safe_load((source / "customer-updated.yaml").read_text())
-    tables = {"customers_a": {"erasure": "by_key"}, "customers_b": {}}
+    tables = {"customers_a": {"erasure": "by_key"}, "customers_b": {"erasure": "none"}}
     topics = folder / "globex" / "crm" / env
     topics.mkdir(parents=True)
     shutil.copy(catalog_dir() / "defaults.yaml", folder / "defaults.yaml")
