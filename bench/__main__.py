@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, fleet, maintainer, report
+from bench import archiver, compactor, erasure, fleet, maintainer, report
 from kafkalake_dev.local import local_credentials
 
 BENCHMARKS = {
@@ -15,6 +15,7 @@ BENCHMARKS = {
     "archiver-fleet": fleet.main,
     "compactor": compactor.main,
     "compactor-fleet": compactor.fleet,
+    "erasure": erasure.main,
     "fleet": fleet.full,
     "cost": report.write_cost,
 }

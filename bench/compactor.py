@@ -112,9 +112,10 @@ def register(endpoints: Endpoints, topic: Topic, partitions: list[Partition]) ->
     register_complete_partitions(make_client(endpoints, "glue"), topic, endpoints.bucket, sample, partitions)
 
 
-def bench_topic(tag: str) -> Topic:
+def bench_topic(tag: str, template_name: str = "sensor-readings") -> Topic:
+    """The demo catalog's ``template_name`` topic in an environment and Glue database of its own."""
     suffix = uuid.uuid4().hex[:8]
-    template = load_catalog(catalog_dir()).get("sensor-readings", "staging")
+    template = load_catalog(catalog_dir()).get(template_name, "staging")
     spec = template.spec.model_copy(update={"database": f"bench_{tag}_{suffix}"})
     return dataclasses.replace(template, env=f"b{suffix}", spec=spec)
 

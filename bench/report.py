@@ -17,6 +17,7 @@ from bench.rows import (
     archiver_rows,
     compactor_rows,
     cost_lines,
+    erasure_rows,
     fleet_rows,
     full_fleet_rows,
     maintainer_rows,
@@ -126,7 +127,7 @@ def render(results: Results) -> str:
     files = ", ".join(f"`{r['file']}`" for _, r in sorted(results.items()))
     header = ["benchmark", "our figure", "baseline (same run)", "ratio"]
     rows = archiver_rows(results) + (fleet_rows(results) if "archiver-fleet" in results else [])
-    rows += maintainer_rows(results) + compactor_rows(results)
+    rows += maintainer_rows(results) + compactor_rows(results) + erasure_rows(results)
     rows += full_fleet_rows(results)
     lines = [
         BEGIN,

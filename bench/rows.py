@@ -144,6 +144,24 @@ def maintainer_rows(results: Results) -> list[list[str]]:
     ]
 
 
+def erasure_rows(results: Results) -> list[list[str]]:
+    """The erasure benchmark's row, when it has a result."""
+    if "erasure" not in results:
+        return []
+    erased = results["erasure"]
+    return [
+        [
+            f"erasure: {erased['subjects']} subjects' requests over a table of {erased['partitions_total']} partitions "
+            f"({erased['rows_removed']} rows removed, {erased['partitions_rewritten']} partitions rewritten, "
+            "every replaced object version deleted), wall time",
+            f"{erased['erasure_seconds']:.1f} s",
+            f"the compactor on the same {erased['partitions_rewritten']} partitions: "
+            f"{erased['compactor_seconds_same_partitions']:.1f} s",
+            f"**{erased['ratio_erasure_to_compactor']:.2f}**",
+        ]
+    ]
+
+
 def compactor_rows(results: Results) -> list[list[str]]:
     b3, fleet = need(results, "compactor"), need(results, "compactor-fleet")
     part, plain, s3a = b3["compactor"]["partition"], b3["plain_read_write"], b3["plain_read_write_s3a"]

@@ -177,11 +177,15 @@ def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics:
     return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts, timeout)
 
 
-def erasure_run(settings: EnvironmentSettings, artifacts: JobArtifacts) -> JobRun:
-    """Carry out the environment's pending erasure requests (``spark_jobs.erasure``)."""
-    arguments = ("--env", settings.name, "--catalog", CATALOG_DIR)
+def erasure_run(settings: EnvironmentSettings, artifacts: JobArtifacts, grace_minutes: int | None = None) -> JobRun:
+    """Carry out the environment's pending erasure requests (``spark_jobs.erasure``); replaced objects are deleted
+    ``grace_minutes`` after their swap (the job's default when None)."""
+    arguments = ["--env", settings.name, "--catalog", CATALOG_DIR]
+    if grace_minutes is not None:
+        arguments += ["--grace-minutes", str(grace_minutes)]
     name = f"kafkalake-{settings.name}-erasure"
-    return JobRun(name, Job.ERASE, arguments, settings.endpoints(), artifacts, settings.compactor_timeout_minutes)
+    timeout = settings.compactor_timeout_minutes
+    return JobRun(name, Job.ERASE, tuple(arguments), settings.endpoints(), artifacts, timeout)
 
 
 def compactor_run(

@@ -13,9 +13,8 @@ import typer
 
 from kafkalake.aws import make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.erasure import RequestStore, new_request, status
+from kafkalake.erasure import RequestStore, status
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, LEASE_TTL_SECONDS
-from kafkalake.personal import load_key
 from kafkalake_dev.cli_options import (
     DEFAULT_CATALOG,
     CatalogOption,
@@ -24,6 +23,7 @@ from kafkalake_dev.cli_options import (
     environment,
     on_local_stack,
 )
+from kafkalake_dev.erase_requests import record_request
 from kafkalake_dev.local import LOCAL_ENV
 
 if TYPE_CHECKING:
@@ -80,13 +80,12 @@ def erase(
     if not topics:
         raise typer.BadParameter(f"no table of {env!r} declares erasure (subject_fields or erasure: by_key)")
     endpoints = _endpoints(ctx, env, local)
-    key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
-    names = [f"{t.database}.{t.table}" for t in topics]
-    within = min(t.spec.erasure_within_days for t in topics)
-    request = new_request([key.digest(subject)], names if table else [], within, key.key_id, datetime.now(UTC))
-    stored = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, env).put(request)
-    typer.echo(f"erasure request {request.request_id} recorded at s3://{endpoints.bucket}/{stored}")
-    typer.echo(f"  tables: {', '.join(names)}; deadline {request.deadline.isoformat()}")
+    recorded = record_request(endpoints, env, topics, subject, named=bool(table))
+    request = recorded.request
+    typer.echo(f"erasure request {request.request_id} recorded at s3://{endpoints.bucket}/{recorded.key}")
+    typer.echo(
+        f"  tables: {', '.join(f'{t.database}.{t.table}' for t in topics)}; deadline {request.deadline.isoformat()}"
+    )
 
 
 @erase_app.command("status")

@@ -76,6 +76,8 @@ def demo(
     console.print(render.archive_summary(report.archived, report.bucket))
     for line in render.maintainer_lines(report):
         console.print(line)
+    for line in render.erasure_lines(report):
+        console.print(line)
     console.print(render.demo_results(report))
     inventories = [t.inventory for t in report.tables]
     console.print(render.inventory_table(inventories, f"Inventory of {env}"))

@@ -1,8 +1,10 @@
 """The whole pipeline on the local stack, as ``make demo`` runs it and the end-to-end test checks it.
 
 provision (what ``cdk deploy`` creates, from the same catalog and settings) → workload → archiver for every topic →
-maintainer (native inference) → compactor on the closed partitions → maintainer again → rows read through the
-partition locations Glue holds, compared with what was produced → inventory (terminal table and HTML page).
+maintainer (native inference) → compactor on the closed partitions → maintainer again → erasure (the tombstones of
+``erasure: by_key`` topics, and one explicit request for a subject found in every table with ``subject_fields``)
+→ maintainer again → rows read through the partition locations Glue holds, compared with what was produced less
+what was erased → inventory (terminal table and HTML page) and the erasure receipts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import unquote
 from kafkalake.aws import make_client
 from kafkalake.catalog import Catalog, Topic
 from kafkalake.environments import EnvironmentSettings
-from kafkalake.jobspec import JobRun, archiver_run, compactor_run
+from kafkalake.jobspec import JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
 from kafkalake.layout import parse_data_key, parse_s3_uri
 from kafkalake.settings import Endpoints
 from kafkalake_dev.inventory import TableInventory, table_objects, take_inventory
@@ -49,6 +51,8 @@ class TableResult:
     partitions_with_data: set[tuple[str, ...]]
     compaction: list[PartitionResult]
     inventory: TableInventory
+    erased: set[int] = field(default_factory=set)
+    """The workload's records erased from this table (by their index)."""
 
     @property
     def partitions_in_glue(self) -> set[tuple[str, ...]]:
@@ -56,7 +60,7 @@ class TableResult:
 
     @property
     def expected(self) -> dict[tuple[str, ...], int]:
-        return {tuple(p.values()): n for p, n in self.produced.expected.items()}
+        return {tuple(p.values()): n for p, n in self.produced.without(self.erased).items()}
 
     @property
     def expected_tombstone_rows(self) -> int:
@@ -83,6 +87,42 @@ class DemoReport:
     archived: list[dict[str, Any]] = field(default_factory=list)
     """The archiver job's JSON lines, one per topic."""
     maintainer_runs: list[dict[str, Any]] = field(default_factory=list)
+    erasure: Erasure | None = None
+
+
+@dataclass
+class Erasure:
+    """The demo's erasure: its explicit request, and every receipt of the environment (request id → receipt)."""
+
+    request_id: str
+    recorded: bool
+    """False when an earlier demo run had already recorded it."""
+    erased: dict[str, set[int]]
+    """Per Kafka topic, the workload's records the requests cover (tombstoned keys, the subject's record)."""
+    receipts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def demo_subject(produced: dict[str, Produced], topics: list[Topic]) -> tuple[int, str] | None:
+    """The first record (its index, its subject value) good in every table with ``subject_fields``, under the same
+    subject value in each, and not tombstoned in any: the person the demo's explicit request erases."""
+    tables = [produced[t.kafka_topic] for t in topics if t.spec.subject_fields]
+    if not tables:
+        return None
+    for index, value in sorted(tables[0].subjects.items()):
+        if all(t.subjects.get(index) == value and index not in t.tombstoned for t in tables):
+            return index, value
+    return None
+
+
+def erased_records(topics: list[Topic], produced: dict[str, Produced], subject: int | None) -> dict[str, set[int]]:
+    """Per Kafka topic, the records the demo's requests erase: tombstoned keys (``by_key``) and the subject's."""
+    erased: dict[str, set[int]] = {}
+    for topic in topics:
+        mine = set(produced[topic.kafka_topic].tombstoned) if topic.spec.erasure == "by_key" else set()
+        if subject is not None and topic.spec.subject_fields:
+            mine.add(subject)
+        erased[topic.kafka_topic] = mine
+    return erased
 
 
 def workload_start(env: str, records: int, now: datetime) -> datetime:
@@ -180,8 +220,9 @@ def run_demo(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     before_compaction: Callable[[dict[str, Produced]], None] = lambda _produced: None,
 ) -> DemoReport:
-    """Every step of the pipeline once; each step skips what an earlier run already did. The archiver and the
-    compactor run as EMR Serverless runs them: their job-run specifications, through ``kafkalake_dev.runner``.
+    """Every step of the pipeline once; each step skips what an earlier run already did. The archiver, the
+    compactor and the erasure job run as EMR Serverless runs them: their job-run specifications, through
+    ``kafkalake_dev.runner``.
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
     (the interop check reads them there with another engine)."""
     import dataclasses
@@ -194,11 +235,11 @@ def run_demo(
 
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
-    say(f"[1/6] provisioning {settings.name} as `cdk deploy` would, from the catalog and environments.yaml")
+    say(f"[1/7] provisioning {settings.name} as `cdk deploy` would, from the catalog and environments.yaml")
     provision(clients, endpoints.region, settings, catalog)
     topics = catalog.for_env(settings.name)
     start = workload_start(settings.name, records, now())
-    say(f"[2/6] workload: {records} records per topic, business times from {start:%Y-%m-%d %H:00} UTC")
+    say(f"[2/7] workload: {records} records per topic, business times from {start:%Y-%m-%d %H:00} UTC")
     registry = RegistryClient(endpoints.schema_registry_url)
     produced = {
         t.kafka_topic: produce_topic(
@@ -209,19 +250,55 @@ def run_demo(
     report = DemoReport(settings.name, settings.bucket)
     spark = local_session(endpoints, "kafkalake-demo")
     spark.sparkContext.setLogLevel("ERROR")
-    say("[3/6] archiver: every topic, exactly once (spark-submit of the archiver's job-run specification)")
+    say("[3/7] archiver: every topic, exactly once (spark-submit of the archiver's job-run specification)")
     assets = LocalAssets.build(state_dir() / "assets" / settings.name, catalog.root)
     report.archived = run_checked(archiver_run(settings, assets.artifacts), endpoints, say).lines
-    say("[4/6] maintainer: Glue tables and partitions from the S3 events (native inference)")
+    say("[4/7] maintainer: Glue tables and partitions from the S3 events (native inference)")
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     before_compaction(produced)
-    say("[5/6] compactor on the closed partitions (its job-run specification), then the maintainer again")
+    say("[5/7] compactor on the closed partitions (its job-run specification), then the maintainer again")
     job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
     compaction = compaction_results(run_checked(job, endpoints, say).lines, topics)
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
-    say("[6/6] reading every table through the partition locations Glue holds")
-    report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction)
+    report.erasure = erase(endpoints, settings, topics, produced, assets.artifacts, say)
+    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
+    say("[7/7] reading every table through the partition locations Glue holds")
+    erased = report.erasure.erased if report.erasure else {}
+    report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction, erased)
     return report
+
+
+def erase(  # noqa: PLR0917 - the demo's parts the step needs
+    endpoints: Endpoints,
+    settings: EnvironmentSettings,
+    topics: list[Topic],
+    produced: dict[str, Produced],
+    artifacts: JobArtifacts,
+    say: Callable[[str], None],
+) -> Erasure | None:
+    """Record one explicit request for the demo's subject (once per environment: a re-run finds it), run the erasure
+    job (its job-run specification) with no grace period, and collect the receipts; None without erasable tables."""
+    from kafkalake.erasure import RequestStore
+    from kafkalake_dev.erase_requests import record_request
+
+    erasable = [t for t in topics if t.erasable]
+    if not erasable:
+        say("[6/7] erasure: no table declares erasure (subject_fields or erasure: by_key)")
+        return None
+    subject = demo_subject(produced, topics)
+    keyed = [t.table for t in topics if t.spec.erasure == "by_key"]
+    say(f"[6/7] erasure: the tombstones of {', '.join(keyed) or 'no by_key topic'}, and one person's request")
+    request_id, recorded = "", False
+    if subject is not None:
+        tables = [t for t in erasable if t.spec.subject_fields]
+        done = record_request(endpoints, settings.name, tables, subject[1], named=True, once=True)
+        request_id, recorded = done.request.request_id, done.new
+        names = ", ".join(f"{t.database}.{t.table}" for t in tables)
+        say(f"      request {request_id} ({'recorded' if recorded else 'recorded by an earlier run'}): {names}")
+    run_checked(erasure_run(settings, artifacts, grace_minutes=0), endpoints, say)
+    receipts = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, settings.name).receipts()
+    erased = erased_records(topics, produced, subject[0] if subject else None)
+    return Erasure(request_id, recorded, erased, receipts)
 
 
 def run_checked(run: JobRun, endpoints: Endpoints, say: Callable[[str], None]) -> JobOutcome:
@@ -249,8 +326,9 @@ def table_results(  # noqa: PLR0917 - what the comparison is made of
     topics: list[Topic],
     produced: dict[str, Produced],
     compaction: dict[str, list[PartitionResult]],
+    erased: dict[str, set[int]],
 ) -> list[TableResult]:
-    """Per table: what was produced, what a reader finds through Glue, and the inventory."""
+    """Per table: what was produced, what the demo erased, what a reader finds through Glue, and the inventory."""
     inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics)
     results = []
     for topic, inventory in zip(topics, inventories, strict=True):
@@ -263,6 +341,7 @@ def table_results(  # noqa: PLR0917 - what the comparison is made of
                 partitions_with_data={tuple(parse_data_key(k).partition.values()) for k in raw},
                 compaction=compaction[topic.kafka_topic],
                 inventory=inventory,
+                erased=erased.get(topic.kafka_topic, set()),
             )
         )
     return results

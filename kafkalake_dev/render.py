@@ -29,6 +29,7 @@ DEMO_COLUMNS = (
     "files before → now",
     "rows read",
     "rows expected",
+    "erased",
     "dups",
     "quarantined / poison",
     "tombstones (kept)",
@@ -92,6 +93,7 @@ def demo_results(report: DemoReport) -> Table:
                 f"{inventory.files_before} → {inventory.files}",
                 str(sum(result.queried.rows.values())),
                 str(sum(result.expected.values())),
+                str(len(result.erased)),
                 str(result.queried.duplicates),
                 f"{inventory.quarantined_rows} / {result.produced.counts['poison']}",
                 f"{result.produced.counts['tombstones']} ({result.queried.tombstones} kept)",
@@ -99,6 +101,23 @@ def demo_results(report: DemoReport) -> Table:
             )
         )
     return table(f"Queried through the Glue catalog ({report.env})", DEMO_COLUMNS, rows)
+
+
+def erasure_lines(report: DemoReport) -> Iterator[str]:
+    """The demo's erasure receipts: per request, rows removed per table, partitions rewritten, objects and versions
+    deleted (hashed subjects only; no identifier is ever in a receipt)."""
+    if report.erasure is None:
+        return
+    for request_id, receipt in sorted(report.erasure.receipts.items()):
+        mark = " (the demo's request)" if request_id == report.erasure.request_id else ""
+        yield f"erasure receipt {request_id}{mark}: finished {receipt['finished_at']}"
+        for name, done in sorted(receipt["tables"].items()):
+            yield (
+                f"  {name:<40} {done['rows_removed']} rows removed from {len(done['partitions'])} partitions, "
+                f"{done['quarantine_rows_removed']} quarantined records"
+            )
+        replaced, versions = len(receipt["objects_deleted"]), receipt["versions_deleted"]
+        yield f"  {replaced} objects replaced, {versions} object versions deleted"
 
 
 def maintainer_lines(report: DemoReport) -> Iterator[str]:

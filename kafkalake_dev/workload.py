@@ -1,5 +1,6 @@
 """A realistic workload for a catalog's topics: records that follow each topic's own schemas, business times
-spread over several hours (late and out of order), tombstones and a few poison records."""
+spread over several hours (late and out of order), tombstones (each deleting the key of an earlier record) and a
+few poison records."""
 
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ class Planned:
     record: dict[str, Any] = field(default_factory=dict)
     partition: Partition | None = None
     late: bool = False
+    key_index: int | None = None
+    """The record whose Kafka key this one carries: its own, or (a tombstone) the latest good record's before it."""
+
+    def key(self, topic: Topic) -> bytes:
+        return f"{topic.name}-{self.index if self.key_index is None else self.key_index}".encode()
 
 
 @dataclass
@@ -63,6 +69,16 @@ class Produced:
     expected: Counter[Partition] = field(default_factory=Counter)
     """Good records per (schema version, date, hour): what a reader must find in each partition."""
     skipped: bool = False
+    good: dict[int, Partition] = field(default_factory=dict)
+    """Each good record's partition, by its index in the workload."""
+    tombstoned: set[int] = field(default_factory=set)
+    """The good records whose key a later tombstone carries (what erasure by key removes)."""
+    subjects: dict[int, str] = field(default_factory=dict)
+    """Each good record's first subject field value, for topics that declare ``subject_fields``."""
+
+    def without(self, erased: set[int]) -> Counter[Partition]:
+        """What a reader must find in each partition once the records ``erased`` are gone."""
+        return self.expected - Counter(self.good[i] for i in erased if i in self.good)
 
 
 def sample_value(schema: Any, name: str, i: int) -> Any:
@@ -94,6 +110,12 @@ def set_path(record: dict[str, Any], path: str, value: Any) -> None:
     record[leaf] = value
 
 
+def field_value(record: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        record = record[part]
+    return record
+
+
 def business_time(candidate: TimeCandidate, moment: datetime) -> Any:
     if candidate.format == TimeFormat.EPOCH:
         return int(moment.timestamp() * EPOCH_FACTOR[candidate.unit or "ms"])
@@ -119,11 +141,12 @@ def plan_workload(topic: Topic, records: int, *, start: datetime, hours: int, se
     records on later schema versions."""
     rng = random.Random(seed)  # noqa: S311 - test data, not security
     schemas = [json.loads(s) for s in topic.schemas]
-    planned = []
+    planned: list[Planned] = []
+    latest_good = None
     for i in range(records):
         roll = rng.random()
         if roll < 0.01:
-            planned.append(Planned(i, "tombstone"))
+            planned.append(Planned(i, "tombstone", key_index=latest_good))
             continue
         if roll < 0.02:
             planned.append(Planned(i, "poison"))
@@ -139,6 +162,7 @@ def plan_workload(topic: Topic, records: int, *, start: datetime, hours: int, se
             set_path(record, topic.spec.time_fields[0].path, business_time(topic.spec.time_fields[0], moment))
         partition = Partition(version + 1, moment.date(), moment.hour)
         planned.append(Planned(i, "good", version, record, partition, late))
+        latest_good = i
     return planned
 
 
@@ -147,10 +171,15 @@ def tally(topic: Topic, planned: list[Planned]) -> Produced:
     for item in planned:
         if item.partition is None:
             result.counts[f"{item.kind}s" if item.kind != "poison" else "poison"] += 1
+            if item.key_index is not None:
+                result.tombstoned.add(item.key_index)
             continue
         result.counts[f"schema_version_{item.version + 1}"] += 1
         result.counts["late"] += item.late
         result.expected[item.partition] += 1
+        result.good[item.index] = item.partition
+        if topic.spec.subject_fields:
+            result.subjects[item.index] = str(field_value(item.record, topic.spec.subject_fields[0]))
     return result
 
 
@@ -177,7 +206,7 @@ def produce_topic(
     ids = [registry.register(value_subject(topic.kafka_topic), s) for s in topic.schemas]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     for item in planned:
-        key = f"{topic.name}-{item.index}".encode()
+        key = item.key(topic)
         if item.kind == "tombstone":
             value = None
         elif item.kind == "poison":

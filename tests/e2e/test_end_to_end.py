@@ -1,4 +1,6 @@
-"""The demo's flow end to end on the local stack, in an environment of its own, on a smaller workload."""
+"""The demo's flow end to end on the local stack, in an environment of its own, on a smaller workload: every table
+reads back what was produced less what was quarantined, dropped or erased (the by_key topic's tombstoned keys, and
+one person's request across two tables), with a receipt per erasure request, and a second run changes nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import load_catalog
 from kafkalake.glue import table_partitions
+from kafkalake.layout import erasure_lease_key, erasure_prefix
 from kafkalake.settings import Endpoints
 from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
 from kafkalake_dev.inventory_page import render_html
@@ -27,7 +30,7 @@ def snapshot(endpoints: Endpoints, report: DemoReport) -> dict[str, Any]:
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
     leases = {
         k for t in report.tables for k in (t.topic.prefix.archive_lease_key(), t.topic.prefix.compaction_lease_key())
-    }
+    } | {erasure_lease_key(report.env)}
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=report.bucket)
     objects = {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", []) if o["Key"] not in leases}
     partitions = {
@@ -62,8 +65,8 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
         name = table.topic.kafka_topic
         counts = table.produced.counts
         good = sum(table.expected.values())
-        assert good == RECORDS - counts["poison"] - counts["tombstones"] > 0
-        # rows per table and partition, read through Glue = produced - quarantined - tombstones
+        assert good == RECORDS - counts["poison"] - counts["tombstones"] - len(table.erased) > 0
+        # rows per table and partition, read through Glue = produced - quarantined - tombstones - erased
         assert table.queried.rows == table.expected, name
         assert table.queried.duplicates == 0, name
         kept = counts["tombstones"] if table.topic.spec.tombstones == "keep" else 0
@@ -86,6 +89,7 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
                 output = f"s3://{settings.bucket}/{table.topic.prefix.compacted_prefix()}"
                 assert partition.location.startswith(output), (name, partition)
         assert table.inventory.compacted > 0, name
+    assert_erasure(s3, settings.bucket, first)
     assert {line["topic"] for line in first.archived} == {t.topic.name for t in first.tables}
     assert all(line["status"] == "ok" and line["balanced"] for line in first.archived)
 
@@ -110,4 +114,32 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
     assert [(t.queried.rows, t.queried.tombstones) for t in second.tables] == [
         (t.queried.rows, t.queried.tombstones) for t in first.tables
     ]
+    assert second.erasure is not None and not second.erasure.recorded, "the demo's request was recorded twice"
+    assert second.erasure.receipts == first.erasure.receipts  # type: ignore[union-attr]
     assert snapshot(endpoints, second) == before, "a second run changed the lake or the catalog"
+
+
+def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
+    """One receipt for the demo's request, one row removed from each table with subject fields; the tombstone
+    requests' receipts remove exactly the by_key table's tombstoned rows; no subject in clear under erasure/."""
+    erasure = report.erasure
+    assert erasure is not None and erasure.recorded
+    tables = {f"{t.topic.database}.{t.topic.table}": t for t in report.tables}
+    with_subjects = {n for n, t in tables.items() if t.topic.spec.subject_fields}
+    assert len(with_subjects) == 2, "the demo's request is meant to span two tables"
+    receipt = erasure.receipts[erasure.request_id]
+    assert {n: t["rows_removed"] for n, t in receipt["tables"].items()} == dict.fromkeys(with_subjects, 1)
+    [keyed] = [n for n, t in tables.items() if t.topic.spec.erasure == "by_key"]
+    tombstoned = tables[keyed].produced.tombstoned
+    assert tombstoned, "the workload's tombstones delete no earlier key"
+    by_tombstones = [r for i, r in erasure.receipts.items() if i != erasure.request_id]
+    assert by_tombstones and all(set(r["tables"]) == {keyed} for r in by_tombstones)
+    assert sum(r["tables"][keyed]["rows_removed"] for r in by_tombstones) == len(tombstoned)
+    erased = tables[keyed].erased
+    assert tombstoned < erased and len(erased - tombstoned) == 1, "the by_key table loses its tombstoned keys' rows"
+    [person] = erased - tombstoned
+    [identifier] = {tables[n].produced.subjects[person] for n in with_subjects}
+    keys = [f"{tables[keyed].topic.name}-{i}" for i in tombstoned]
+    for name in list_objects(s3, bucket, erasure_prefix(report.env)):
+        text = s3.get_object(Bucket=bucket, Key=name)["Body"].read().decode()
+        assert not [clear for clear in (identifier, *keys) if clear in text], f"{name} holds an identifier in clear"

@@ -62,10 +62,12 @@ GONE = "key-tombstoned-3"
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 LEASE_TTL_SECONDS = 3
 RUN = Run("erasure-test", timedelta(seconds=LEASE_TTL_SECONDS))
-KILL_STEPS = range(1, 25)
-"""Where kills land, in durable steps (see the SIGKILL test) into their own run: one uninterrupted run of the
-scenario made 50 (its lease taken, renewed and updated with the batch's progress, the two tables' compaction leases,
-four partitions' manifests through their states, two receipts), so a kill falls within the run it interrupts."""
+KILL_STEPS = range(1, 12)
+"""Where kills land, in durable steps (see the SIGKILL test) into their own run, up to a second later: one
+uninterrupted run of the scenario made 50 (its lease taken, renewed every second and updated with the batch's
+progress, the two tables' compaction leases, four partitions' manifests through their states, two receipts), and a
+resumed run has only what the killed ones left, so three kills this early each fall within the run they interrupt
+(drawn up to 25 steps, only one kill of three landed in one run of five)."""
 
 
 @pytest.fixture(scope="module")
@@ -323,7 +325,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(spark: SparkSession, endpoin
     # moving on, a receipt): every write is a new object version in the versioned bucket
     steps = lambda: sum(len(versions(s3, endpoints.bucket, p)) for p in prefixes)  # noqa: E731
     seed = random.randrange(1_000_000)
-    kills = random_kills(seed, KILL_STEPS)
+    kills = random_kills(seed, KILL_STEPS, most_delay=1.0)
     killed = kill_on_progress(command, environ, steps, kills, lease_ttl=LEASE_TTL_SECONDS)
     assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the erasure job still running"
     final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)

@@ -3,10 +3,12 @@ generated performance section."""
 
 from __future__ import annotations
 
+import io
 import math
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 
 from bench import cost, report, rows
@@ -187,3 +189,22 @@ def test_the_stacks_worker_sizes_are_what_the_latest_measurements_derive() -> No
 def test_the_readme_performance_section_is_what_the_committed_results_render() -> None:
     readme = report.README.read_text()
     assert report.section(readme) == report.render(report.latest())
+
+
+def test_the_erasure_benchmark_puts_its_subjects_rows_in_few_partitions_and_counts_them() -> None:
+    from bench.erasure import FILES, HOLDING, PARTITIONS, ROWS, SUBJECTS, erasure_topic, plan_lake
+
+    lake = plan_lake(erasure_topic("unit"))
+    assert len(lake.files) == PARTITIONS and all(len(f) == FILES for f in lake.files.values())
+    assert lake.rows == PARTITIONS * FILES * ROWS
+    found: dict[str, int] = {}
+    holding = set()
+    for partition, files in lake.files.items():
+        for _, body in files:
+            customers = pq.read_table(io.BytesIO(body), columns=["customer_id"])["customer_id"].to_pylist()
+            for customer in customers:
+                if customer.startswith("subject-"):
+                    found[customer] = found.get(customer, 0) + 1
+                    holding.add(partition)
+    assert found == lake.subject_rows and len(found) > 0.9 * SUBJECTS
+    assert len(holding) <= HOLDING, "the subjects' rows sit in the few holding partitions only"

@@ -16,7 +16,9 @@ KEY = PseudonymKey("k1", bytes(range(32)))
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 TEMPLATE = load_catalog(catalog_dir()).get("customer-updated", "staging")
 TOPIC = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ("customer_id",)}))
-UNDECLARED = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ()}))
+UNDECLARED = dataclasses.replace(
+    TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": (), "erasure": "none"})
+)
 TABLE = f"{TOPIC.database}.{TOPIC.table}"
 
 

@@ -1,0 +1,44 @@
+"""Recording an explicit erasure request, as ``kafkalake erase --subject`` and the demo do: the subject hashed with
+the environment's pseudonym key, the request stored before any work, nothing of the identifier in clear."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kafkalake.aws import make_client
+from kafkalake.catalog import Topic
+from kafkalake.erasure import ErasureRequest, RequestStore, Source, new_request
+from kafkalake.layout import erasure_request_key
+from kafkalake.personal import load_key
+from kafkalake.settings import Endpoints
+
+
+@dataclass(frozen=True)
+class Recorded:
+    request: ErasureRequest
+    key: str
+    """Where it is stored, in the environment's bucket."""
+    new: bool
+    """False when an explicit request for the same subject and tables was already stored (and is returned)."""
+
+
+def record_request(
+    endpoints: Endpoints, env: str, topics: Sequence[Topic], subject: str, *, named: bool, once: bool = False
+) -> Recorded:
+    """Store a request to erase ``subject`` from ``topics`` (every erasable table of ``env`` unless ``named``);
+    with ``once``, an explicit request already stored for the same hashed subject and tables is kept instead."""
+    key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
+    names = tuple(f"{t.database}.{t.table}" for t in topics) if named else ()
+    within = min(t.spec.erasure_within_days for t in topics)
+    store = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, env)
+    digest = key.digest(subject)
+    if once:
+        requests, _ = store.requests()
+        for earlier in requests:
+            same = [s.digest for s in earlier.subjects] == [digest] and earlier.tables == names
+            if same and earlier.source == Source.REQUEST:
+                return Recorded(earlier, erasure_request_key(env, earlier.request_id), new=False)
+    request = new_request([digest], names, within, key.key_id, datetime.now(UTC))
+    return Recorded(request, store.put(request), new=True)
