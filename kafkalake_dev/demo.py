@@ -28,7 +28,7 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev.inventory import TableInventory, table_objects, take_inventory
 from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
 from kafkalake_dev.stack import state_dir
-from kafkalake_dev.workload import Produced
+from kafkalake_dev.workload import WORKLOAD_SHAPE, Produced
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -131,11 +131,16 @@ def workload_start(env: str, records: int, now: datetime) -> datetime:
     record = state_dir() / "workloads" / f"{env}.json"
     if record.exists():
         saved = json.loads(record.read_text())
+        if saved.get("shape", 1) != WORKLOAD_SHAPE:
+            raise RuntimeError(
+                f"the local stack holds the {env} workload of an earlier kafkalake (its tombstones delete no earlier "
+                f"record, {record}): `make clean` removes the local stack's data, then run `make demo` again"
+            )
         if saved["records"] == records:
             return datetime.fromisoformat(saved["start"])
     start = (now - timedelta(hours=HOURS)).replace(minute=0, second=0, microsecond=0)
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"start": start.isoformat(), "records": records}))
+    record.write_text(json.dumps({"start": start.isoformat(), "records": records, "shape": WORKLOAD_SHAPE}))
     return start
 
 

@@ -25,6 +25,9 @@ from kafkalake.wire import encode
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
+WORKLOAD_SHAPE = 2
+"""Raised when what the same arguments produce changes (2: a tombstone carries an earlier record's key), so a demo
+does not compare Kafka's records of an earlier shape with a plan of this one."""
 LATE_SHARE = 0.03
 """Records whose business time lies about a day behind the rest: they arrive after their hour has closed."""
 

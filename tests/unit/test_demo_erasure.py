@@ -1,14 +1,18 @@
 """The demo's erasure, decided from the workload's plan: tombstones carry the key of an earlier record (so erasure by
 key has rows to remove), the subject of the demo's request is in both tables with subject fields, what a reader must
-find is the plan less what is erased; an explicit request is recorded hashed, once."""
+find is the plan less what is erased; an explicit request is recorded hashed, once; a workload of an earlier shape
+stops the demo with the fix."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import boto3
+import pytest
 from moto import mock_aws
 
 from infra.repo import catalog_dir
@@ -16,7 +20,7 @@ from kafkalake.catalog import load_catalog
 from kafkalake.erasure import RequestStore, Source
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake.settings import Endpoints
-from kafkalake_dev.demo import demo_subject, erased_records
+from kafkalake_dev.demo import demo_subject, erased_records, workload_start
 from kafkalake_dev.erase_requests import record_request
 from kafkalake_dev.workload import plan_workload, tally
 
@@ -92,3 +96,14 @@ def test_an_explicit_request_is_stored_hashed_and_recorded_once() -> None:
     assert [s.digest for s in request.subjects] == [
         PseudonymKey("k1", bytes(range(MIN_KEY_BYTES))).digest("customer_id-42")
     ]
+
+
+def test_a_workload_of_an_earlier_shape_on_the_local_stack_stops_the_demo_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAFKALAKE_STACK_DIR", str(tmp_path))
+    first = workload_start("staging", 600, START)
+    assert workload_start("staging", 600, START + timedelta(days=1)) == first, "a re-run plans the same records"
+    (tmp_path / "workloads" / "staging.json").write_text(json.dumps({"start": first.isoformat(), "records": 600}))
+    with pytest.raises(RuntimeError, match=r"earlier kafkalake .* `make clean`"):
+        workload_start("staging", 600, START)
