@@ -12,7 +12,10 @@ among many other customers everywhere. On one Spark session:
 2. the baseline: the compactor (same grace period) on a second table holding byte-for-byte copies of exactly the
    partitions the erasure rewrote: its seconds.
 
-Reported: the ratio erasure ÷ compactor, and partitions rewritten ÷ partitions in the table. The run is checked, not
+Reported: the ratio erasure ÷ compactor, the erasure's seconds split at the end of its scan (one Spark scan of the
+subject column of every file of the table, which finds the rows and the partitions holding them) and what follows
+(rewrite, verify, swap, version deletion, receipts: the part that follows the partitions holding matches), and
+partitions rewritten ÷ partitions in the table. The run is checked, not
 trusted: every receipt, rows removed = the subjects' rows, and every other row still read through Glue.
 """
 
@@ -23,6 +26,7 @@ import hashlib
 import io
 import os
 import random
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -160,7 +164,11 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         try:
             before = glue_rows(spark, endpoints, topic, subjects)
-            erase_seconds, outcome = timed(Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=say).run)
+            marks: list[tuple[float, str]] = []
+            eraser = Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=lambda line: mark(marks, line))
+            started = time.perf_counter()
+            erase_seconds, outcome = timed(eraser.run)
+            scan_seconds = next(at for at, line in marks if line.startswith("erasure batch")) - started
             after = glue_rows(spark, endpoints, topic, subjects)
             receipts = RequestStore(s3, BUCKET, topic.env).receipts()
             table = f"{topic.database}.{topic.table}"
@@ -188,10 +196,19 @@ def main() -> None:
                 "share_of_partitions_rewritten": len(rewritten) / PARTITIONS,
                 "rows_removed": removed,
                 "erasure_seconds": erase_seconds,
+                "erasure_scan_seconds": scan_seconds,
+                "erasure_after_scan_seconds": erase_seconds - scan_seconds,
                 "compactor_seconds_same_partitions": compact_seconds,
                 "ratio_erasure_to_compactor": erase_seconds / compact_seconds,
+                "ratio_erasure_after_scan_to_compactor": (erase_seconds - scan_seconds) / compact_seconds,
             },
         )
+
+
+def mark(marks: list[tuple[float, str]], line: str) -> None:
+    """The erasure job's line, said, and when: its batch line marks the end of the scan that found the rows."""
+    marks.append((time.perf_counter(), line))
+    say(line)
 
 
 def erasure_topic(tag: str) -> Topic:
