@@ -17,11 +17,12 @@ from moto import mock_aws
 
 from infra.repo import catalog_dir
 from kafkalake.catalog import load_catalog
-from kafkalake.erasure import RequestStore, Source
+from kafkalake.erasure import Receipt, RequestStore, Source, TableErasure
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake.settings import Endpoints
-from kafkalake_dev.demo import demo_subject, erased_records, workload_start
+from kafkalake_dev.demo import DemoReport, Erasure, demo_subject, erased_records, workload_start
 from kafkalake_dev.erase_requests import record_request
+from kafkalake_dev.render import erasure_lines
 from kafkalake_dev.workload import plan_workload, tally
 
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
@@ -107,3 +108,21 @@ def test_a_workload_of_an_earlier_shape_on_the_local_stack_stops_the_demo_with_t
     (tmp_path / "workloads" / "staging.json").write_text(json.dumps({"start": first.isoformat(), "records": 600}))
     with pytest.raises(RuntimeError, match=r"earlier kafkalake .* `make clean`"):
         workload_start("staging", 600, START)
+
+
+def test_the_demo_prints_each_receipt_by_table_with_hashed_subjects_only() -> None:
+    receipt = Receipt("r-1", ["a" * 64], "2026-11-24T03:00:00+00:00", "2026-11-24T03:01:00+00:00")
+    receipt.tables["globex_staging.customer_updated"] = TableErasure([["1", "2026-11-24", "01"]], 1, 0)
+    receipt.tables["acme_staging.refund_issued"] = TableErasure([["1", "2026-11-24", "01"]], 1, 0)
+    receipt.objects_deleted, receipt.versions_deleted = ["data/a.parquet", "data/b.parquet"], 5
+    tombstones = Receipt("tombstones-x", ["b" * 64], "2026-11-24T03:00:00+00:00", "2026-11-24T03:01:00+00:00")
+    tombstones.tables["globex_staging.customer_updated"] = TableErasure([], 4, 1)
+    report = DemoReport("staging", "lake")
+    report.erasure = Erasure("r-1", True, {}, {r.request_id: json.loads(r.to_json()) for r in (receipt, tombstones)})
+    lines = list(erasure_lines(report))
+    assert lines[0] == "erasure receipt r-1 (the demo's request): finished 2026-11-24T03:01:00+00:00"
+    assert any("acme_staging.refund_issued" in line and "1 rows removed from 1 partitions" in line for line in lines)
+    assert "  2 objects replaced, 5 object versions deleted" in lines
+    assert any("4 rows removed from 0 partitions, 1 quarantined records" in line for line in lines)
+    assert not any("a" * 64 in line or "b" * 64 in line for line in lines), "not even the digests are printed"
+    assert list(erasure_lines(DemoReport("staging", "lake"))) == []
