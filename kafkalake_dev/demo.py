@@ -224,12 +224,14 @@ def run_demo(
     producing: Callable[[Topic], Callable[[int], None]],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     before_compaction: Callable[[dict[str, Produced]], None] = lambda _produced: None,
+    erase: bool = True,
 ) -> DemoReport:
     """Every step of the pipeline once; each step skips what an earlier run already did. The archiver, the
     compactor and the erasure job run as EMR Serverless runs them: their job-run specifications, through
     ``kafkalake_dev.runner``.
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
-    (the interop check reads them there with another engine)."""
+    (the interop check reads them there with another engine); ``erase=False`` leaves the erasure step out (checks
+    that count the tables before and after compaction against the plan)."""
     import dataclasses
 
     from kafkalake.registry import RegistryClient
@@ -265,15 +267,16 @@ def run_demo(
     job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
     compaction = compaction_results(run_checked(job, endpoints, say).lines, topics)
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
-    report.erasure = erase(endpoints, settings, topics, produced, assets.artifacts, say)
-    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
+    if erase:
+        report.erasure = erase_step(endpoints, settings, topics, produced, assets.artifacts, say)
+        report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     say("[7/7] reading every table through the partition locations Glue holds")
     erased = report.erasure.erased if report.erasure else {}
     report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction, erased)
     return report
 
 
-def erase(  # noqa: PLR0917 - the demo's parts the step needs
+def erase_step(  # noqa: PLR0917 - the demo's parts the step needs
     endpoints: Endpoints,
     settings: EnvironmentSettings,
     topics: list[Topic],

@@ -169,6 +169,7 @@ def run_interop(
             say=say,
             producing=lambda _topic: lambda _done: None,
             before_compaction=count_before,
+            erase=False,
         )
         say(f"interop: Trino {report.trino_version}: counting every table after compaction and maintenance")
         for counted in report.counted:

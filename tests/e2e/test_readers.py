@@ -78,6 +78,7 @@ def test_every_reader_counts_every_demo_table_exactly(
         say=print,
         producing=lambda _t: lambda _n: None,
         before_compaction=read_before,
+        erase=False,
     )
     [two_versions] = {c.table for c in checks if c.label == "schema_version = 2"}
     assert exact(checks, before) == []
