@@ -20,7 +20,8 @@ Compaction output lives under the table's location, in a hidden tree beside the 
     state/<topic path>/complete/<partition path>/event.json                 the claim on a PartitionComplete event
 
 Erasure requests and receipts are per environment: ``erasure/<env>/requests/<id>.json``,
-``erasure/<env>/receipts/<id>.json``.
+``erasure/<env>/receipts/<id>.json``; so is each erasable table's subject index (``TablePrefix.subject_index_prefix``):
+``erasure/<env>/index/<company>/<domain>/<topic>/index.json`` and its ``segments/<id>/`` of Parquet.
 
 Where compaction output lives, and why. A Glue partition points either at its raw directory or at one run
 directory of compaction output; every reader must read exactly one of them, at every moment, with its defaults:
@@ -245,6 +246,19 @@ class TablePrefix:
         """The run directory a rewrite of ``partition`` writes its files to, never inside a raw directory; its path
         holds the partition's ``k=v`` segments and no other ``=``."""
         return f"{self.compacted_prefix()}{partition.path()}run-{run_id}/"
+
+    def subject_index_prefix(self) -> str:
+        """The table's subject index (``spark_jobs.erasure.index``): which partitions hold which hashed subjects,
+        kept by the erasure job beside the environment's requests, never under the table's location."""
+        return f"{erasure_prefix(self.env)}index/{self.company}/{self.domain}/{self.topic}/"
+
+    def subject_index_key(self) -> str:
+        """The index's record: its segments and the objects they cover (written only with ``If-Match``)."""
+        return f"{self.subject_index_prefix()}index.json"
+
+    def subject_index_segment_prefix(self, segment_id: str) -> str:
+        """One segment of the index: a folder of Parquet written by one run, named in the record once complete."""
+        return f"{self.subject_index_prefix()}segments/{segment_id}/"
 
     def quarantine_key(
         self, dt: date, kafka_partition: int, first_offset: int, last_offset: int, *, restricted: bool = False

@@ -1,14 +1,16 @@
 """The erasure job: every pending request of an environment, in one batch, through the compactor's rewrite.
 
 A run takes the environment's erasure lease (one run at a time; a stale one is taken over with its batch). With no
-batch in it, it makes one of every pending request (``spark_jobs.erasure.matching``) and stores it there before any
+batch in it, it brings every erasable table's subject index up to date (``spark_jobs.erasure.index``: only objects
+written since the last run are read), makes a batch of every pending request (``spark_jobs.erasure.matching``,
+which reads only the partitions the index names for the requests' subjects) and stores it there before any
 rewrite. Then, table by table under the table's compaction lease (so it never races the compactor): each partition
 with rows to erase gets a manifest whose ``erase`` names them (``spark_jobs.compaction.selection.plan_partition``)
 and is carried forward by ``spark_jobs.compaction.protocol.carry_forward`` (written without them, verified to hold
 exactly the inputs minus them by (Kafka partition, offset), swapped); after the grace period the replaced objects
 and every noncurrent version go (``spark_jobs.erasure.purge``); quarantine objects are rewritten. When every table
-is done, each request gets its receipt and the batch is cleared. A table that fails or is held is retried by the
-next run; the others go on.
+is done, each request gets its receipt, the batch is cleared and the indexes take in the batch's rewrites. A table
+that fails or is held is retried by the next run; the others go on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,7 @@ from spark_jobs.compaction.manifest import ManifestState
 from spark_jobs.compaction.protocol import carry_forward
 from spark_jobs.compaction.selection import plan_partition
 from spark_jobs.compaction.work import Knobs, Rewriter, Work, describe, table_name
-from spark_jobs.erasure import matching
+from spark_jobs.erasure import index, matching
 from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch
 from spark_jobs.erasure.purge import purge_partition, purge_quarantine
 
@@ -128,8 +131,10 @@ class Eraser(Rewriter):
             self.say(f"not carried out: {problem}")
         batch = Batch.from_work(lease.work) if lease.work else None
         if batch is None:
+            indexes = self._refresh(outcome)
             receipts = self.store.receipts()
-            batch = self._new_batch(pending(requests, receipts), watched(requests, receipts, self.now()), receipts)
+            todo, late = pending(requests, receipts), watched(requests, receipts, self.now())
+            batch = self._new_batch(todo, late, receipts, indexes)
             if batch is None:
                 self.say(f"erasure in {self.env}: no pending request, no late row of a done one")
                 return
@@ -159,22 +164,45 @@ class Eraser(Rewriter):
                 outcome.receipts.append(request.request_id)
             lease.update(None)
             self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
+            self._refresh(outcome)
+
+    def _refresh(self, outcome: Outcome) -> dict[str, index.Index]:
+        """Every erasable table's subject index, up to date; a table whose index fails is scanned whole (reported)."""
+        found = {}
+        for topic in self.topics:
+            name = table_name(topic)
+            try:
+                current = index.refresh(self.spark, self.s3, self.bucket, topic, self.key, now=self.now, say=self.say)
+            except Exception as exc:  # noqa: BLE001 - one table's index never stops the others: reported
+                outcome.failed[f"{name} (subject index)"] = describe(exc)
+                self.say(f"FAILED {name} subject index: {describe(exc)}; its batches scan the table whole")
+                continue
+            if current is not None:
+                found[name] = current
+        return found
 
     def _new_batch(
-        self, todo: list[ErasureRequest], late: list[tuple[ErasureRequest, datetime]], receipts: dict[str, Any]
+        self,
+        todo: list[ErasureRequest],
+        late: list[tuple[ErasureRequest, datetime]],
+        receipts: dict[str, Any],
+        indexes: dict[str, index.Index],
     ) -> Batch | None:
-        """The pending requests' rows (a full scan of their tables), and the rows of done tombstone requests in
-        objects written since their batch started (late); None when there is neither."""
+        """The pending requests' rows (in the partitions each table's index names for them, or the whole table
+        without one), and the rows of done tombstone requests in objects written since their batch started (late);
+        None when there is neither."""
         if not todo and not late:
             return None
-        key = self._key()
+        key = self.key
         started = self.now()
         batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in todo])
         for topic in self.topics:
             found = None
             if any(matching.in_scope(topic, r) for r in todo):
                 wanted = matching.scope(topic, todo)
-                found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted)
+                kept = indexes.get(table_name(topic))
+                hits = kept.hits(self.spark, wanted.digests()) if kept is not None and wanted else None
+                found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, hits=hits)
             mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
             if mine:
                 wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
@@ -188,7 +216,9 @@ class Eraser(Rewriter):
         batch.requests += sorted(batch.earlier)
         return batch if batch.requests else None
 
-    def _key(self) -> PseudonymKey:
+    @cached_property
+    def key(self) -> PseudonymKey:
+        """The pseudonym key, read once per run."""
         return load_key(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
 
     def _table(self, topic: Topic, table: TableBatch, outcome: Outcome) -> None:

@@ -6,12 +6,13 @@ the request's digest: a field the catalog pseudonymises with ``hmac`` already ho
 it is, so Spark's Parquet reader skips row groups by their min/max statistics; any other field is hashed in the
 scan (``spark_jobs.keyed_hash``, no per-row Python). A row matches a tombstone when its key hashes to the
 tombstone's digest in the same Kafka partition at a lower offset (a broadcast join of the batch's tombstones).
-Quarantined records hold raw bytes only: they match by their key (``by_key`` tables).
+Quarantined records hold raw bytes only: they match by their key (``by_key`` tables). With the table's subject index
+(``spark_jobs.erasure.index``), only the partitions it names for the batch's digests, and objects it does not cover,
+are read.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,16 +22,14 @@ from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from kafkalake.catalog import Topic
 from kafkalake.erasure import ErasureRequest, Source
-from kafkalake.layout import parse_s3_uri, s3_uri
-from kafkalake.personal import PiiAction, PseudonymKey, QuarantineMode
+from kafkalake.layout import parse_s3_uri
+from kafkalake.personal import PseudonymKey, QuarantineMode
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
-from spark_jobs.keyed_hash import keyed_hash
-
-PARTITION_PATH = re.compile(r"(schema_version=[0-9]+/dt=[0-9-]+/hour=[0-9]{2}/)")
+from spark_jobs.erasure.index import Hits
+from spark_jobs.erasure.subjects import PARTITION_PATH, by_schema_version, data_objects, read_objects, subject_columns
 
 
 @dataclass
@@ -43,6 +42,9 @@ class Scope:
 
     def __bool__(self) -> bool:
         return bool(self.explicit or self.tombstones)
+
+    def digests(self) -> set[str]:
+        return set(self.explicit) | {digest for digest, _, _ in self.tombstones}
 
 
 def scope(topic: Topic, requests: Iterable[ErasureRequest]) -> Scope:
@@ -73,20 +75,18 @@ def find(
     key: PseudonymKey,
     wanted: Scope,
     since: datetime | None = None,
+    hits: Hits | None = None,
 ) -> TableBatch:
     """The table's rows to erase, by partition and quarantine object, with the rows each request accounts for; only
-    in objects written since ``since`` when given (late objects of requests already done)."""
+    in objects written since ``since`` when given (late objects of requests already done), only in objects ``hits``
+    wants when given (the subject index's answer for ``wanted``)."""
     found = TableBatch()
     if not wanted:
         return found
-    by_version: dict[str, list[str]] = defaultdict(list)
-    for name in _objects(s3, bucket, topic.prefix.data_prefix(), since):
-        match = PARTITION_PATH.search(name)
-        if match:
-            by_version[match.group(1).split("/")[0]].append(name)
+    objects = [n for n in _objects(s3, bucket, topic.prefix.data_prefix(), since) if hits is None or hits.wants(n)]
     seen: set[tuple[Any, ...]] = set()
-    for names in by_version.values():
-        for row in _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=True)):
+    for group in by_schema_version(objects):
+        for row in _collect(_scan(spark, bucket, group, topic, key=key, wanted=wanted, fields=True)):
             path = PARTITION_PATH.search(_key_of(row))
             # a row's copies (a raw file and the compaction output that replaced it) count once
             point = (
@@ -112,9 +112,7 @@ def find(
 
 def _objects(s3: Any, bucket: str, prefix: str, since: datetime | None) -> list[str]:
     """The Parquet objects under ``prefix`` (written since ``since``, when given)."""
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    found = [o for page in pages for o in page.get("Contents", []) if o["Key"].endswith(".parquet")]
-    return [o["Key"] for o in found if since is None or o["LastModified"] >= since]
+    return [k for k, at in data_objects(s3, bucket, prefix).items() if since is None or at >= since]
 
 
 def _key_of(row: Any) -> str:
@@ -152,16 +150,10 @@ def _scan(
     """(file, Kafka partition, offset, subject digest, tombstone offset or null) of every matching row of ``names``."""
     if not names:
         return None
-    frame = spark.read.option("mergeSchema", "true").parquet(*(s3_uri(bucket, n) for n in sorted(names)))
-    hashes = []
-    if fields:
-        personal = topic.personal_fields
-        for path in topic.spec.subject_fields:
-            if _has(frame.schema, path):
-                column = F.col(path).cast("string")
-                hashes.append(column if personal.get(path) == PiiAction.HMAC else keyed_hash(key, column))
-    by_key = topic.spec.erasure == "by_key" and "_key" in frame.columns
-    key_hash = keyed_hash(key, F.col("_key")) if by_key else F.lit(None).cast("string")
+    frame = read_objects(spark, bucket, names)
+    subjects = subject_columns(frame, topic, key, fields=fields)
+    hashes, by_key = subjects.fields, subjects.key is not None
+    key_hash = subjects.key if subjects.key is not None else F.lit(None).cast("string")
     base = frame.select(
         F.input_file_name().alias("file"),
         "_kafka_partition",
@@ -199,12 +191,3 @@ def _scan(
     for part in parts[1:]:
         result = result.unionByName(part)
     return result
-
-
-def _has(schema: StructType, path: str) -> bool:
-    current: Any = schema
-    for part in path.split("."):
-        if not isinstance(current, StructType) or part not in current.fieldNames():
-            return False
-        current = current[part].dataType
-    return True

@@ -1,0 +1,250 @@
+"""The subject index: which partitions of a table hold which hashed subjects, so that an erasure batch reads only the
+partitions its requests can touch instead of every file of the table.
+
+Parquet statistics cannot prune identifiers (a row group's min and max of random ids or digests span nearly all of
+them), so the erasure job keeps an index of its own, per erasable table, at ``TablePrefix.subject_index_prefix``:
+
+- segments of Parquet, two columns: ``digest``, the first 60 bits of a subject's keyed hash (``subjects``) as a
+  long, and ``partition``, the partition path holding a row of that subject; distinct and sorted by digest;
+- a record (``index.json``): the segments, the digests' signature (key and columns; another one rebuilds the index)
+  and every data object the segments cover.
+
+Every run brings the index up to date before it looks anything up (``refresh``): objects it does not cover are
+scanned once into a new segment; objects a compaction run wrote from objects the index already covered are covered
+as they are, unscanned (their rows are a subset of their inputs', in the same partition); objects gone are dropped.
+Past ``MAX_SEGMENTS`` the segments are merged into one (entries of partitions with no object left are dropped). The
+record is written with ``If-Match`` (``If-None-Match: *`` for the first), so of two overlapping runs only one
+commits its view; a run that loses the race, or whose refresh fails, scans the table whole, as without an index.
+
+A lookup (``Index.hits``) gives the partitions whose entries carry a wanted digest, and the batch's scan
+(``matching.find``) reads those and any partition with an object the index does not cover (written since the
+refresh): a 60-bit prefix can only add partitions to read, never hide one.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kafkalake.catalog import Topic
+from kafkalake.layout import Partition, s3_uri
+from kafkalake.lease import lost_race
+from kafkalake.personal import PseudonymKey
+from spark_jobs.compaction.manifest import ManifestStore
+from spark_jobs.erasure.subjects import (
+    PARTITION_PATH,
+    by_schema_version,
+    data_objects,
+    partition_of,
+    read_objects,
+    signature,
+    subject_columns,
+)
+
+DIGEST_HEX = 15
+"""Hex characters of a digest the index keeps: 60 bits, a positive long."""
+MAX_SEGMENTS = 8
+ORPHAN_AGE = timedelta(days=1)
+"""A segment no record names is deleted this long after it was written (a run writing one commits within hours)."""
+ROW_GROUP_BYTES = 1 << 20
+"""Small row groups: a segment is sorted by digest, so a lookup's filter skips most of them by their statistics."""
+
+
+def index_digest(digest: str) -> int:
+    """The index's form of a 64-hex-character digest."""
+    return int(digest[:DIGEST_HEX], 16)
+
+
+@dataclass
+class IndexRecord:
+    signature: str
+    segments: list[str] = field(default_factory=list)
+    """Segment folder keys, each complete."""
+    covered: list[str] = field(default_factory=list)
+    """Data object keys whose subjects the segments hold."""
+    updated_at: str = ""
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class Index:
+    """A table's index as a run committed it."""
+
+    bucket: str
+    segments: tuple[str, ...]
+    covered: frozenset[str]
+
+    def hits(self, spark: SparkSession, digests: Iterable[str]) -> Hits:
+        """The partitions that may hold one of ``digests``."""
+        wanted = sorted({index_digest(d) for d in digests})
+        found: set[str] = set()
+        if wanted and self.segments:
+            frame = spark.read.parquet(*(s3_uri(self.bucket, s) for s in self.segments))
+            rows = frame.where(F.col("digest").isin(wanted)).select("partition").distinct().collect()
+            found = {row["partition"] for row in rows}
+        return Hits(frozenset(found), self.covered)
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Where a batch's rows can be: partitions the index names, and any object it does not cover."""
+
+    partitions: frozenset[str]
+    covered: frozenset[str]
+
+    def wants(self, name: str) -> bool:
+        match = PARTITION_PATH.search(name)
+        return name not in self.covered or (match is not None and match.group(1) in self.partitions)
+
+
+@dataclass
+class Refresh:
+    scanned: int = 0
+    derived: int = 0
+    dropped: int = 0
+    merged: bool = False
+
+
+def refresh(
+    spark: SparkSession,
+    s3: Any,
+    bucket: str,
+    topic: Topic,
+    key: PseudonymKey,
+    *,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    say: Callable[[str], None] = print,
+) -> Index | None:
+    """The table's index, brought up to date and committed; None when another run committed first."""
+    record_key = topic.prefix.subject_index_key()
+    stored, etag = _load(s3, bucket, record_key)
+    wanted = signature(topic, key)
+    record = stored if stored is not None and stored.signature == wanted else IndexRecord(wanted)
+    previous = set(record.covered)
+    current = set(data_objects(s3, bucket, topic.prefix.data_prefix()))
+    new = current - previous
+    derived = _derived(s3, bucket, topic, new, previous)
+    todo = sorted(new - derived)
+    done = Refresh(len(todo), len(derived), len(previous - current))
+    segments = list(record.segments)
+    entries = _entries(spark, bucket, topic, key, todo) if todo else None
+    if entries is not None:
+        if len(segments) + 1 > MAX_SEGMENTS:
+            kept = {m.group(1) for m in map(PARTITION_PATH.search, current) if m}
+            old = spark.read.parquet(*(s3_uri(bucket, s) for s in segments))
+            entries = entries.unionByName(old).where(F.col("partition").isin(sorted(kept)))
+            segments, done.merged = [], True
+        segment_id = f"{now().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+        segment = topic.prefix.subject_index_segment_prefix(segment_id)
+        _write(entries, s3_uri(bucket, segment))
+        segments.append(segment)
+    covered = sorted((previous & current) | new)
+    if stored is not None and stored.signature == wanted and covered == stored.covered and segments == stored.segments:
+        return Index(bucket, tuple(segments), frozenset(covered))
+    committed = IndexRecord(wanted, segments, covered, now().isoformat())
+    condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+    try:
+        s3.put_object(Bucket=bucket, Key=record_key, Body=committed.to_json(), **condition)
+    except ClientError as exc:
+        if not lost_race(exc):
+            raise
+        say(f"subject index of {topic.database}.{topic.table}: another run updated it first; this run scans whole")
+        return None
+    _delete_segments(s3, bucket, topic, named=segments, dropped=set(stored.segments if stored else ()), now=now())
+    say(
+        f"subject index of {topic.database}.{topic.table}: {done.scanned} objects scanned, {done.derived} covered "
+        f"from their compaction inputs, {done.dropped} gone; {len(covered)} objects in {len(segments)} segments"
+        + (" (merged)" if done.merged else "")
+    )
+    return Index(bucket, tuple(segments), frozenset(covered))
+
+
+def _load(s3: Any, bucket: str, key: str) -> tuple[IndexRecord | None, str | None]:
+    try:
+        got = s3.get_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
+            return None, None
+        raise
+    return IndexRecord(**json.loads(got["Body"].read())), got["ETag"]
+
+
+def _derived(s3: Any, bucket: str, topic: Topic, new: set[str], covered: set[str]) -> set[str]:
+    """The new objects a compaction run wrote from objects the index covers, or from new raw objects this refresh
+    scans (its partition's manifest says so)."""
+    outputs_by_partition: dict[str, list[str]] = {}
+    for name in new:
+        match = PARTITION_PATH.search(name)
+        if match and name.startswith(topic.prefix.compacted_prefix()):
+            outputs_by_partition.setdefault(match.group(1), []).append(name)
+    base = covered | {n for n in new if not n.startswith(topic.prefix.compacted_prefix())}
+    store = ManifestStore(s3, bucket)
+    found: set[str] = set()
+    for path, names in outputs_by_partition.items():
+        values = [part.split("=", 1)[1] for part in path.rstrip("/").split("/")]
+        manifest = store.load(topic.prefix.compaction_manifest_key(Partition.from_values(values)))
+        if manifest is not None and manifest.inputs and set(manifest.inputs) <= base:
+            found |= {n for n in names if n in manifest.outputs}
+    return found
+
+
+def _entries(spark: SparkSession, bucket: str, topic: Topic, key: PseudonymKey, names: list[str]) -> DataFrame | None:
+    """(digest, partition) of every subject of every row of ``names``; None when their files hold no subject."""
+    frames = []
+    for group in by_schema_version(names):
+        frame = read_objects(spark, bucket, group)
+        columns = subject_columns(frame, topic, key).every
+        if not columns:
+            continue
+        rows = frame.select(
+            partition_of(F.input_file_name()).alias("partition"), F.explode(F.array(*columns)).alias("subject")
+        )
+        frames.append(
+            rows.where(F.col("subject").isNotNull()).select(
+                F.conv(F.substring("subject", 1, DIGEST_HEX), 16, 10).cast("long").alias("digest"), "partition"
+            )
+        )
+    if not frames:
+        return None
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def _write(entries: DataFrame, uri: str) -> None:
+    """One sorted file per segment, in small row groups."""
+    (
+        entries.distinct()
+        .repartition(1)
+        .sortWithinPartitions("digest", "partition")
+        .write.option("parquet.block.size", ROW_GROUP_BYTES)
+        .mode("errorifexists")
+        .parquet(uri)
+    )
+
+
+def _delete_segments(s3: Any, bucket: str, topic: Topic, *, named: list[str], dropped: set[str], now: datetime) -> None:
+    """Segments the committed record no longer names (merged, or of an old signature), and those a run left unnamed
+    for ``ORPHAN_AGE`` (it died, or lost the race); never a new one another run may still be about to name."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=topic.prefix.subject_index_prefix())
+    gone = [
+        {"Key": o["Key"]}
+        for page in pages
+        for o in page.get("Contents", [])
+        if "/segments/" in o["Key"]
+        and not any(o["Key"].startswith(s) for s in named)
+        and (any(o["Key"].startswith(s) for s in dropped) or o["LastModified"] < now - ORPHAN_AGE)
+    ]
+    for start in range(0, len(gone), 1000):
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": gone[start : start + 1000], "Quiet": True})

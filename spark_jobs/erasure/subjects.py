@@ -1,0 +1,98 @@
+"""What identifies a table's subjects in its data files, as keyed hashes: shared by the scan that finds a batch's rows
+(``spark_jobs.erasure.matching``) and the subject index that tells it where to look (``spark_jobs.erasure.index``),
+so both hash the same columns the same way.
+
+A subject field the catalog pseudonymises with ``hmac`` already holds the digest and is taken as it is; any other
+subject field, and the Kafka key of an ``erasure: by_key`` table, is hashed in Spark (``spark_jobs.keyed_hash``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from kafkalake.catalog import Topic
+from kafkalake.layout import s3_uri
+from kafkalake.personal import PiiAction, PseudonymKey
+from spark_jobs.keyed_hash import keyed_hash
+
+PARTITION_PATH = re.compile(r"(schema_version=[0-9]+/dt=[0-9-]+/hour=[0-9]{2}/)")
+"""A data object's partition path, in raw keys and compaction output alike."""
+
+
+@dataclass(frozen=True)
+class SubjectColumns:
+    fields: list[Column]
+    """The digest of each subject field the files have."""
+    key: Column | None
+    """The digest of the Kafka key (``erasure: by_key`` tables whose files store it)."""
+
+    @property
+    def every(self) -> list[Column]:
+        return self.fields + ([self.key] if self.key is not None else [])
+
+
+def subject_columns(frame: DataFrame, topic: Topic, key: PseudonymKey, *, fields: bool = True) -> SubjectColumns:
+    """The digests that identify a row's subjects in ``frame`` (its subject fields only when ``fields``)."""
+    hashes = []
+    if fields:
+        personal = topic.personal_fields
+        for path in topic.spec.subject_fields:
+            if _has(frame.schema, path):
+                column = F.col(path).cast("string")
+                hashes.append(column if personal.get(path) == PiiAction.HMAC else keyed_hash(key, column))
+    by_key = topic.spec.erasure == "by_key" and "_key" in frame.columns
+    return SubjectColumns(hashes, keyed_hash(key, F.col("_key")) if by_key else None)
+
+
+def signature(topic: Topic, key: PseudonymKey) -> str:
+    """What the table's digests are taken of, and with which key: an index of another signature is rebuilt."""
+    personal = topic.personal_fields
+    fields = [[path, personal.get(path) == PiiAction.HMAC] for path in topic.spec.subject_fields]
+    return json.dumps({"key_id": key.key_id, "fields": fields, "by_key": topic.spec.erasure == "by_key"})
+
+
+def data_objects(s3: Any, bucket: str, prefix: str) -> dict[str, datetime]:
+    """Key → last modified of every Parquet object under ``prefix``."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return {
+        o["Key"]: o["LastModified"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith(".parquet")
+    }
+
+
+def by_schema_version(names: Iterable[str]) -> list[list[str]]:
+    """Data object keys grouped by their partition's schema version (each group read as one frame); keys outside
+    the partition layout are left out."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        match = PARTITION_PATH.search(name)
+        if match:
+            groups[match.group(1).split("/")[0]].append(name)
+    return [sorted(group) for _, group in sorted(groups.items())]
+
+
+def read_objects(spark: SparkSession, bucket: str, names: Iterable[str]) -> DataFrame:
+    return spark.read.option("mergeSchema", "true").parquet(*(s3_uri(bucket, n) for n in sorted(names)))
+
+
+def partition_of(file: Column) -> Column:
+    """The partition path of a file URI column (``F.input_file_name()``)."""
+    return F.regexp_extract(file, PARTITION_PATH.pattern, 1)
+
+
+def _has(schema: StructType, path: str) -> bool:
+    current: Any = schema
+    for part in path.split("."):
+        if not isinstance(current, StructType) or part not in current.fieldNames():
+            return False
+        current = current[part].dataType
+    return True
