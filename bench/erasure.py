@@ -22,16 +22,12 @@ trusted: every receipt, rows removed = the subjects' rows, and every other row s
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
 import os
 import random
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from bench.common import say, timed, write_result
@@ -46,7 +42,7 @@ from kafkalake.settings import Endpoints
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.provision import ensure_pseudonym_key
-from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
+from kafkalake_dev.sandbox import customer_file, put_table, with_bucket
 from kafkalake_dev.spark import local_session
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Action, Knobs
@@ -98,38 +94,9 @@ def plan_lake(topic: Topic, seed: int = 7) -> Lake:
             for subject in mine:
                 subject_rows[subject] = subject_rows.get(subject, 0) + customers.count(subject)
             key = DataKey(topic.prefix, partition, kafka_partition, first, first + ROWS - 1)
-            files.setdefault(partition, []).append((key, parquet(customers, kafka_partition, first, partition)))
+            files.setdefault(partition, []).append((key, customer_file(customers, kafka_partition, first, partition)))
             offsets[kafka_partition] += ROWS
     return Lake(files, {s: n for s, n in subject_rows.items() if n}, PARTITIONS * FILES * ROWS)
-
-
-def parquet(customers: list[str], kafka_partition: int, first: int, partition: Partition) -> bytes:
-    rows = len(customers)
-    at = datetime.combine(partition.dt, datetime.min.time(), UTC) + timedelta(hours=partition.hour)
-    table = pa.table(
-        {
-            "id": [f"u-{kafka_partition}-{first + i}" for i in range(rows)],
-            "customer_id": customers,
-            "email": [hashlib.sha256(c.encode()).hexdigest() for c in customers],  # as the archiver hashes it
-            "updated_at": [at.isoformat()] * rows,
-            "_kafka_partition": pa.array([kafka_partition] * rows, pa.int32()),
-            "_kafka_offset": pa.array(range(first, first + rows), pa.int64()),
-            "_kafka_timestamp": pa.array([int(at.timestamp() * 1000)] * rows, pa.int64()),
-        }
-    )
-    out = io.BytesIO()
-    pq.write_table(table, out, compression="snappy")
-    return out.getvalue()
-
-
-def put(endpoints: Endpoints, topic: Topic, files: dict[Partition, list[tuple[DataKey, bytes]]]) -> None:
-    """The files under ``topic``'s prefix, its Glue table and complete partitions."""
-    s3 = make_client(endpoints, "s3")
-    for partition_files in files.values():
-        for key, body in partition_files:
-            s3.put_object(Bucket=endpoints.bucket, Key=dataclasses.replace(key, table=topic.prefix).key(), Body=body)
-    schema = pq.read_schema(io.BytesIO(next(iter(files.values()))[0][1]))
-    register_complete_partitions(make_client(endpoints, "glue"), topic, endpoints.bucket, schema, list(files))
 
 
 def glue_rows(spark: SparkSession, endpoints: Endpoints, topic: Topic, subjects: list[str]) -> tuple[int, int]:
@@ -156,7 +123,7 @@ def main() -> None:
         ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
         topic = erasure_topic("erase")
         lake = plan_lake(topic)
-        put(endpoints, topic, lake.files)
+        put_table(endpoints, topic, lake.files)
         subjects = sorted(lake.subject_rows)
         say(f"wrote {PARTITIONS} partitions of {FILES} files ({lake.rows} rows); {len(subjects)} subjects")
         record_requests(endpoints, topic.env, subjects)
@@ -177,7 +144,7 @@ def main() -> None:
             check(lake, outcome.failed, (len(receipts), removed), before, after)
             baseline = erasure_topic("compact")
             chosen = {p: f for p, f in lake.files.items() if tuple(p.values()) in set(rewritten)}
-            put(endpoints, baseline, chosen)
+            put_table(endpoints, baseline, chosen)
             compact_seconds, results = timed(Compactor(spark, endpoints, [baseline], NO_GRACE, say=say).run)
         finally:
             spark.stop()

@@ -1,19 +1,24 @@
 """Throw-away environments on the shared local stack: tests and benchmarks get their own bucket, queue,
 databases and S3 prefixes, so they never touch what the demo (or another run) made there; ``count_calls`` counts
-a client's API calls for the tests and benchmarks that bound them."""
+a client's API calls for the tests and benchmarks that bound them; ``customer_file`` and ``put_table`` write a
+``customer-updated``-shaped table without Kafka (the erasure tests and benchmark)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import io
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from infra.repo import catalog_dir, environments_file
@@ -21,7 +26,7 @@ from kafkalake.aws import make_client
 from kafkalake.catalog import Topic
 from kafkalake.environments import EnvironmentSettings, load_environments
 from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, table_input
-from kafkalake.layout import Partition, s3_uri
+from kafkalake.layout import DataKey, Partition, s3_uri
 from kafkalake.settings import Endpoints
 from kafkalake_dev.local import LOCAL_ENV
 
@@ -94,3 +99,35 @@ def count_calls(client: Any, counter: Counter[str]) -> Any:
 
     client.meta.events.register(f"before-call.{service}.*", _count)
     return client
+
+
+def customer_file(customers: Sequence[str], kafka_partition: int, first: int, partition: Partition) -> bytes:
+    """An archiver-shaped Parquet file of ``customer-updated`` rows, one per customer id, at consecutive offsets from
+    ``first``; ``email`` hashed as the archiver hashes it."""
+    rows = len(customers)
+    at = datetime.combine(partition.dt, datetime.min.time(), UTC) + timedelta(hours=partition.hour)
+    table = pa.table(
+        {
+            "id": [f"u-{kafka_partition}-{first + i}" for i in range(rows)],
+            "customer_id": list(customers),
+            "email": [hashlib.sha256(c.encode()).hexdigest() for c in customers],
+            "updated_at": [at.isoformat()] * rows,
+            "_kafka_partition": pa.array([kafka_partition] * rows, pa.int32()),
+            "_kafka_offset": pa.array(range(first, first + rows), pa.int64()),
+            "_kafka_timestamp": pa.array([int(at.timestamp() * 1000)] * rows, pa.int64()),
+        }
+    )
+    out = io.BytesIO()
+    pq.write_table(table, out, compression="snappy")
+    return out.getvalue()
+
+
+def put_table(endpoints: Endpoints, topic: Topic, files: Mapping[Partition, Sequence[tuple[DataKey, bytes]]]) -> None:
+    """The files under ``topic``'s prefix (their keys' partitions and offsets, the topic's prefix), its Glue table and
+    complete partitions."""
+    s3 = make_client(endpoints, "s3")
+    for partition_files in files.values():
+        for key, body in partition_files:
+            s3.put_object(Bucket=endpoints.bucket, Key=dataclasses.replace(key, table=topic.prefix).key(), Body=body)
+    schema = pq.read_schema(io.BytesIO(next(iter(files.values()))[0][1]))
+    register_complete_partitions(make_client(endpoints, "glue"), topic, endpoints.bucket, schema, list(files))

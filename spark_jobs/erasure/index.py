@@ -76,13 +76,24 @@ class IndexRecord:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
 
+@dataclass
+class Refresh:
+    """What one refresh did: data objects scanned, covered from their compaction inputs, dropped as gone."""
+
+    scanned: int = 0
+    derived: int = 0
+    dropped: int = 0
+    merged: bool = False
+
+
 @dataclass(frozen=True)
 class Index:
-    """A table's index as a run committed it."""
+    """A table's index as a run committed it, and what its refresh did."""
 
     bucket: str
     segments: tuple[str, ...]
     covered: frozenset[str]
+    refreshed: Refresh = field(default_factory=Refresh)
 
     def hits(self, spark: SparkSession, digests: Iterable[str]) -> Hits:
         """The partitions that may hold one of ``digests``."""
@@ -105,14 +116,6 @@ class Hits:
     def wants(self, name: str) -> bool:
         match = PARTITION_PATH.search(name)
         return name not in self.covered or (match is not None and match.group(1) in self.partitions)
-
-
-@dataclass
-class Refresh:
-    scanned: int = 0
-    derived: int = 0
-    dropped: int = 0
-    merged: bool = False
 
 
 def refresh(
@@ -150,7 +153,7 @@ def refresh(
         segments.append(segment)
     covered = sorted((previous & current) | new)
     if stored is not None and stored.signature == wanted and covered == stored.covered and segments == stored.segments:
-        return Index(bucket, tuple(segments), frozenset(covered))
+        return Index(bucket, tuple(segments), frozenset(covered), done)
     committed = IndexRecord(wanted, segments, covered, now().isoformat())
     condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
     try:
@@ -166,7 +169,7 @@ def refresh(
         f"from their compaction inputs, {done.dropped} gone; {len(covered)} objects in {len(segments)} segments"
         + (" (merged)" if done.merged else "")
     )
-    return Index(bucket, tuple(segments), frozenset(covered))
+    return Index(bucket, tuple(segments), frozenset(covered), done)
 
 
 def _load(s3: Any, bucket: str, key: str) -> tuple[IndexRecord | None, str | None]:

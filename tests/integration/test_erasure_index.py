@@ -1,0 +1,215 @@
+"""The subject index on the local stack: it names exactly the partitions that hold a subject, the erasure job reads
+only those (and objects the index does not cover yet), a refresh reads only new objects and covers compaction
+output from its inputs unread, a changed declaration rebuilds it, segments merge, and of two runs racing for its
+record only one commits."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from infra.repo import catalog_dir
+from kafkalake.aws import list_objects, make_client
+from kafkalake.catalog import Topic, load_catalog
+from kafkalake.erasure import RequestStore, new_request
+from kafkalake.layout import DataKey, Partition
+from kafkalake.personal import PseudonymKey, load_key
+from kafkalake.settings import Endpoints
+from kafkalake_dev.provision import ensure_pseudonym_key
+from kafkalake_dev.sandbox import customer_file, put_table, with_bucket
+from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.work import Action, Knobs
+from spark_jobs.erasure import index
+from spark_jobs.erasure.job import Eraser
+from spark_jobs.erasure.matching import find, scope
+
+pytestmark = pytest.mark.stack
+BUCKET = "kafkalake-erasure-index-tests"
+SUBJECT = "subject-indexed-1"
+HOURS = 6
+HOLDING = (1, 4)
+"""The hours whose first file holds the subject's row."""
+START = datetime(2026, 11, 2, tzinfo=UTC)
+NO_GRACE = Knobs(min_input_files=1, grace_period=timedelta(0))
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    found = with_bucket(local_stack, BUCKET)
+    make_client(found, "s3").put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    ensure_pseudonym_key(make_client(found, "secretsmanager"))
+    return found
+
+
+@pytest.fixture
+def key(endpoints: Endpoints) -> PseudonymKey:
+    return load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lake:
+    topic: Topic
+    files: dict[Partition, list[tuple[DataKey, bytes]]]
+
+    def partition(self, hour: int) -> Partition:
+        at = START + timedelta(hours=hour)
+        return Partition(1, at.date(), at.hour)
+
+    def key_of(self, hour: int, number: int) -> str:
+        return dataclasses.replace(self.files[self.partition(hour)][number][0], table=self.topic.prefix).key()
+
+
+@pytest.fixture
+def lake(endpoints: Endpoints) -> Iterator[Lake]:
+    """A table of its own erased by ``customer_id``: HOURS partitions of two files, the subject in HOLDING's."""
+    suffix = uuid.uuid4().hex[:8]
+    template = load_catalog(catalog_dir()).get("customer-updated", "staging")
+    spec = template.spec.model_copy(update={"database": f"index_{suffix}", "erasure": "none"})
+    topic = dataclasses.replace(template, env=f"i{suffix}", spec=spec)
+    assert topic.spec.subject_fields == ("customer_id",)
+    files: dict[Partition, list[tuple[DataKey, bytes]]] = {}
+    for hour in range(HOURS):
+        partition = Partition(1, (START + timedelta(hours=hour)).date(), hour)
+        for number in range(2):
+            first = (hour * 2 + number) * 20
+            customers = [f"customer-{first + i}" for i in range(20)]
+            if number == 0 and hour in HOLDING:
+                customers[3] = SUBJECT
+            body = customer_file(customers, 0, first, partition)
+            files.setdefault(partition, []).append((DataKey(topic.prefix, partition, 0, first, first + 19), body))
+    put_table(endpoints, topic, files)
+    yield Lake(topic, files)
+
+
+def refreshed(spark: SparkSession, endpoints: Endpoints, topic: Topic, key: PseudonymKey) -> index.Index:
+    found = index.refresh(spark, make_client(endpoints, "s3"), endpoints.bucket, topic, key)
+    assert found is not None
+    return found
+
+
+def record_etag(endpoints: Endpoints, topic: Topic) -> str:
+    return str(make_client(endpoints, "s3").head_object(Bucket=BUCKET, Key=topic.prefix.subject_index_key())["ETag"])
+
+
+def add_object(endpoints: Endpoints, lake: Lake, hour: int, customers: list[str], first: int) -> str:
+    partition = lake.partition(hour)
+    name = DataKey(lake.topic.prefix, partition, 1, first, first + len(customers) - 1).key()
+    body = customer_file(customers, 1, first, partition)
+    make_client(endpoints, "s3").put_object(Bucket=BUCKET, Key=name, Body=body)
+    return name
+
+
+def test_the_index_names_the_partitions_holding_a_subject_and_the_erasure_reads_only_those(
+    spark: SparkSession, endpoints: Endpoints, lake: Lake, key: PseudonymKey
+) -> None:
+    s3 = make_client(endpoints, "s3")
+    kept = refreshed(spark, endpoints, lake.topic, key)
+    assert kept.refreshed.scanned == HOURS * 2
+    digest = key.digest(SUBJECT)
+    hits = kept.hits(spark, [digest])
+    assert hits.partitions == {lake.partition(h).path() for h in HOLDING}
+    assert kept.hits(spark, [key.digest("nobody-here")]).partitions == set()
+    # an object the index covers, in a partition without the subject, is never read again: make it unreadable
+    s3.put_object(Bucket=BUCKET, Key=lake.key_of(0, 1), Body=b"not parquet: only a scan of the whole table reads it")
+    wanted = scope(lake.topic, [new_request([digest], [], 1, key.key_id, datetime.now(UTC))])
+    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    assert sorted(found.partitions) == sorted(lake.partition(h).path() for h in HOLDING)
+    with pytest.raises(Exception, match=r"(?i)parquet"):
+        find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted)  # without the index: every file
+    # an object written after the refresh is not covered: read, whatever the index says
+    late = add_object(endpoints, lake, 2, [SUBJECT, "customer-late"], 1000)
+    assert hits.wants(late) and not hits.wants(lake.key_of(3, 0))
+    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    assert lake.partition(2).path() in found.partitions
+    # the erasure job: the index refreshed (only the new object read), the subject's rows gone, the bad object untouched
+    RequestStore(s3, BUCKET, lake.topic.env).put(new_request([digest], [], 1, key.key_id, datetime.now(UTC)))
+    outcome = Eraser(spark, endpoints, lake.topic.env, [lake.topic], NO_GRACE).run()
+    assert (len(outcome.receipts), outcome.failed) == (1, {})
+    [receipt] = RequestStore(s3, BUCKET, lake.topic.env).receipts().values()
+    [table] = receipt["tables"].values()
+    assert table["rows_removed"] == len(HOLDING) + 1
+    assert sorted(table["partitions"]) == sorted(lake.partition(h).values() for h in (*HOLDING, 2))
+
+
+def test_a_refresh_reads_only_new_objects_and_covers_compaction_output_from_its_inputs(
+    spark: SparkSession, endpoints: Endpoints, lake: Lake, key: PseudonymKey
+) -> None:
+    refreshed(spark, endpoints, lake.topic, key)
+    etag = record_etag(endpoints, lake.topic)
+    again = refreshed(spark, endpoints, lake.topic, key)
+    assert (again.refreshed.scanned, again.refreshed.derived) == (0, 0)
+    assert record_etag(endpoints, lake.topic) == etag, "a refresh with nothing new wrote the record"
+    results = Compactor(spark, endpoints, [lake.topic], NO_GRACE).run()
+    assert {r.action for r in results} == {Action.COMPACTED}
+    s3 = make_client(endpoints, "s3")
+    current = set(list_objects(s3, BUCKET, lake.topic.prefix.data_prefix(), ".parquet"))
+    outputs = {n for n in current if n.startswith(lake.topic.prefix.compacted_prefix())}
+    assert len(outputs) == HOURS and len(current) == HOURS * 3, "the replaced raw files wait for the clean-up"
+    after = refreshed(spark, endpoints, lake.topic, key)
+    assert (after.refreshed.scanned, after.refreshed.derived, after.refreshed.dropped) == (0, HOURS, 0)
+    Compactor(spark, endpoints, [lake.topic], NO_GRACE).run()  # the clean-up deletes the replaced raw files
+    after = refreshed(spark, endpoints, lake.topic, key)
+    assert (after.refreshed.scanned, after.refreshed.derived, after.refreshed.dropped) == (0, 0, HOURS * 2)
+    assert after.covered == outputs
+    digest = key.digest(SUBJECT)
+    hits = after.hits(spark, [digest])
+    wanted = scope(lake.topic, [new_request([digest], [], 1, key.key_id, datetime.now(UTC))])
+    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    assert sorted(found.partitions) == sorted(lake.partition(h).path() for h in HOLDING)
+    assert sum(n for p in found.partitions.values() for n in p.rows_by_request.values()) == len(HOLDING)
+
+
+def test_a_changed_declaration_rebuilds_the_index_and_segments_merge(
+    spark: SparkSession, endpoints: Endpoints, lake: Lake, key: PseudonymKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3 = make_client(endpoints, "s3")
+    refreshed(spark, endpoints, lake.topic, key)
+    by_id = dataclasses.replace(
+        lake.topic, spec=lake.topic.spec.model_copy(update={"subject_fields": ("customer_id", "id")})
+    )
+    rebuilt = refreshed(spark, endpoints, by_id, key)
+    assert rebuilt.refreshed.scanned == HOURS * 2, "a new subject field: every object read again"
+    segments_prefix = f"{lake.topic.prefix.subject_index_prefix()}segments/"
+    stored = list_objects(s3, BUCKET, segments_prefix)
+    assert stored and all(n.startswith(rebuilt.segments) for n in stored), "the old declaration's segment is gone"
+    [row_id] = [f"u-0-{(1 * 2) * 20 + 5}"]  # the id of a row of hour 1's first file
+    assert rebuilt.hits(spark, [key.digest(row_id)]).partitions == {lake.partition(1).path()}
+    monkeypatch.setattr(index, "MAX_SEGMENTS", 2)
+    merged = []
+    for number, hour in enumerate((2, 3, 5)):
+        add_object(endpoints, lake, hour, [f"new-{number}", SUBJECT], 2000 + 10 * number)
+        kept = refreshed(spark, endpoints, by_id, key)
+        assert kept.refreshed.scanned == 1
+        assert len(kept.segments) <= 2
+        merged.append(kept.refreshed.merged)
+    assert merged == [False, True, False], "the third segment is merged with the two before it"
+    assert set(list_objects(s3, BUCKET, segments_prefix)) == {
+        n for n in list_objects(s3, BUCKET, segments_prefix) if n.startswith(kept.segments)
+    }
+    expected = {lake.partition(h).path() for h in (*HOLDING, 2, 3, 5)}
+    assert kept.hits(spark, [key.digest(SUBJECT)]).partitions == expected
+
+
+def test_of_two_runs_racing_for_the_record_only_one_commits(
+    spark: SparkSession, endpoints: Endpoints, lake: Lake, key: PseudonymKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refreshed(spark, endpoints, lake.topic, key)
+    etag = record_etag(endpoints, lake.topic)
+    add_object(endpoints, lake, 0, [SUBJECT], 3000)
+    loaded = index._load
+
+    def read_before_the_other_run_wrote(s3: Any, bucket: str, name: str) -> tuple[Any, str | None]:
+        record, _ = loaded(s3, bucket, name)
+        return record, '"an-etag-another-run-replaced"'
+
+    monkeypatch.setattr(index, "_load", read_before_the_other_run_wrote)
+    lines: list[str] = []
+    lost = index.refresh(spark, make_client(endpoints, "s3"), BUCKET, lake.topic, key, say=lines.append)
+    assert lost is None and "another run updated it first" in lines[-1]
+    assert record_etag(endpoints, lake.topic) == etag, "the run that lost the race changed the record"
