@@ -4,19 +4,24 @@ rows, not the size of the lake.
 One table shaped like ``customer-updated`` (subject field ``customer_id``) of BENCH_ERASE_PARTITIONS (default 200)
 Glue partitions, BENCH_ERASE_FILES (default 3) archiver-shaped files each, in a versioned bucket as the stack's is.
 BENCH_ERASE_SUBJECTS (default 100) people have rows only in BENCH_ERASE_HOLDING (default 10) of the partitions,
-among many other customers everywhere. On one Spark session:
+among many other customers everywhere. On one Spark session, as the job meets the lake when it runs hourly:
 
-1. one explicit request per subject is stored (hashed, as ``kafkalake erase --subject`` stores it), then one erasure
-   run (no grace period, so it also deletes every replaced object version) carries all of them out: its seconds,
-   the partitions it rewrote (from the receipts), the rows it removed;
-2. the baseline: the compactor (same grace period) on a second table holding byte-for-byte copies of exactly the
-   partitions the erasure rewrote: its seconds.
+1. an erasure run with no request builds the table's subject index (``spark_jobs.erasure.index``), as the job's
+   earlier runs would have, object by object, as the lake grew: its seconds (once per object, not per request);
+2. one more hour of the archiver's files lands (not in Glue yet), and one explicit request per subject is stored
+   (hashed, as ``kafkalake erase --subject`` stores it);
+3. the first baseline: the scan the job made before it had the index, every file of the table read for the
+   requests' subjects (``matching.find`` without the index): its seconds, and the rows and partitions it finds;
+4. one erasure run (no grace period, so it also deletes every replaced object version) carries every request out:
+   its seconds, split at the end of finding the rows (the index brought up to date with the new hour, looked up,
+   the partitions it names read) and what follows (rewrite, verify, swap, version deletion, receipts);
+5. the second baseline: the compactor (same grace period) on a second table holding byte-for-byte copies of exactly
+   the partitions the erasure rewrote: its seconds.
 
-Reported: the ratio erasure ÷ compactor, the erasure's seconds split at the end of its scan (one Spark scan of the
-subject column of every file of the table, which finds the rows and the partitions holding them) and what follows
-(rewrite, verify, swap, version deletion, receipts: the part that follows the partitions holding matches), and
-partitions rewritten ÷ partitions in the table. The run is checked, not
-trusted: every receipt, rows removed = the subjects' rows, and every other row still read through Glue.
+Reported: the ratio erasure ÷ compactor on the same partitions, the ratio of finding the rows with the index ÷ the
+whole-table scan, the objects the run read into the index, and partitions read and rewritten ÷ partitions in the
+table. The run is checked, not trusted: the job finds what the whole-table scan finds (the receipts' partitions and
+rows), every request done, rows removed = the subjects' rows, and every other row still read through Glue.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from kafkalake_dev.sandbox import customer_file, put_table, with_bucket
 from kafkalake_dev.spark import local_session
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Action, Knobs
+from spark_jobs.erasure import matching
 from spark_jobs.erasure.job import Eraser
 
 PARTITIONS = int(os.environ.get("BENCH_ERASE_PARTITIONS", "200"))
@@ -121,27 +127,38 @@ def main() -> None:
         s3 = make_client(endpoints, "s3")
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
+        key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
         topic = erasure_topic("erase")
         lake = plan_lake(topic)
         put_table(endpoints, topic, lake.files)
         subjects = sorted(lake.subject_rows)
         say(f"wrote {PARTITIONS} partitions of {FILES} files ({lake.rows} rows); {len(subjects)} subjects")
-        record_requests(endpoints, topic.env, subjects)
         spark = local_session(endpoints, "kafkalake-bench-erasure")
         spark.sparkContext.setLogLevel("ERROR")
         try:
             before = glue_rows(spark, endpoints, topic, subjects)
+            build_seconds, built = timed(Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=say).run)
+            say(f"subject index built in {build_seconds:.1f} s")
+            land_next_hour(endpoints, topic)
+            record_requests(endpoints, topic.env, subjects)
+            requests, _ = RequestStore(s3, BUCKET, topic.env).requests()
+            wanted = matching.scope(topic, requests)
+            full_seconds, full = timed(lambda: matching.find(spark, s3, BUCKET, topic, key=key, wanted=wanted))
+            say(f"whole-table scan: {full_seconds:.1f} s, rows in {len(full.partitions)} partitions")
             marks: list[tuple[float, str]] = []
             eraser = Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=lambda line: mark(marks, line))
             started = time.perf_counter()
             erase_seconds, outcome = timed(eraser.run)
-            scan_seconds = next(at for at, line in marks if line.startswith("erasure batch")) - started
+            find_seconds = next(at for at, line in marks if line.startswith("erasure batch")) - started
             after = glue_rows(spark, endpoints, topic, subjects)
             receipts = RequestStore(s3, BUCKET, topic.env).receipts()
             table = f"{topic.database}.{topic.table}"
             rewritten = sorted({tuple(p) for r in receipts.values() for p in r["tables"][table]["partitions"]})
             removed = sum(r["tables"][table]["rows_removed"] for r in receipts.values())
             check(lake, outcome.failed, (len(receipts), removed), before, after)
+            scanned = sorted(tuple(p.values) for p in full.partitions.values())
+            if scanned != rewritten or sum(len(p.keys) for p in full.partitions.values()) != removed:
+                raise RuntimeError(f"with its index the job erased {rewritten}, the whole-table scan finds {scanned}")
             baseline = erasure_topic("compact")
             chosen = {p: f for p, f in lake.files.items() if tuple(p.values()) in set(rewritten)}
             put_table(endpoints, baseline, chosen)
@@ -162,18 +179,37 @@ def main() -> None:
                 "partitions_rewritten": len(rewritten),
                 "share_of_partitions_rewritten": len(rewritten) / PARTITIONS,
                 "rows_removed": removed,
+                "index_build_seconds": build_seconds,
+                "index_build_objects": sum(built.indexed.values()),
+                "objects_indexed_by_the_run": sum(outcome.indexed.values()),
                 "erasure_seconds": erase_seconds,
-                "erasure_scan_seconds": scan_seconds,
-                "erasure_after_scan_seconds": erase_seconds - scan_seconds,
+                "erasure_find_seconds": find_seconds,
+                "erasure_after_find_seconds": erase_seconds - find_seconds,
+                "whole_table_scan_seconds": full_seconds,
+                "ratio_find_to_whole_table_scan": find_seconds / full_seconds,
                 "compactor_seconds_same_partitions": compact_seconds,
                 "ratio_erasure_to_compactor": erase_seconds / compact_seconds,
-                "ratio_erasure_after_scan_to_compactor": (erase_seconds - scan_seconds) / compact_seconds,
             },
         )
 
 
+def land_next_hour(endpoints: Endpoints, topic: Topic) -> None:
+    """FILES archiver files of the hour after the lake's last, none of them the subjects' (not in Glue yet): what
+    the archiver wrote since the job's last run, which the run reads into the index."""
+    draw = random.Random(11)
+    at = START + timedelta(hours=PARTITIONS)
+    partition = Partition(1, at.date(), at.hour)
+    s3 = make_client(endpoints, "s3")
+    for number in range(FILES):
+        first = 10**9 + number * ROWS
+        customers = [f"customer-{draw.randrange(10**7):07d}" for _ in range(ROWS)]
+        key = DataKey(topic.prefix, partition, number % KAFKA_PARTITIONS, first, first + ROWS - 1)
+        body = customer_file(customers, number % KAFKA_PARTITIONS, first, partition)
+        s3.put_object(Bucket=endpoints.bucket, Key=key.key(), Body=body)
+
+
 def mark(marks: list[tuple[float, str]], line: str) -> None:
-    """The erasure job's line, said, and when: its batch line marks the end of the scan that found the rows."""
+    """The erasure job's line, said, and when: its batch line marks the end of finding the rows."""
     marks.append((time.perf_counter(), line))
     say(line)
 

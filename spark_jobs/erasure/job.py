@@ -60,6 +60,8 @@ class Outcome:
     pending: int = 0
     late: int = 0
     """Requests without a receipt after the run, and those of them past their deadline."""
+    indexed: dict[str, int] = field(default_factory=dict)
+    """Table → data objects this run read into its subject index."""
 
 
 class Eraser(Rewriter):
@@ -179,6 +181,7 @@ class Eraser(Rewriter):
                 continue
             if current is not None:
                 found[name] = current
+                outcome.indexed[name] = outcome.indexed.get(name, 0) + current.refreshed.scanned
         return found
 
     def _new_batch(
@@ -337,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     outcome = Eraser(spark, endpoints, args.env, topics, knobs, run=run).run()
     print(
         f"erasure: {len(outcome.receipts)} requests done, {outcome.pending} pending ({outcome.late} late), "
-        f"tables waiting: {outcome.waiting}, failed: {outcome.failed}"
+        f"objects indexed: {sum(outcome.indexed.values())}, tables waiting: {outcome.waiting}, failed: {outcome.failed}"
     )
     if outcome.failed:
         sys.exit(1)
