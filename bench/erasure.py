@@ -14,11 +14,14 @@ among many other customers everywhere. On one Spark session, as the job meets th
    requests' subjects (``matching.find`` without the index): its seconds, and the rows and partitions it finds;
 4. one erasure run (no grace period, so it also deletes every replaced object version) carries every request out:
    its seconds, split at the end of finding the rows (the index brought up to date with the new hour, looked up,
-   the partitions it names read) and what follows (rewrite, verify, swap, version deletion, receipts);
+   the partitions it names read) and what follows (rewrite, verify, swap, version deletion, receipts), and the
+   seconds of the version deletion alone (one ListObjectVersions per partition, which moto answers by copying
+   every version in the bucket: locally it grows with the table, on S3 with the partition);
 5. the second baseline: the compactor (same grace period) on a second table holding byte-for-byte copies of exactly
    the partitions the erasure rewrote: its seconds.
 
-Reported: the ratio erasure ÷ compactor on the same partitions, the ratio of finding the rows with the index ÷ the
+Reported: the ratio erasure ÷ compactor on the same partitions (also without the version deletion, which the
+compactor's run does not do: its clean-up comes a run later), the ratio of finding the rows with the index ÷ the
 whole-table scan, the objects the run read into the index, and partitions read and rewritten ÷ partitions in the
 table. The run is checked, not trusted: the job finds what the whole-table scan finds (the receipts' partitions and
 rows), every request done, rows removed = the subjects' rows, and every other row still read through Glue.
@@ -30,6 +33,7 @@ import dataclasses
 import os
 import random
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,7 +65,9 @@ ROWS = int(os.environ.get("BENCH_ERASE_ROWS", "2000"))
 SUBJECTS = int(os.environ.get("BENCH_ERASE_SUBJECTS", "100"))
 HOLDING = int(os.environ.get("BENCH_ERASE_HOLDING", "10"))
 """Partitions that hold the subjects' rows."""
-BUCKET = "kafkalake-bench-erasure"
+BUCKET_PREFIX = "kafkalake-bench-erasure"
+"""A bucket of its own per run: moto answers ListObjectVersions by copying every version in the bucket (S3 lists the
+prefix only), so the purge's per-partition listings would grow with what earlier runs left in a shared bucket."""
 KAFKA_PARTITIONS = 3
 START = datetime(2026, 11, 1, tzinfo=UTC)
 NO_GRACE = Knobs(min_input_files=1, grace_period=timedelta(0))
@@ -123,9 +129,10 @@ def record_requests(endpoints: Endpoints, env: str, subjects: list[str]) -> None
 
 def main() -> None:
     with stack.running():
-        endpoints = with_bucket(local_endpoints(), BUCKET)
+        bucket = f"{BUCKET_PREFIX}-{uuid.uuid4().hex[:8]}"
+        endpoints = with_bucket(local_endpoints(), bucket)
         s3 = make_client(endpoints, "s3")
-        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
         key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
         topic = erasure_topic("erase")
@@ -141,17 +148,18 @@ def main() -> None:
             say(f"subject index built in {build_seconds:.1f} s")
             land_next_hour(endpoints, topic)
             record_requests(endpoints, topic.env, subjects)
-            requests, _ = RequestStore(s3, BUCKET, topic.env).requests()
+            requests, _ = RequestStore(s3, bucket, topic.env).requests()
             wanted = matching.scope(topic, requests)
-            full_seconds, full = timed(lambda: matching.find(spark, s3, BUCKET, topic, key=key, wanted=wanted))
+            full_seconds, full = timed(lambda: matching.find(spark, s3, bucket, topic, key=key, wanted=wanted))
             say(f"whole-table scan: {full_seconds:.1f} s, rows in {len(full.partitions)} partitions")
             marks: list[tuple[float, str]] = []
             eraser = Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=lambda line: mark(marks, line))
             started = time.perf_counter()
             erase_seconds, outcome = timed(eraser.run)
             find_seconds = next(at for at, line in marks if line.startswith("erasure batch")) - started
+            purge_seconds = phase(marks, "rewritten without", "erasure batch")
             after = glue_rows(spark, endpoints, topic, subjects)
-            receipts = RequestStore(s3, BUCKET, topic.env).receipts()
+            receipts = RequestStore(s3, bucket, topic.env).receipts()
             table = f"{topic.database}.{topic.table}"
             rewritten = sorted({tuple(p) for r in receipts.values() for p in r["tables"][table]["partitions"]})
             removed = sum(r["tables"][table]["rows_removed"] for r in receipts.values())
@@ -185,10 +193,12 @@ def main() -> None:
                 "erasure_seconds": erase_seconds,
                 "erasure_find_seconds": find_seconds,
                 "erasure_after_find_seconds": erase_seconds - find_seconds,
+                "erasure_purge_seconds": purge_seconds,
                 "whole_table_scan_seconds": full_seconds,
                 "ratio_find_to_whole_table_scan": find_seconds / full_seconds,
                 "compactor_seconds_same_partitions": compact_seconds,
                 "ratio_erasure_to_compactor": erase_seconds / compact_seconds,
+                "ratio_erasure_before_purge_to_compactor": (erase_seconds - purge_seconds) / compact_seconds,
             },
         )
 
@@ -208,10 +218,17 @@ def land_next_hour(endpoints: Endpoints, topic: Topic) -> None:
         s3.put_object(Bucket=endpoints.bucket, Key=key.key(), Body=body)
 
 
+def phase(marks: list[tuple[float, str]], after: str, until: str) -> float:
+    """Seconds from the last line starting ``after`` (past the table's name) to the last starting ``until``: the
+    purge of replaced objects and their versions runs from the last partition rewritten to the batch's end."""
+    start = max(at for at, line in marks if after in line)
+    return max(at for at, line in marks if line.startswith(until)) - start
+
+
 def mark(marks: list[tuple[float, str]], line: str) -> None:
     """The erasure job's line, said, and when: its batch line marks the end of finding the rows."""
     marks.append((time.perf_counter(), line))
-    say(line)
+    say(f"+{marks[-1][0] - marks[0][0]:.1f} s {line}")
 
 
 def erasure_topic(tag: str) -> Topic:
