@@ -41,7 +41,7 @@ COMPACTOR_WRITES = (STATE_ROOT, f"{DATA_ROOT}/*/{COMPACTED_DIR}")
 root."""
 ERASURE_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT, ERASURE_ROOT)
 """The erasure job reads, writes and deletes under these: rewritten partitions (as the compactor), quarantine
-objects rewritten in place, manifests and leases, requests, receipts and its lease."""
+objects rewritten in place, manifests and leases, requests, receipts, its lease and the subject indexes."""
 ERASURE_PURGES = (DATA_ROOT, QUARANTINE_ROOT)
 """Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data and quarantine only."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
@@ -278,8 +278,8 @@ class Jobs(Construct):
         acknowledge(
             role,
             "The erasure job rewrites partitions as the compactor does, rewrites quarantine objects, deletes the "
-            "replaced objects' versions under the data and quarantine prefixes, and writes its receipts, all named "
-            "at run time, with the lake key; it updates partitions of tables created at run time in our databases. "
+            "replaced objects' versions under the data and quarantine prefixes, and writes its receipts and the "
+            "tables' subject indexes, all named at run time, with the lake key; it updates partitions of tables created at run time in our databases. "
             "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
             "kafkalake namespace.",
             "AwsSolutions-IAM5[Resource::*]",

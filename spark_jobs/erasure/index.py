@@ -47,6 +47,7 @@ from spark_jobs.erasure.subjects import (
     read_objects,
     signature,
     subject_columns,
+    union,
 )
 
 DIGEST_HEX = 15
@@ -217,12 +218,7 @@ def _entries(spark: SparkSession, bucket: str, topic: Topic, key: PseudonymKey, 
                 F.conv(F.substring("subject", 1, DIGEST_HEX), 16, 10).cast("long").alias("digest"), "partition"
             )
         )
-    if not frames:
-        return None
-    result = frames[0]
-    for frame in frames[1:]:
-        result = result.unionByName(frame)
-    return result
+    return union(frames)
 
 
 def _write(entries: DataFrame, uri: str) -> None:

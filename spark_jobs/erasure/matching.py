@@ -29,7 +29,14 @@ from kafkalake.layout import parse_s3_uri
 from kafkalake.personal import PseudonymKey, QuarantineMode
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.index import Hits
-from spark_jobs.erasure.subjects import PARTITION_PATH, by_schema_version, data_objects, read_objects, subject_columns
+from spark_jobs.erasure.subjects import (
+    PARTITION_PATH,
+    by_schema_version,
+    data_objects,
+    read_objects,
+    subject_columns,
+    union,
+)
 
 
 @dataclass
@@ -185,9 +192,4 @@ def _scan(
         parts.append(
             joined.select("file", "_kafka_partition", "_kafka_offset", F.col("digest").alias("subject"), "before")
         )
-    if not parts:
-        return None
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.unionByName(part)
-    return result
+    return union(parts)

@@ -8,6 +8,7 @@ subject field, and the Kafka key of an ``erasure: by_key`` table, is hashed in S
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import defaultdict
@@ -18,11 +19,11 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from kafkalake.catalog import Topic
 from kafkalake.layout import s3_uri
 from kafkalake.personal import PiiAction, PseudonymKey
+from spark_jobs.archiver.transform import field_type
 from spark_jobs.keyed_hash import keyed_hash
 
 PARTITION_PATH = re.compile(r"(schema_version=[0-9]+/dt=[0-9-]+/hour=[0-9]{2}/)")
@@ -47,7 +48,7 @@ def subject_columns(frame: DataFrame, topic: Topic, key: PseudonymKey, *, fields
     if fields:
         personal = topic.personal_fields
         for path in topic.spec.subject_fields:
-            if _has(frame.schema, path):
+            if field_type(frame.schema, path) is not None:
                 column = F.col(path).cast("string")
                 hashes.append(column if personal.get(path) == PiiAction.HMAC else keyed_hash(key, column))
     by_key = topic.spec.erasure == "by_key" and "_key" in frame.columns
@@ -89,10 +90,6 @@ def partition_of(file: Column) -> Column:
     return F.regexp_extract(file, PARTITION_PATH.pattern, 1)
 
 
-def _has(schema: StructType, path: str) -> bool:
-    current: Any = schema
-    for part in path.split("."):
-        if not isinstance(current, StructType) or part not in current.fieldNames():
-            return False
-        current = current[part].dataType
-    return True
+def union(frames: list[DataFrame]) -> DataFrame | None:
+    """The frames' rows as one frame (by column name); None for no frame."""
+    return functools.reduce(DataFrame.unionByName, frames) if frames else None

@@ -1,6 +1,9 @@
 from collections.abc import Iterator
+from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from pyspark.sql import SparkSession
 
 from infra.assets import connector_jars
@@ -26,3 +29,12 @@ def bare_spark() -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    """In-process S3 with an empty bucket ``lake`` (a module with its own ``s3`` fixture overrides this one)."""
+    with mock_aws():
+        client = boto3.client("s3", region_name="eu-west-1")
+        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        yield client

@@ -90,9 +90,11 @@ JOBS = CORE | {
         "compaction/write",
         "erasure/__init__",
         "erasure/batch",
+        "erasure/index",
         "erasure/job",
         "erasure/matching",
         "erasure/purge",
+        "erasure/subjects",
     )
 }
 

@@ -4,13 +4,10 @@ declaration change rebuilds it, and which compaction output it covers from its i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from infra.repo import catalog_dir
 from kafkalake.catalog import load_catalog
@@ -84,14 +81,6 @@ def test_objects_are_grouped_by_schema_version_and_keys_outside_the_layout_left_
     assert groups == [sorted([raw(HOUR, 0), raw(OTHER, 0)]), [v2]]
 
 
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="eu-west-1")
-        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-        yield client
-
-
 def manifest(partition: Partition, run: str, inputs: list[str], outputs: list[str]) -> Manifest:
     return Manifest(
         partition.values(),
@@ -109,7 +98,9 @@ def test_compaction_output_is_covered_unread_only_when_every_input_is(s3: Any) -
     store.save(TOPIC.prefix.compaction_manifest_key(HOUR), manifest(HOUR, "r1", sorted(covered)[:2], [from_covered]))
     late = raw(OTHER, 10)  # new raw object: this refresh reads it, so output made from it needs no read
     from_new_raw = output(OTHER, "r2")
-    store.save(TOPIC.prefix.compaction_manifest_key(OTHER), manifest(OTHER, "r2", [raw(OTHER, 0), late], [from_new_raw]))
+    store.save(
+        TOPIC.prefix.compaction_manifest_key(OTHER), manifest(OTHER, "r2", [raw(OTHER, 0), late], [from_new_raw])
+    )
     assert _derived(s3, "lake", TOPIC, {from_covered, from_new_raw, late}, covered) == {from_covered, from_new_raw}
     unknown_input = output(HOUR, "r3")  # compaction of output the index never saw: read
     store.save(TOPIC.prefix.compaction_manifest_key(HOUR), manifest(HOUR, "r3", [output(HOUR, "r0")], [unknown_input]))

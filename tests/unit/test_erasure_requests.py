@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from kafkalake.erasure import (
     ErasureRequest,
@@ -33,14 +30,6 @@ from tests.unit.test_writer import PLAN, layout, write
 
 KEY = PseudonymKey("k1", bytes(range(32)))
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="eu-west-1")
-        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-        yield client
 
 
 def test_requests_and_receipts_live_under_the_environment_and_are_no_data() -> None:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from kafkalake.lease import Held, Lease, LeaseLost
 
@@ -23,14 +20,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.at
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="eu-west-1")
-        client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-        yield client
 
 
 def stored(s3: Any) -> dict[str, Any]:
