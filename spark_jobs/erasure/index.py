@@ -24,6 +24,7 @@ refresh): a 60-bit prefix can only add partitions to read, never hide one.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,8 @@ DIGEST_HEX = 15
 MAX_SEGMENTS = 8
 ORPHAN_AGE = timedelta(days=1)
 """A segment no record names is deleted this long after it was written (a run writing one commits within hours)."""
+OBJECTS_PER_FILE = 2000
+"""Data objects a segment file covers (an hourly partition's compacted files: about a quarter of a year)."""
 ROW_GROUP_BYTES = 1 << 20
 """Small row groups: a segment is sorted by digest, so a lookup's filter skips most of them by their statistics."""
 
@@ -150,7 +153,7 @@ def refresh(
             segments, done.merged = [], True
         segment_id = f"{now().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
         segment = topic.prefix.subject_index_segment_prefix(segment_id)
-        _write(entries, s3_uri(bucket, segment))
+        _write(entries, s3_uri(bucket, segment), len(current) if done.merged else len(todo))
         segments.append(segment)
     covered = sorted((previous & current) | new)
     if stored is not None and stored.signature == wanted and covered == stored.covered and segments == stored.segments:
@@ -221,11 +224,13 @@ def _entries(spark: SparkSession, bucket: str, topic: Topic, key: PseudonymKey, 
     return union(frames)
 
 
-def _write(entries: DataFrame, uri: str) -> None:
-    """One sorted file per segment, in small row groups."""
+def _write(entries: DataFrame, uri: str, objects: int) -> None:
+    """The segment's files, each holding one range of digests, sorted, in small row groups (a lookup skips files and
+    row groups by their statistics); one file per ``OBJECTS_PER_FILE`` data objects it covers."""
+    files = max(1, math.ceil(objects / OBJECTS_PER_FILE))
     (
         entries.distinct()
-        .repartition(1)
+        .repartitionByRange(files, "digest")
         .sortWithinPartitions("digest", "partition")
         .write.option("parquet.block.size", ROW_GROUP_BYTES)
         .mode("errorifexists")
