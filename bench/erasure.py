@@ -56,7 +56,7 @@ from kafkalake_dev.spark import local_session
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Action, Knobs
 from spark_jobs.erasure import matching
-from spark_jobs.erasure.job import Eraser
+from spark_jobs.erasure.job import Eraser, Outcome
 
 PARTITIONS = int(os.environ.get("BENCH_ERASE_PARTITIONS", "200"))
 FILES = int(os.environ.get("BENCH_ERASE_FILES", "3"))
@@ -129,78 +129,94 @@ def record_requests(endpoints: Endpoints, env: str, subjects: list[str]) -> None
 
 def main() -> None:
     with stack.running():
-        bucket = f"{BUCKET_PREFIX}-{uuid.uuid4().hex[:8]}"
-        endpoints = with_bucket(local_endpoints(), bucket)
-        s3 = make_client(endpoints, "s3")
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        endpoints = with_bucket(local_endpoints(), f"{BUCKET_PREFIX}-{uuid.uuid4().hex[:8]}")
+        make_client(endpoints, "s3").put_bucket_versioning(
+            Bucket=endpoints.bucket, VersioningConfiguration={"Status": "Enabled"}
+        )
         ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
-        key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
         topic = erasure_topic("erase")
         lake = plan_lake(topic)
         put_table(endpoints, topic, lake.files)
-        subjects = sorted(lake.subject_rows)
-        say(f"wrote {PARTITIONS} partitions of {FILES} files ({lake.rows} rows); {len(subjects)} subjects")
+        say(f"wrote {PARTITIONS} partitions of {FILES} files ({lake.rows} rows); {len(lake.subject_rows)} subjects")
         spark = local_session(endpoints, "kafkalake-bench-erasure")
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            before = glue_rows(spark, endpoints, topic, subjects)
-            build_seconds, built = timed(Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=say).run)
-            say(f"subject index built in {build_seconds:.1f} s")
-            land_next_hour(endpoints, topic)
-            record_requests(endpoints, topic.env, subjects)
-            requests, _ = RequestStore(s3, bucket, topic.env).requests()
-            wanted = matching.scope(topic, requests)
-            full_seconds, full = timed(lambda: matching.find(spark, s3, bucket, topic, key=key, wanted=wanted))
-            say(f"whole-table scan: {full_seconds:.1f} s, rows in {len(full.partitions)} partitions")
-            marks: list[tuple[float, str]] = []
-            eraser = Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=lambda line: mark(marks, line))
-            started = time.perf_counter()
-            erase_seconds, outcome = timed(eraser.run)
-            find_seconds = next(at for at, line in marks if line.startswith("erasure batch")) - started
-            purge_seconds = phase(marks, "rewritten without", "erasure batch")
-            after = glue_rows(spark, endpoints, topic, subjects)
-            receipts = RequestStore(s3, bucket, topic.env).receipts()
-            table = f"{topic.database}.{topic.table}"
-            rewritten = sorted({tuple(p) for r in receipts.values() for p in r["tables"][table]["partitions"]})
-            removed = sum(r["tables"][table]["rows_removed"] for r in receipts.values())
-            check(lake, outcome.failed, (len(receipts), removed), before, after)
-            scanned = sorted(tuple(p.values) for p in full.partitions.values())
-            if scanned != rewritten or sum(len(p.keys) for p in full.partitions.values()) != removed:
-                raise RuntimeError(f"with its index the job erased {rewritten}, the whole-table scan finds {scanned}")
-            baseline = erasure_topic("compact")
-            chosen = {p: f for p, f in lake.files.items() if tuple(p.values()) in set(rewritten)}
-            put_table(endpoints, baseline, chosen)
-            compact_seconds, results = timed(Compactor(spark, endpoints, [baseline], NO_GRACE, say=say).run)
+            figures = measure(spark, endpoints, topic, lake)
         finally:
             spark.stop()
-        if sorted(tuple(r.partition) for r in results if r.action == Action.COMPACTED) != rewritten:
-            raise RuntimeError(f"the compactor did not rewrite exactly the erased partitions: {results}")
-        write_result(
-            "erasure",
-            {
-                "partitions_total": PARTITIONS,
-                "files_per_partition": FILES,
-                "rows_total": lake.rows,
-                "subjects": len(subjects),
-                "requests_done": len(receipts),
-                "partitions_holding_subjects": HOLDING,
-                "partitions_rewritten": len(rewritten),
-                "share_of_partitions_rewritten": len(rewritten) / PARTITIONS,
-                "rows_removed": removed,
-                "index_build_seconds": build_seconds,
-                "index_build_objects": sum(built.indexed.values()),
-                "objects_indexed_by_the_run": sum(outcome.indexed.values()),
-                "erasure_seconds": erase_seconds,
-                "erasure_find_seconds": find_seconds,
-                "erasure_after_find_seconds": erase_seconds - find_seconds,
-                "erasure_purge_seconds": purge_seconds,
-                "whole_table_scan_seconds": full_seconds,
-                "ratio_find_to_whole_table_scan": find_seconds / full_seconds,
-                "compactor_seconds_same_partitions": compact_seconds,
-                "ratio_erasure_to_compactor": erase_seconds / compact_seconds,
-                "ratio_erasure_before_purge_to_compactor": (erase_seconds - purge_seconds) / compact_seconds,
-            },
-        )
+        write_result("erasure", figures)
+
+
+def measure(spark: SparkSession, endpoints: Endpoints, topic: Topic, lake: Lake) -> dict[str, Any]:
+    """Steps 1 to 5 of the module's docstring, checked; the figures."""
+    s3, subjects = make_client(endpoints, "s3"), sorted(lake.subject_rows)
+    key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
+    before = glue_rows(spark, endpoints, topic, subjects)
+    build_seconds, built = timed(Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=say).run)
+    say(f"subject index built in {build_seconds:.1f} s")
+    land_next_hour(endpoints, topic)
+    record_requests(endpoints, topic.env, subjects)
+    requests, _ = RequestStore(s3, endpoints.bucket, topic.env).requests()
+    wanted = matching.scope(topic, requests)
+    full_seconds, full = timed(lambda: matching.find(spark, s3, endpoints.bucket, topic, key=key, wanted=wanted))
+    say(f"whole-table scan: {full_seconds:.1f} s, rows in {len(full.partitions)} partitions")
+    erase_seconds, find_seconds, purge_seconds, outcome = erase(spark, endpoints, topic)
+    after = glue_rows(spark, endpoints, topic, subjects)
+    receipts = RequestStore(s3, endpoints.bucket, topic.env).receipts()
+    table = f"{topic.database}.{topic.table}"
+    rewritten = sorted({tuple(p) for r in receipts.values() for p in r["tables"][table]["partitions"]})
+    removed = sum(r["tables"][table]["rows_removed"] for r in receipts.values())
+    check(lake, outcome.failed, (len(receipts), removed), before, after)
+    scanned = sorted(tuple(p.values) for p in full.partitions.values())
+    if scanned != rewritten or sum(len(p.keys) for p in full.partitions.values()) != removed:
+        raise RuntimeError(f"with its index the job erased {rewritten}, the whole-table scan finds {scanned}")
+    compact_seconds = compactor_baseline(spark, endpoints, lake, rewritten)
+    return {
+        "partitions_total": PARTITIONS,
+        "files_per_partition": FILES,
+        "rows_total": lake.rows,
+        "subjects": len(subjects),
+        "requests_done": len(receipts),
+        "partitions_holding_subjects": HOLDING,
+        "partitions_rewritten": len(rewritten),
+        "share_of_partitions_rewritten": len(rewritten) / PARTITIONS,
+        "rows_removed": removed,
+        "index_build_seconds": build_seconds,
+        "index_build_objects": sum(built.indexed.values()),
+        "objects_indexed_by_the_run": sum(outcome.indexed.values()),
+        "erasure_seconds": erase_seconds,
+        "erasure_find_seconds": find_seconds,
+        "erasure_after_find_seconds": erase_seconds - find_seconds,
+        "erasure_purge_seconds": purge_seconds,
+        "whole_table_scan_seconds": full_seconds,
+        "ratio_find_to_whole_table_scan": find_seconds / full_seconds,
+        "compactor_seconds_same_partitions": compact_seconds,
+        "ratio_erasure_to_compactor": erase_seconds / compact_seconds,
+        "ratio_erasure_before_purge_to_compactor": (erase_seconds - purge_seconds) / compact_seconds,
+    }
+
+
+def erase(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> tuple[float, float, float, Outcome]:
+    """One erasure run: its seconds, those to the end of finding the rows, those of the version deletion."""
+    marks: list[tuple[float, str]] = []
+    eraser = Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=lambda line: mark(marks, line))
+    started = time.perf_counter()
+    seconds, outcome = timed(eraser.run)
+    find_seconds = next(at for at, line in marks if line.startswith("erasure batch")) - started
+    return seconds, find_seconds, phase(marks, "rewritten without", "erasure batch"), outcome
+
+
+def compactor_baseline(
+    spark: SparkSession, endpoints: Endpoints, lake: Lake, rewritten: list[tuple[Any, ...]]
+) -> float:
+    """The compactor's seconds on a second table of byte-for-byte copies of exactly the partitions erased."""
+    baseline = erasure_topic("compact")
+    chosen = {p: f for p, f in lake.files.items() if tuple(p.values()) in set(rewritten)}
+    put_table(endpoints, baseline, chosen)
+    seconds, results = timed(Compactor(spark, endpoints, [baseline], NO_GRACE, say=say).run)
+    if sorted(tuple(r.partition) for r in results if r.action == Action.COMPACTED) != rewritten:
+        raise RuntimeError(f"the compactor did not rewrite exactly the erased partitions: {results}")
+    return seconds
 
 
 def land_next_hour(endpoints: Endpoints, topic: Topic) -> None:
