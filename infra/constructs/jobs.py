@@ -279,7 +279,8 @@ class Jobs(Construct):
             role,
             "The erasure job rewrites partitions as the compactor does, rewrites quarantine objects, deletes the "
             "replaced objects' versions under the data and quarantine prefixes, and writes its receipts and the "
-            "tables' subject indexes, all named at run time, with the lake key; it updates partitions of tables created at run time in our databases. "
+            "tables' subject indexes, all named at run time, with the lake key; it updates partitions of tables "
+            "created at run time in our databases. "
             "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
             "kafkalake namespace.",
             "AwsSolutions-IAM5[Resource::*]",
