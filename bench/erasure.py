@@ -144,7 +144,20 @@ def main() -> None:
             figures = measure(spark, endpoints, topic, lake)
         finally:
             spark.stop()
+            drop_bucket(make_client(endpoints, "s3"), endpoints.bucket)
         write_result("erasure", figures)
+
+
+def drop_bucket(s3: Any, bucket: str) -> None:
+    """Every version in the run's bucket, and the bucket: the local endpoint keeps them in its memory otherwise."""
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        doomed = [
+            {"Key": v["Key"], "VersionId": v["VersionId"]}
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+        ]
+        if doomed:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed, "Quiet": True})
+    s3.delete_bucket(Bucket=bucket)
 
 
 def measure(spark: SparkSession, endpoints: Endpoints, topic: Topic, lake: Lake) -> dict[str, Any]:

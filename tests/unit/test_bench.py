@@ -7,6 +7,7 @@ import io
 import math
 import subprocess
 import sys
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -208,3 +209,14 @@ def test_the_erasure_benchmark_puts_its_subjects_rows_in_few_partitions_and_coun
                     holding.add(partition)
     assert found == lake.subject_rows and len(found) > 0.9 * SUBJECTS
     assert len(holding) <= HOLDING, "the subjects' rows sit in the few holding partitions only"
+
+
+def test_the_erasure_benchmark_drops_its_bucket_with_every_version(s3: Any) -> None:
+    from bench.erasure import drop_bucket
+
+    s3.put_bucket_versioning(Bucket="lake", VersioningConfiguration={"Status": "Enabled"})
+    for body in (b"one", b"two"):
+        s3.put_object(Bucket="lake", Key="data/x.parquet", Body=body)
+    s3.delete_object(Bucket="lake", Key="data/x.parquet")  # a delete marker over two versions
+    drop_bucket(s3, "lake")
+    assert "lake" not in {b["Name"] for b in s3.list_buckets()["Buckets"]}
