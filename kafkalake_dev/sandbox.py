@@ -101,13 +101,18 @@ def count_calls(client: Any, counter: Counter[str]) -> Any:
     return client
 
 
-def customer_file(customers: Sequence[str], kafka_partition: int, first: int, partition: Partition) -> bytes:
+def customer_file(
+    customers: Sequence[str], kafka_partition: int, first: int, partition: Partition, *, keyed: bool = False
+) -> bytes:
     """An archiver-shaped Parquet file of ``customer-updated`` rows, one per customer id, at consecutive offsets from
-    ``first``; ``email`` hashed as the archiver hashes it."""
+    ``first``; ``email`` hashed as the archiver hashes it; with ``keyed``, each row's Kafka key (``_key``) is its
+    customer id, as a table that stores the key holds it."""
     rows = len(customers)
     at = datetime.combine(partition.dt, datetime.min.time(), UTC) + timedelta(hours=partition.hour)
+    key_column = {"_key": pa.array([c.encode() for c in customers], pa.binary())} if keyed else {}
     table = pa.table(
         {
+            **key_column,
             "id": [f"u-{kafka_partition}-{first + i}" for i in range(rows)],
             "customer_id": list(customers),
             "email": [hashlib.sha256(c.encode()).hexdigest() for c in customers],

@@ -191,9 +191,9 @@ class Eraser(Rewriter):
         receipts: dict[str, Any],
         indexes: dict[str, index.Index],
     ) -> Batch | None:
-        """The pending requests' rows (in the partitions each table's index names for them, or the whole table
-        without one), and the rows of done tombstone requests in objects written since their batch started (late);
-        None when there is neither."""
+        """The pending requests' rows, and the rows of done tombstone requests in objects written since their batch
+        started (late); in the partitions each table's index names for them (and objects it does not cover), or the
+        whole table without one. None when there is neither."""
         if not todo and not late:
             return None
         key = self.key
@@ -201,15 +201,18 @@ class Eraser(Rewriter):
         batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in todo])
         for topic in self.topics:
             found = None
+            kept = indexes.get(table_name(topic))
             if any(matching.in_scope(topic, r) for r in todo):
                 wanted = matching.scope(topic, todo)
-                kept = indexes.get(table_name(topic))
-                hits = kept.hits(self.spark, wanted.digests()) if kept is not None and wanted else None
+                hits = self._hits(kept, wanted)
                 found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, hits=hits)
             mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
             if mine:
                 wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
-                extra = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, since=since)
+                hits = self._hits(kept, wanted)
+                extra = matching.find(
+                    self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, since=since, hits=hits
+                )
                 if extra.requests():
                     found = found or TableBatch()
                     found.add(extra)
@@ -218,6 +221,10 @@ class Eraser(Rewriter):
                 batch.tables[table_name(topic)] = found
         batch.requests += sorted(batch.earlier)
         return batch if batch.requests else None
+
+    def _hits(self, kept: index.Index | None, wanted: matching.Scope) -> index.Hits | None:
+        """Where the table's index says ``wanted``'s rows can be; None (every object) without an index."""
+        return kept.hits(self.spark, wanted.digests()) if kept is not None and wanted else None
 
     @cached_property
     def key(self) -> PseudonymKey:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ from pyspark.sql import SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.catalog import Topic, load_catalog
-from kafkalake.erasure import RequestStore, new_request
+from kafkalake.erasure import RequestStore, new_request, tombstone_request
 from kafkalake.layout import DataKey, Partition
 from kafkalake.personal import PseudonymKey, load_key
 from kafkalake.settings import Endpoints
@@ -65,12 +64,12 @@ class Lake:
         return dataclasses.replace(self.files[self.partition(hour)][number][0], table=self.topic.prefix).key()
 
 
-@pytest.fixture
-def lake(endpoints: Endpoints) -> Iterator[Lake]:
-    """A table of its own erased by ``customer_id``: HOURS partitions of two files, the subject in HOLDING's."""
+def make_lake(endpoints: Endpoints, erasure: str) -> Lake:
+    """A table of its own erased by ``customer_id`` (and, ``by_key``, by its Kafka key, each row's customer id): HOURS
+    partitions of two files of Kafka partition 0, the subject in HOLDING's."""
     suffix = uuid.uuid4().hex[:8]
     template = load_catalog(catalog_dir()).get("customer-updated", "staging")
-    spec = template.spec.model_copy(update={"database": f"index_{suffix}", "erasure": "none"})
+    spec = template.spec.model_copy(update={"database": f"index_{suffix}", "erasure": erasure})
     topic = dataclasses.replace(template, env=f"i{suffix}", spec=spec)
     assert topic.spec.subject_fields == ("customer_id",)
     files: dict[Partition, list[tuple[DataKey, bytes]]] = {}
@@ -81,10 +80,15 @@ def lake(endpoints: Endpoints) -> Iterator[Lake]:
             customers = [f"customer-{first + i}" for i in range(20)]
             if number == 0 and hour in HOLDING:
                 customers[3] = SUBJECT
-            body = customer_file(customers, 0, first, partition)
+            body = customer_file(customers, 0, first, partition, keyed=erasure == "by_key")
             files.setdefault(partition, []).append((DataKey(topic.prefix, partition, 0, first, first + 19), body))
     put_table(endpoints, topic, files)
-    yield Lake(topic, files)
+    return Lake(topic, files)
+
+
+@pytest.fixture
+def lake(endpoints: Endpoints) -> Lake:
+    return make_lake(endpoints, "none")
 
 
 def refreshed(spark: SparkSession, endpoints: Endpoints, topic: Topic, key: PseudonymKey) -> index.Index:
@@ -97,10 +101,12 @@ def record_etag(endpoints: Endpoints, topic: Topic) -> str:
     return str(make_client(endpoints, "s3").head_object(Bucket=BUCKET, Key=topic.prefix.subject_index_key())["ETag"])
 
 
-def add_object(endpoints: Endpoints, lake: Lake, hour: int, customers: list[str], first: int) -> str:
+def add_object(
+    endpoints: Endpoints, lake: Lake, hour: int, customers: list[str], first: int, kafka_partition: int = 1
+) -> str:
     partition = lake.partition(hour)
-    name = DataKey(lake.topic.prefix, partition, 1, first, first + len(customers) - 1).key()
-    body = customer_file(customers, 1, first, partition)
+    name = DataKey(lake.topic.prefix, partition, kafka_partition, first, first + len(customers) - 1).key()
+    body = customer_file(customers, kafka_partition, first, partition, keyed=lake.topic.spec.erasure == "by_key")
     make_client(endpoints, "s3").put_object(Bucket=BUCKET, Key=name, Body=body)
     return name
 
@@ -135,6 +141,31 @@ def test_the_index_names_the_partitions_holding_a_subject_and_the_erasure_reads_
     [table] = receipt["tables"].values()
     assert table["rows_removed"] == len(HOLDING) + 1
     assert sorted(table["partitions"]) == sorted(lake.partition(h).values() for h in (*HOLDING, 2))
+
+
+def test_late_rows_of_a_done_tombstone_request_are_looked_for_through_the_index(
+    spark: SparkSession, endpoints: Endpoints, key: PseudonymKey
+) -> None:
+    lake = make_lake(endpoints, "by_key")
+    s3, table = make_client(endpoints, "s3"), f"{lake.topic.database}.{lake.topic.table}"
+    store = RequestStore(s3, BUCKET, lake.topic.env)
+    now = datetime.now(UTC).isoformat()
+    tombstones = tombstone_request(
+        table, "p1", now, [(key.digest(SUBJECT), 0, 10**6)], within_days=1, key_id=key.key_id
+    )
+    store.put(tombstones)
+    first = Eraser(spark, endpoints, lake.topic.env, [lake.topic], NO_GRACE).run()
+    assert (first.receipts, first.failed) == ([tombstones.request_id], {})
+    assert store.receipts()[tombstones.request_id]["tables"][table]["rows_removed"] == len(HOLDING)
+    # since that batch: a late object with a row the tombstone precedes, and a covered object of an hour without
+    # the subject rewritten unreadable (a scan of every object written since the batch would read it)
+    add_object(endpoints, lake, 2, ["customer-late", SUBJECT], 5000, kafka_partition=0)
+    s3.put_object(Bucket=BUCKET, Key=lake.key_of(3, 1), Body=b"not parquet: only a scan without the index reads it")
+    late = Eraser(spark, endpoints, lake.topic.env, [lake.topic], NO_GRACE).run()
+    assert (late.receipts, late.failed, late.indexed) == ([tombstones.request_id], {}, {table: 1})
+    receipt = store.receipts()[tombstones.request_id]["tables"][table]
+    assert receipt["rows_removed"] == len(HOLDING) + 1, "the receipt adds the late row"
+    assert lake.partition(2).values() in receipt["partitions"]
 
 
 def test_a_refresh_reads_only_new_objects_and_covers_compaction_output_from_its_inputs(
