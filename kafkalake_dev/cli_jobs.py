@@ -89,7 +89,8 @@ def demo(
         f"`kafkalake compact run --table <topic>`, `kafkalake maintain --once`.\n"
         f"S3 (moto at {endpoints.aws_endpoint_url}): s3://{report.bucket}/data/ (raw files; compacted ones in each "
         f"table's _compacted/), /quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, "
-        f"late-data markers)."
+        f"late-data markers), /erasure/{env}/ (requests, receipts for `kafkalake erase status`, the tables' subject "
+        f"indexes)."
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
     console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
