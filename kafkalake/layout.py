@@ -146,6 +146,12 @@ COMPACTION_OUTPUT_RE: Final = re.compile(
 )
 """A key (or key prefix) of compaction output: under a table's ``_compacted/`` folder, or the legacy root."""
 
+PARTITION_PATH_RE: Final = re.compile(
+    "(" + "/".join(f"{re.escape(lit)}{pat}" for _, lit, pat in _DATA_SEGMENTS[4:]) + "/)"
+)
+"""A partition's path (``schema_version=…/dt=…/hour=…/``) inside a data key, raw or compaction output; group 1. Java's
+regex reads it the same (the erasure job extracts it in Spark)."""
+
 PARTITION_SEGMENT_RE: Final = {
     name: re.compile("^" + re.escape(lit) + f"(?P<value>{pat})/$") for name, lit, pat in _DATA_SEGMENTS[4:]
 }

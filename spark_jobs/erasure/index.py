@@ -36,12 +36,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.catalog import Topic
-from kafkalake.layout import Partition, s3_uri
+from kafkalake.layout import PARTITION_PATH_RE, Partition, s3_uri
 from kafkalake.lease import lost_race
 from kafkalake.personal import PseudonymKey
 from spark_jobs.compaction.manifest import ManifestStore
 from spark_jobs.erasure.subjects import (
-    PARTITION_PATH,
     by_schema_version,
     data_objects,
     partition_of,
@@ -118,7 +117,7 @@ class Hits:
     covered: frozenset[str]
 
     def wants(self, name: str) -> bool:
-        match = PARTITION_PATH.search(name)
+        match = PARTITION_PATH_RE.search(name)
         return name not in self.covered or (match is not None and match.group(1) in self.partitions)
 
 
@@ -147,7 +146,7 @@ def refresh(
     entries = _entries(spark, bucket, topic, key, todo) if todo else None
     if entries is not None:
         if len(segments) + 1 > MAX_SEGMENTS:
-            kept = {m.group(1) for m in map(PARTITION_PATH.search, current) if m}
+            kept = {m.group(1) for m in map(PARTITION_PATH_RE.search, current) if m}
             old = spark.read.parquet(*(s3_uri(bucket, s) for s in segments))
             entries = entries.unionByName(old).where(F.col("partition").isin(sorted(kept)))
             segments, done.merged = [], True
@@ -191,7 +190,7 @@ def _derived(s3: Any, bucket: str, topic: Topic, new: set[str], covered: set[str
     scans (its partition's manifest says so)."""
     outputs_by_partition: dict[str, list[str]] = {}
     for name in new:
-        match = PARTITION_PATH.search(name)
+        match = PARTITION_PATH_RE.search(name)
         if match and name.startswith(topic.prefix.compacted_prefix()):
             outputs_by_partition.setdefault(match.group(1), []).append(name)
     base = covered | {n for n in new if not n.startswith(topic.prefix.compacted_prefix())}

@@ -25,12 +25,11 @@ from pyspark.sql import functions as F
 
 from kafkalake.catalog import Topic
 from kafkalake.erasure import ErasureRequest, Source
-from kafkalake.layout import parse_s3_uri
+from kafkalake.layout import PARTITION_PATH_RE, parse_s3_uri
 from kafkalake.personal import PseudonymKey, QuarantineMode
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.index import Hits
 from spark_jobs.erasure.subjects import (
-    PARTITION_PATH,
     by_schema_version,
     data_objects,
     read_objects,
@@ -94,7 +93,7 @@ def find(
     seen: set[tuple[Any, ...]] = set()
     for group in by_schema_version(objects):
         for row in _collect(_scan(spark, bucket, group, topic, key=key, wanted=wanted, fields=True)):
-            path = PARTITION_PATH.search(_key_of(row))
+            path = PARTITION_PATH_RE.search(_key_of(row))
             # a row's copies (a raw file and the compaction output that replaced it) count once
             point = (
                 path and path.group(1),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,13 +20,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.catalog import Topic
-from kafkalake.layout import s3_uri
+from kafkalake.layout import PARTITION_PATH_RE, s3_uri
 from kafkalake.personal import PiiAction, PseudonymKey
 from spark_jobs.archiver.transform import field_type
 from spark_jobs.keyed_hash import keyed_hash
-
-PARTITION_PATH = re.compile(r"(schema_version=[0-9]+/dt=[0-9-]+/hour=[0-9]{2}/)")
-"""A data object's partition path, in raw keys and compaction output alike."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,7 @@ def by_schema_version(names: Iterable[str]) -> list[list[str]]:
     the partition layout are left out."""
     groups: dict[str, list[str]] = defaultdict(list)
     for name in names:
-        match = PARTITION_PATH.search(name)
+        match = PARTITION_PATH_RE.search(name)
         if match:
             groups[match.group(1).split("/")[0]].append(name)
     return [sorted(group) for _, group in sorted(groups.items())]
@@ -87,7 +83,7 @@ def read_objects(spark: SparkSession, bucket: str, names: Iterable[str]) -> Data
 
 def partition_of(file: Column) -> Column:
     """The partition path of a file URI column (``F.input_file_name()``)."""
-    return F.regexp_extract(file, PARTITION_PATH.pattern, 1)
+    return F.regexp_extract(file, PARTITION_PATH_RE.pattern, 1)
 
 
 def union(frames: list[DataFrame]) -> DataFrame | None:

@@ -11,7 +11,14 @@ import pytest
 
 from infra.repo import catalog_dir
 from kafkalake.catalog import load_catalog
-from kafkalake.layout import DataKey, LayoutError, Partition, notification_filter, parse_data_key
+from kafkalake.layout import (
+    PARTITION_PATH_RE,
+    DataKey,
+    LayoutError,
+    Partition,
+    notification_filter,
+    parse_data_key,
+)
 from kafkalake.personal import PseudonymKey
 from spark_jobs.compaction.manifest import Manifest, ManifestStore
 from spark_jobs.erasure.index import Hits, _derived, index_digest
@@ -107,3 +114,11 @@ def test_compaction_output_is_covered_unread_only_when_every_input_is(s3: Any) -
     not_listed = output(OTHER, "r4")  # a run's file its manifest does not name (being written): read
     assert _derived(s3, "lake", TOPIC, {unknown_input, not_listed}, covered) == set()
     assert _derived(s3, "lake", TOPIC, {output(Partition(1, date(2026, 11, 21), 0), "r5")}, covered) == set()
+
+
+def test_one_layout_regex_finds_the_partition_in_raw_keys_and_compaction_output() -> None:
+    for name in (raw(HOUR, 0), output(HOUR, "r1")):
+        match = PARTITION_PATH_RE.search(name)
+        assert match is not None and match.group(1) == HOUR.path()
+    assert PARTITION_PATH_RE.search(TOPIC.prefix.compaction_manifest_key(HOUR)) is not None
+    assert PARTITION_PATH_RE.search(f"{TOPIC.prefix.data_prefix()}readme.parquet") is None
