@@ -317,6 +317,11 @@ class Partition:
         version, dt, hour = values
         return cls(int(version), date.fromisoformat(dt), int(hour))
 
+    @classmethod
+    def from_path(cls, path: str) -> Partition:
+        """The partition of a path ``schema_version=…/dt=…/hour=…/`` (``PARTITION_PATH_RE``'s group)."""
+        return cls.from_values([part.split("=", 1)[1] for part in path.rstrip("/").split("/")])
+
 
 @dataclass(frozen=True, order=True)
 class DataKey:

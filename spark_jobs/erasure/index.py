@@ -197,8 +197,7 @@ def _derived(s3: Any, bucket: str, topic: Topic, new: set[str], covered: set[str
     store = ManifestStore(s3, bucket)
     found: set[str] = set()
     for path, names in outputs_by_partition.items():
-        values = [part.split("=", 1)[1] for part in path.rstrip("/").split("/")]
-        manifest = store.load(topic.prefix.compaction_manifest_key(Partition.from_values(values)))
+        manifest = store.load(topic.prefix.compaction_manifest_key(Partition.from_path(path)))
         if manifest is not None and manifest.inputs and set(manifest.inputs) <= base:
             found |= {n for n in names if n in manifest.outputs}
     return found

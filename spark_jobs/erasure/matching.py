@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from kafkalake.catalog import Topic
 from kafkalake.erasure import ErasureRequest, Source
-from kafkalake.layout import PARTITION_PATH_RE, parse_s3_uri
+from kafkalake.layout import PARTITION_PATH_RE, Partition, parse_s3_uri
 from kafkalake.personal import PseudonymKey, QuarantineMode
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.index import Hits
@@ -105,7 +105,7 @@ def find(
             if path is None or point in seen:
                 continue
             seen.add(point)
-            values = [part.split("=", 1)[1] for part in path.group(1).rstrip("/").split("/")]
+            values = Partition.from_path(path.group(1)).values()
             entry = found.partitions.setdefault(path.group(1), PartitionErasure(values, [], {}))
             _add(entry.keys, entry.rows_by_request, row, wanted)
     if topic.spec.erasure == "by_key" and topic.quarantine != QuarantineMode.OFFSETS_ONLY:  # else no key is kept

@@ -120,5 +120,6 @@ def test_one_layout_regex_finds_the_partition_in_raw_keys_and_compaction_output(
     for name in (raw(HOUR, 0), output(HOUR, "r1")):
         match = PARTITION_PATH_RE.search(name)
         assert match is not None and match.group(1) == HOUR.path()
+        assert Partition.from_path(match.group(1)) == HOUR
     assert PARTITION_PATH_RE.search(TOPIC.prefix.compaction_manifest_key(HOUR)) is not None
     assert PARTITION_PATH_RE.search(f"{TOPIC.prefix.data_prefix()}readme.parquet") is None
