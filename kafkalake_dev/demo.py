@@ -30,7 +30,7 @@ from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from kafkalake_dev.checks.interop import Counted, InteropReport, checks_for, count, qualified
 from kafkalake_dev.checks.inventory import TableInventory, table_objects, take_inventory
-from kafkalake_dev.local.runner import JobOutcome, LocalAssets, run_job
+from kafkalake_dev.local.runner import JobOutcome, LocalAssets, Submit, run_job
 from kafkalake_dev.local.stack import state_dir
 from kafkalake_dev.local.trino import TrinoClient, server_version, trino_service
 from kafkalake_dev.local.workload import WORKLOAD_SHAPE, Produced
@@ -204,13 +204,15 @@ def run_demo(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     before_compaction: Callable[[dict[str, Produced]], None] = lambda _produced: None,
     erase: bool = True,
+    submit: Submit = run_job,
 ) -> DemoReport:
     """Every step of the pipeline once; each step skips what an earlier run already did. The archiver, the
     compactor and the erasure job run as EMR Serverless runs them: their job-run specifications, through
     ``kafkalake_dev.local.runner``.
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
     (the interop check reads them there with another engine); ``erase=False`` leaves the erasure step out (checks
-    that count the tables before and after compaction against the plan)."""
+    that count the tables before and after compaction against the plan); ``submit`` runs the jobs' specifications
+    (``run_in_process`` for checks whose subject is not the jobs' packaging)."""
     import dataclasses
 
     from kafkalake.registry import RegistryClient
@@ -238,16 +240,16 @@ def run_demo(
     spark.sparkContext.setLogLevel("ERROR")
     say("[3/7] archiver: every topic, exactly once (spark-submit of the archiver's job-run specification)")
     assets = LocalAssets.build(state_dir() / "assets" / settings.name, catalog.root)
-    report.archived = run_checked(archiver_run(settings, assets.artifacts), endpoints, say).lines
+    report.archived = run_checked(submit, archiver_run(settings, assets.artifacts), endpoints, say).lines
     say("[4/7] maintainer: Glue tables and partitions from the S3 events (native inference)")
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     before_compaction(produced)
     say("[5/7] compactor on the closed partitions (its job-run specification), then the maintainer again")
     job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
-    compaction = compaction_results(run_checked(job, endpoints, say).lines, topics)
+    compaction = compaction_results(run_checked(submit, job, endpoints, say).lines, topics)
     report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     if erase:
-        report.erasure = erase_step(endpoints, settings, topics, produced, assets.artifacts, say)
+        report.erasure = erase_step(endpoints, settings, topics, produced, assets.artifacts, say, submit)
         report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     say("[7/7] reading every table through the partition locations Glue holds")
     erased = report.erasure.erased if report.erasure else {}
@@ -262,6 +264,7 @@ def erase_step(  # noqa: PLR0917 - the demo's parts the step needs
     produced: dict[str, Produced],
     artifacts: JobArtifacts,
     say: Callable[[str], None],
+    submit: Submit,
 ) -> Erasure | None:
     """Record one explicit request for the demo's subject (once per environment: a re-run finds it), run the erasure
     job (its job-run specification) with no grace period, and collect the receipts; None without erasable tables."""
@@ -282,14 +285,14 @@ def erase_step(  # noqa: PLR0917 - the demo's parts the step needs
         request_id, recorded = done.request.request_id, done.new
         names = ", ".join(f"{t.database}.{t.table}" for t in tables)
         say(f"      request {request_id} ({'recorded' if recorded else 'recorded by an earlier run'}): {names}")
-    run_checked(erasure_run(settings, artifacts, grace_minutes=0), endpoints, say)
+    run_checked(submit, erasure_run(settings, artifacts, grace_minutes=0), endpoints, say)
     receipts = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, settings.name).receipts()
     erased = erased_records(topics, produced, subject[0] if subject else None)
     return Erasure(request_id, recorded, erased, receipts)
 
 
-def run_checked(run: JobRun, endpoints: Endpoints, say: Callable[[str], None]) -> JobOutcome:
-    outcome = run_job(run, endpoints, say=say)
+def run_checked(submit: Submit, run: JobRun, endpoints: Endpoints, say: Callable[[str], None]) -> JobOutcome:
+    outcome = submit(run, endpoints, say=say)
     if outcome.returncode != 0:
         raise RuntimeError(f"{run.name} exited with {outcome.returncode}:\n{outcome.output}")
     return outcome

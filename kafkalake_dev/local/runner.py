@@ -10,9 +10,13 @@ platform provides on EMR the runner provides here: PySpark (from this virtualenv
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -21,14 +25,15 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyspark
 
 from infra.assets import connector_jars, job_environment, jobs_bundle, platform_jars
+from infra.repo import cache_dir
 from kafkalake.endpoints import Endpoints
-from kafkalake.jobspec import JobArtifacts, JobRun
-from kafkalake_dev.local.endpoints import CREDENTIALS
+from kafkalake.jobspec import CATALOG_DIR, JobArtifacts, JobRun
+from kafkalake_dev.local.endpoints import CREDENTIALS, environ_with
 from kafkalake_dev.local.spark import LOCAL_CONF, s3a_conf
 
 MACHINE_TIME_ZONE = "America/New_York"
@@ -82,7 +87,9 @@ def parse_submit_parameters(parameters: str) -> tuple[list[str], dict[str, str]]
 
 
 def unpack_archives(archives: str, work: Path) -> None:
-    """``path#alias,...`` unpacked into ``work/alias`` (zip or tar.gz, by extension, as Spark does)."""
+    """``path#alias,...`` unpacked into ``work/alias`` (zip or tar.gz, by extension, as Spark does). A tar.gz (the
+    job environment, ~350 MB unpacked) is unpacked once per content into the cache and linked in: the launcher
+    finds its packages relative to itself, so the job sees the same ``./environment`` either way."""
     for item in filter(None, archives.split(",")):
         path, _, alias = item.partition("#")
         target = work / (alias or Path(path).name)
@@ -90,8 +97,27 @@ def unpack_archives(archives: str, work: Path) -> None:
             with zipfile.ZipFile(path) as archive:
                 archive.extractall(target)  # noqa: S202 - our own asset, built by infra.assets
         else:
-            with tarfile.open(path) as archive:
-                archive.extractall(target, filter="data")
+            target.symlink_to(unpacked_once(Path(path)), target_is_directory=True)
+
+
+def unpacked_once(archive: Path) -> Path:
+    """``archive`` (tar.gz) unpacked in the cache under its content's digest; unpacked beside and renamed into
+    place, so a run interrupted mid-way or two runs at once never leave a partial folder to the next."""
+    digest = hashlib.sha256()
+    with archive.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    folder = cache_dir() / "unpacked" / digest.hexdigest()[:16]
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=folder.parent))
+        with tarfile.open(archive) as tar:
+            tar.extractall(partial, filter="data")
+        try:
+            partial.rename(folder)
+        except OSError:  # another run put the same content in place first
+            shutil.rmtree(partial)
+    return folder
 
 
 def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, str], str]:
@@ -135,6 +161,12 @@ class JobOutcome:
         return f"{self.stdout[-4000:]}\n{self.stderr[-4000:]}"
 
 
+class Submit(Protocol):
+    """How a job-run specification is run: ``run_job`` (spark-submit, as EMR runs it) or ``run_in_process``."""
+
+    def __call__(self, run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = ...) -> JobOutcome: ...
+
+
 def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print) -> JobOutcome:
     """Run ``run`` (rendered with local artifacts) against ``endpoints`` as EMR Serverless would run it."""
     run = replace(run, endpoints=endpoints)
@@ -153,3 +185,27 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
         raise JobFailed(f"{run.name} resolved jars at run time: {downloaded}")
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return JobOutcome(done.returncode, lines, done.stdout, done.stderr)
+
+
+def run_in_process(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print) -> JobOutcome:
+    """Run ``run``'s entry point in this process, on its active Spark session: the specification's arguments and
+    catalog archive and its ``KAFKALAKE_*`` settings, without spark-submit's packaging (the environment archive, the
+    jobs zip, a JVM of its own). For checks whose subject is what the jobs do, not how they are shipped; the
+    end-to-end test runs the specification with ``run_job``. Its stderr is empty: Spark logs to this process's."""
+    from spark_jobs.entrypoint import JOBS
+
+    catalog = run.artifacts.catalog_archive
+    printed = io.StringIO()
+    with tempfile.TemporaryDirectory(prefix="kafkalake-job-") as folder, contextlib.chdir(folder):
+        unpack_archives(f"{catalog}#{CATALOG_DIR}", Path(folder))
+        say(f"runner: {run.name}: in process {' '.join(run.entry_point_arguments())} (in {folder})")
+        with environ_with(endpoints.to_env()), contextlib.redirect_stdout(printed):
+            try:
+                JOBS[run.job](list(run.arguments))
+                returncode = 0
+            except SystemExit as exited:
+                returncode = exited.code if isinstance(exited.code, int) else 1
+    stdout = printed.getvalue()
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return JobOutcome(returncode, lines, stdout, "")
+

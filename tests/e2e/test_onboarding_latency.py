@@ -94,7 +94,7 @@ def test_time_from_a_new_topics_first_record_to_its_rows_in_glue(
     provision(clients, endpoints.region, settings, catalog)
     mark = step("import and provision (a pull request and a deploy in AWS)", mark)
     assets = LocalAssets.build(state_dir() / "assets" / settings.name, root)
-    run_checked(archiver_run(settings, assets.artifacts), endpoints, print)
+    run_checked(run_job, archiver_run(settings, assets.artifacts), endpoints, print)
     mark = step("archiver run (job-run specification, spark-submit)", mark)
     maintained = invoke_locally(endpoints, settings, catalog, native=True)
     mark = step("maintainer drain (native inference)", mark)

@@ -21,6 +21,7 @@ from kafkalake_dev.checks.interop import Check, checks_for
 from kafkalake_dev.checks.inventory import table_objects
 from kafkalake_dev.checks.readers import Read, spark_read, wrangler_read, wrangler_session
 from kafkalake_dev.demo import run_demo
+from kafkalake_dev.local.runner import run_in_process
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
 from kafkalake_dev.local.workload import Produced
 from spark_jobs.compaction.job import Compactor
@@ -79,6 +80,7 @@ def test_every_reader_counts_every_demo_table_exactly(
         producing=lambda _t: lambda _n: None,
         before_compaction=read_before,
         erase=False,
+        submit=run_in_process,  # the jobs' packaging is the end-to-end test's; here the readers are the subject
     )
     [two_versions] = {c.table for c in checks if c.label == "schema_version = 2"}
     assert exact(checks, before) == []
