@@ -34,7 +34,7 @@ from kafkalake_dev.cli.app import app
 from kafkalake_dev.demo import run_checked
 from kafkalake_dev.local.maintainer import invoke_locally
 from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
-from kafkalake_dev.local.runner import LocalAssets
+from kafkalake_dev.local.runner import LocalAssets, run_job
 from kafkalake_dev.local.sandbox import isolated_env
 from kafkalake_dev.local.stack import state_dir
 from kafkalake_dev.local.workload import ensure_topic
