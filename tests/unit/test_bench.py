@@ -17,6 +17,7 @@ import pytest
 
 from bench import cost, report, rows
 from bench.archiver import kafka_time
+from bench.common import RESULTS
 from bench.proc import MEMORY_FIGURES, cpu_since, tree_sample
 from bench.sizing import EXECUTOR_CORES, HEADROOM, PlanMemory, emr_sizes, spark_defaults, supported_memory_gb
 from bench.spark_alone import plans
@@ -197,15 +198,15 @@ def test_the_docs_performance_section_is_what_the_adopted_results_render() -> No
 
 
 def test_every_adopted_result_is_committed_and_every_benchmark_has_one() -> None:
-    index = json.loads((report.RESULTS / report.INDEX).read_text())
+    index = json.loads((RESULTS / report.INDEX).read_text())
     assert set(index) == set(report.latest())
     for name, file in index.items():
-        assert json.loads((report.RESULTS / file).read_text())["benchmark"] == name
+        assert json.loads((RESULTS / file).read_text())["benchmark"] == name
 
 
 def newer_result(results: Path, name: str) -> dict[str, Any]:
     """A result of ``name`` as a later run would write it: newer than any, other figures, other worker sizes."""
-    document = json.loads((results / report.adopted(results)[name]["file"]).read_text())
+    document: dict[str, Any] = json.loads((results / report.adopted(results)[name]["file"]).read_text())
     document["utc"] = "29991231T235959Z"
     throughput = document["throughput"]
     throughput["archiver_default_limit"]["rates_after_start"] = [1.0, 2.0, 3.0]
@@ -216,13 +217,15 @@ def newer_result(results: Path, name: str) -> dict[str, Any]:
 
 def test_a_new_result_in_bench_results_changes_nothing_the_suite_pins_until_adopted(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    shutil.copytree(report.RESULTS, results)
+    shutil.copytree(RESULTS, results)
     pinned = report.render(report.adopted(results)), report.derived_worker_sizes(report.adopted(results))
     newer = newer_result(results, "archiver")
     assert report.latest(results)["archiver"]["utc"] == newer["utc"], "the new file is the newest archiver result"
     assert (report.render(report.adopted(results)), report.derived_worker_sizes(report.adopted(results))) == pinned
     assert pinned == (report.render(report.adopted()), report.derived_worker_sizes(report.adopted()))
 
+    with pytest.raises(KeyError, match="no result"):
+        report.adopt(["no-such-benchmark"], results)
     adopted = report.adopt(["archiver"], results)  # on purpose: now the docs and the sizes follow it
     assert adopted["archiver"]["utc"] == newer["utc"]
     assert {n: r["file"] for n, r in adopted.items() if n != "archiver"} == {
