@@ -40,9 +40,9 @@ from confluent_kafka.admin import AdminClient
 from bench.common import LOCAL_CORES, paired_ratio, write_result
 from bench.proc import MEMORY_FIGURES, watched
 from bench.sizing import PlanMemory, emr_sizes
-from kafkalake.catalog import ArchiveSettings
+from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import ArchivePolicy
 from kafkalake.wire import encode
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
@@ -260,7 +260,7 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
     produce(endpoints, small, PER_RUN)
     perf = consumer_perf_test(endpoints, big, RECORDS)
     print(f"[bench] kafka-consumer-perf-test: {perf}", flush=True)
-    default_limit = ArchiveSettings().max_records_per_run
+    default_limit = ArchivePolicy().max_records_per_run
     at_default, alone = baseline_pairs(endpoints, big, default_limit)
     ten_x = median_peak(endpoints, big, RECORDS)
     one_x = median_peak(endpoints, small, PER_RUN)

@@ -15,10 +15,10 @@ from bench.calls import count_every_client
 from bench.common import started_session
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import ArchiveSettings, Topic, TopicSpec
 from kafkalake.naming import TableInference
+from kafkalake.topic_catalog import ArchivePolicy, Topic, TopicSpec
 from kafkalake_dev.local import local_credentials
-from spark_jobs.archiver.fleet import archive_fleet
+from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.summary import PHASES
 
 SCHEMA_FILE = "bench.v1.avsc"
@@ -31,7 +31,7 @@ def bench_topic(argument: str, per_run: int) -> Topic:
     env, company, domain, name = (
         table.split("/") if table else (f"t{uuid.uuid4().hex[:8]}", "bench", "bench", "payments")
     )
-    archive = ArchiveSettings(max_records_per_run=per_run)
+    archive = ArchivePolicy(max_records_per_run=per_run)
     spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE)
     return Topic(name, company, domain, env, spec, (), Path(SCHEMA_FILE))
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import with_bucket
 from kafkalake_dev.spark import LOCAL_CONF, local_session

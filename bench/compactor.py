@@ -46,9 +46,9 @@ from bench.proc import Peaks
 from bench.sizing import EmrSizes, sizes_for
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
@@ -115,7 +115,7 @@ def register(endpoints: Endpoints, topic: Topic, partitions: list[Partition]) ->
 def bench_topic(tag: str, template_name: str = "sensor-readings") -> Topic:
     """The demo catalog's ``template_name`` topic in an environment and Glue database of its own."""
     suffix = uuid.uuid4().hex[:8]
-    template = load_catalog(catalog_dir()).get(template_name, "staging")
+    template = load_topic_catalog(catalog_dir()).get(template_name, "staging")
     spec = template.spec.model_copy(update={"database": f"bench_{tag}_{suffix}"})
     return dataclasses.replace(template, env=f"b{suffix}", spec=spec)
 

@@ -42,12 +42,12 @@ from pyspark.sql import SparkSession
 from bench.common import say, timed, write_result
 from bench.compactor import bench_topic
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic
+from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request
 from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition
 from kafkalake.personal import load_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.provision import ensure_pseudonym_key

@@ -37,10 +37,10 @@ from bench.archiver_run import bench_topic
 from bench.calls import count_every_client
 from bench.common import say, write_result
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import ArchiveSettings, Catalog, Topic, tables_document
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_CONCURRENCY
 from kafkalake.layout import parse_data_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import ArchivePolicy, Topic, TopicCatalog, tables_document
 from kafkalake_dev import stack
 from kafkalake_dev.local import environ_with, local_endpoints
 from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
@@ -48,7 +48,7 @@ from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env, with_bucket
 from kafkalake_dev.spark import local_session
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.tables import tables_from_document
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Action, Knobs
@@ -97,7 +97,7 @@ def main() -> None:
 def fleet_topics(endpoints: Endpoints, env: str) -> tuple[list[Topic], list[str], int]:
     """The fleet's topics produced to Kafka: catalog topics of ``env``, their ``bench.archiver_run`` arguments, and
     the records in all."""
-    per_run = ArchiveSettings().max_records_per_run
+    per_run = ArchivePolicy().max_records_per_run
     topics, arguments, records = [], [], 0
     for index in range(FULL_TOPICS):
         kafka_topic, size = (
@@ -127,7 +127,7 @@ def maintain(endpoints: Endpoints, env: Any, queue_url: str, topics: list[Topic]
     calls: Counter[str] = Counter()
     glue = count_calls(make_client(endpoints, "glue"), calls)
     sqs = as_s3_sends(count_calls(make_client(endpoints, "sqs"), calls))
-    settings = Settings(
+    settings = DrainConfig(
         queue_url=queue_url,
         bucket=env.bucket,
         event_bus=env.event_bus_name,
@@ -209,9 +209,9 @@ def full() -> None:
         endpoints = with_bucket(local_endpoints(), env.bucket)
         topics, arguments, records = fleet_topics(endpoints, env.name)
         clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
-        provisioned = provision(clients, endpoints.region, env, Catalog(Path("bench"), tuple(topics)))
+        provisioned = provision(clients, endpoints.region, env, TopicCatalog(Path("bench"), tuple(topics)))
         with environ_with({"BENCH_BUCKET": env.bucket}):
-            archived = archive(arguments, ArchiveSettings().max_records_per_run, ARCHIVER_CONCURRENCY)
+            archived = archive(arguments, ArchivePolicy().max_records_per_run, ARCHIVER_CONCURRENCY)
         say(f"archiver over {len(topics)} topics: {archived['seconds']:.1f} s")
         partitions = archived_partitions(clients["s3"], env.bucket, topics)
         maintained = maintain(endpoints, env, provisioned.queue_url, topics)

@@ -33,16 +33,16 @@ import pyarrow.parquet as pq
 
 from bench.common import write_result
 from kafkalake.aws import make_client
-from kafkalake.catalog import load_catalog, tables_document
 from kafkalake.layout import DataKey, Partition
 from kafkalake.naming import TableInference
+from kafkalake.topic_catalog import load_topic_catalog, tables_document
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_endpoints
 from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report
 from lambdas.tables import tables_from_document
 
@@ -73,7 +73,7 @@ def workload(topics: list[Any]) -> tuple[list[DataKey], list[DataKey]]:
     return keys, events
 
 
-def drain_waves(events: list[DataKey], settings: Settings, clients: Clients) -> tuple[Report, float, Counter[str]]:
+def drain_waves(events: list[DataKey], settings: DrainConfig, clients: Clients) -> tuple[Report, float, Counter[str]]:
     """Put the objects wave by wave, draining after each; return the summed report, the handler's CPU seconds and
     two per-wave lower bounds of BatchCreatePartition calls: ``new`` (⌈new partitions/100⌉ per table: creating only
     what Glue lacks) and ``confirm`` (⌈partitions/100⌉ per table: confirming every partition of the drain)."""
@@ -107,7 +107,7 @@ def main() -> None:
     endpoints = local_endpoints()
     with stack.running():
         env, catalog_dir, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-")))
-        catalog = load_catalog(catalog_dir)
+        catalog = load_topic_catalog(catalog_dir)
         topics = catalog.for_env(env.name)
         clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
         provisioned = provision(clients, endpoints.region, env, catalog)
@@ -126,7 +126,7 @@ def main() -> None:
         glue = count_calls(make_client(endpoints, "glue"), calls)
         glue.meta.events.register("provide-client-params.glue.BatchCreatePartition", record_creates)
         sqs = as_s3_sends(count_calls(make_client(endpoints, "sqs"), calls))
-        settings = Settings(
+        settings = DrainConfig(
             queue_url=provisioned.queue_url,
             bucket=env.bucket,
             event_bus=env.event_bus_name,

@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 
 from bench.common import say, timed
 from kafkalake.aws import list_objects, make_client
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import parse_data_key
-from kafkalake.settings import Endpoints
 from spark_jobs.common import worker_s3_client
 from spark_jobs.compaction.binning import InputFile, plan_bins
 from spark_jobs.compaction.merging import read_object

@@ -30,7 +30,7 @@ from bench.rows import (
     table,
 )
 from bench.sizing import spark_defaults
-from kafkalake.catalog import ArchiveSettings
+from kafkalake.topic_catalog import ArchivePolicy
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 INDEX = "INDEX.json"
@@ -107,7 +107,7 @@ def measured(results: Results) -> cost.Measured:
         cpu_seconds_per_topic_run=(fleet["run_cpu_seconds"] - fleet["records"] * per_record) / fleet["topics"],
         s3_puts_per_topic_run=s3_requests(fleet["driver_calls"])[0] / fleet["topics"],
         s3_gets_per_topic_run=s3_requests(fleet["driver_calls"])[1] / fleet["topics"],
-        max_records_per_file=ArchiveSettings().max_records_per_file,
+        max_records_per_file=ArchivePolicy().max_records_per_file,
         archiver_workers=workers(b1["emr_sizes"]),
         compactor_workers=workers(b3["emr_sizes"]),
         consumer_records_per_core_second=b1["consumer_perf_test"]["records_per_second_reported"] / cores,

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from bench.common import paired_ratio
-from kafkalake.catalog import ArchiveSettings
+from kafkalake.topic_catalog import ArchivePolicy
 
 Results = dict[str, dict[str, Any]]
 """Benchmark name → one result of it (the adopted one, or the newest when adopting)."""
@@ -34,7 +34,7 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 def archiver_rows(results: Results) -> list[list[str]]:
     b1 = need(results, "archiver")["throughput"]
     run, alone, perf = b1["archiver_default_limit"], b1["spark_alone"], b1["consumer_perf_test"]
-    per_plan, records = ArchiveSettings().max_records_per_run, b1["records"]
+    per_plan, records = ArchivePolicy().max_records_per_run, b1["records"]
     what = (
         f"{number(records)} Avro records of ~{b1['avg_value_bytes']:.0f} B in 3 partitions, {number(per_plan)} per plan"
     )

@@ -33,9 +33,9 @@ from pyspark.sql.avro.functions import from_avro
 from bench.archiver import PARTITIONS, SCHEMA
 from bench.common import started_session
 from bench.proc import cpu_since, tree_cpu
-from kafkalake.access import kafka_access
+from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
-from kafkalake.settings import Endpoints
+from kafkalake.kafka_access import kafka_access
 from kafkalake_dev.local import local_credentials
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.records import read_kafka

@@ -9,14 +9,14 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.repo import catalog_dir, environments_file
 from infra.stack import KafkalakeStack
-from kafkalake.catalog import Catalog, load_catalog
-from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake.environments import EnvironmentConfig, load_environments
+from kafkalake.topic_catalog import TopicCatalog, load_topic_catalog
 
 
 def build(
     app: App,
-    environments: dict[str, EnvironmentSettings],
-    catalog: Catalog,
+    environments: dict[str, EnvironmentConfig],
+    catalog: TopicCatalog,
     build_dir: Path,
     only: str | None = None,
 ) -> dict[str, KafkalakeStack]:
@@ -41,5 +41,5 @@ def main() -> None:
     app = App()
     only = app.node.try_get_context("env")
     environments = load_environments(environments_file())
-    build(app, environments, load_catalog(catalog_dir()), Path(app.outdir) / ".kafkalake-build", only)
+    build(app, environments, load_topic_catalog(catalog_dir()), Path(app.outdir) / ".kafkalake-build", only)
     app.synth()

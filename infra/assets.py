@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.repo import REPO_ROOT, cache_dir
-from kafkalake.catalog import Topic, tables_document
 from kafkalake.jobspec import HADOOP_VERSION, SPARK_CONNECTORS, SPARK_VERSION
-from kafkalake.settings import TABLES_FILE
+from kafkalake.lambda_env import TABLES_FILE
+from kafkalake.topic_catalog import Topic, tables_document
 
 LAMBDA_PACKAGES = ("kafkalake", "lambdas")
 JOB_PACKAGES = ("kafkalake", "spark_jobs")

@@ -11,18 +11,18 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.constructs.access import LakeAccess
-from infra.constructs.catalog import GlueCatalog
+from infra.constructs.glue_databases import GlueDatabases
 from infra.constructs.iam import admit_logs
 from infra.constructs.jobs import Jobs
+from infra.constructs.lake_access import LakeAccess
 from infra.constructs.maintainer import Maintainer
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.notifications import Notifications
 from infra.constructs.personal import PersonalData
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.storage import Storage
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
+from kafkalake.topic_catalog import Topic
 
 
 class KafkalakeStack(Stack):
@@ -31,7 +31,7 @@ class KafkalakeStack(Stack):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         topics: list[Topic],
         build_dir: Path,
         **kwargs: Any,
@@ -52,7 +52,7 @@ class KafkalakeStack(Stack):
         bucket = self.storage.bucket
         self.personal = PersonalData(self, "PersonalData", settings=settings, bucket=bucket, lake_key=self.key)
         self.notifications = Notifications(self, "Notifications", settings=settings, bucket=bucket)
-        self.catalog = GlueCatalog(self, "Catalog", settings=settings, topics=topics, bucket=bucket, key=self.key)
+        self.catalog = GlueDatabases(self, "Catalog", settings=settings, topics=topics, bucket=bucket, key=self.key)
         self.maintainer = Maintainer(
             self,
             "Maintainer",
@@ -82,7 +82,7 @@ class KafkalakeStack(Stack):
         self.monitoring = self._monitoring(settings)
         self.access = self._access(settings, topics, bucket)
 
-    def _reconciler(self, settings: EnvironmentSettings, bucket: s3.IBucket) -> Reconciler:
+    def _reconciler(self, settings: EnvironmentConfig, bucket: s3.IBucket) -> Reconciler:
         return Reconciler(
             self,
             "Reconciler",
@@ -94,7 +94,7 @@ class KafkalakeStack(Stack):
             code=self.maintainer.code,
         )
 
-    def _monitoring(self, settings: EnvironmentSettings) -> Monitoring:
+    def _monitoring(self, settings: EnvironmentConfig) -> Monitoring:
         return Monitoring(
             self,
             "Monitoring",
@@ -113,7 +113,7 @@ class KafkalakeStack(Stack):
             schedule_group=self.jobs.group.ref,
         )
 
-    def _access(self, settings: EnvironmentSettings, topics: list[Topic], bucket: s3.IBucket) -> LakeAccess:
+    def _access(self, settings: EnvironmentConfig, topics: list[Topic], bucket: s3.IBucket) -> LakeAccess:
         return LakeAccess(
             self,
             "Access",

@@ -14,12 +14,12 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from kafkalake.access import KafkaAccess
-from kafkalake.catalog import Topic
 from kafkalake.convention import DEFAULT_TOPIC_NAMING, OffConvention, TopicName, parse_topic_name
 from kafkalake.kafka import list_topics
-from kafkalake.metrics import ENVIRONMENT_DIMENSION, CatalogDriftMetric
+from kafkalake.kafka_access import KafkaAccess
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, SchemaDriftMetric
 from kafkalake.registry import RegisteredSchema, value_subject
+from kafkalake.topic_catalog import Topic
 
 
 @dataclass(frozen=True)
@@ -113,10 +113,10 @@ def compare(view: ClusterView, topics: Iterable[Topic], env: str, convention: st
 def metric_data(drift: Drift, now: datetime) -> list[dict[str, Any]]:
     """The comparison as CloudWatch data, per environment."""
     values = {
-        CatalogDriftMetric.UNCATALOGUED_TOPICS: len(drift.uncatalogued),
-        CatalogDriftMetric.OFF_CONVENTION_TOPICS: len(drift.off_convention),
-        CatalogDriftMetric.MISSING_TOPICS: len(drift.missing_topics),
-        CatalogDriftMetric.MISSING_SCHEMA_VERSIONS: sum(len(v) for v in drift.missing_versions.values()),
+        SchemaDriftMetric.UNCATALOGUED_TOPICS: len(drift.uncatalogued),
+        SchemaDriftMetric.OFF_CONVENTION_TOPICS: len(drift.off_convention),
+        SchemaDriftMetric.MISSING_TOPICS: len(drift.missing_topics),
+        SchemaDriftMetric.MISSING_SCHEMA_VERSIONS: sum(len(v) for v in drift.missing_versions.values()),
     }
     return [
         {

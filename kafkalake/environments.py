@@ -9,9 +9,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from kafkalake.convention import DEFAULT_TOPIC_NAMING, checked_convention
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES
 from kafkalake.lftags import Sensitivity
-from kafkalake.settings import Endpoints
 
 ROLE_ARN = r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
 
@@ -38,7 +38,7 @@ class Consumer(BaseModel):
     pii: bool = False
 
 
-class EnvironmentSettings(BaseModel):
+class EnvironmentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
@@ -110,7 +110,7 @@ class EnvironmentSettings(BaseModel):
         )
 
     @model_validator(mode="after")
-    def _consistent(self) -> EnvironmentSettings:
+    def _consistent(self) -> EnvironmentConfig:
         if self.maintainer_schedule_minutes * 60 <= self.maintainer_timeout_seconds:
             raise ValueError(
                 f"maintainer_schedule_minutes ({self.maintainer_schedule_minutes}) must exceed the timeout "
@@ -136,7 +136,7 @@ class EnvironmentSettings(BaseModel):
         return 6 * self.maintainer_timeout_seconds
 
 
-def load_environments(path: Path) -> dict[str, EnvironmentSettings]:
+def load_environments(path: Path) -> dict[str, EnvironmentConfig]:
     """Every environment of an ``environments.yaml``."""
     raw = yaml.safe_load(path.read_text()) or {}
-    return {name: EnvironmentSettings(name=name, **values) for name, values in raw.items()}
+    return {name: EnvironmentConfig(name=name, **values) for name, values in raw.items()}

@@ -137,7 +137,7 @@ class TableErasure:
 
 
 @dataclass
-class Receipt:
+class ErasureReceipt:
     request_id: str
     subjects: list[str]
     """The requests' digests (never the identifiers)."""
@@ -191,7 +191,7 @@ class RequestStore:
         keys = list_objects(self.s3, self.bucket, prefix, ".json")
         return {k.removeprefix(prefix).removesuffix(".json"): read_json(self.s3, self.bucket, k) or {} for k in keys}
 
-    def put_receipt(self, receipt: Receipt) -> str:
+    def put_receipt(self, receipt: ErasureReceipt) -> str:
         key = erasure_receipt_key(self.env, receipt.request_id)
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=receipt.to_json())
         return key

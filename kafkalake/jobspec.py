@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 
 if TYPE_CHECKING:
-    from kafkalake.environments import EnvironmentSettings
+    from kafkalake.environments import EnvironmentConfig
 
 SPARK_VERSION: Final = "3.5.3"
 """EMR Serverless emr-7.7.0 runs Spark 3.5.3 (the newest emr-7.x Spark whose Kafka connector is on Maven
@@ -159,7 +159,7 @@ def pascal_case(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics: Sequence[str] = ()) -> JobRun:
+def archiver_run(settings: EnvironmentConfig, artifacts: JobArtifacts, topics: Sequence[str] = ()) -> JobRun:
     """Archive ``topics`` (catalog names) of the environment; every catalog topic of it when none are named."""
     arguments = [
         "--env",
@@ -177,7 +177,7 @@ def archiver_run(settings: EnvironmentSettings, artifacts: JobArtifacts, topics:
     return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts, timeout)
 
 
-def erasure_run(settings: EnvironmentSettings, artifacts: JobArtifacts, grace_minutes: int | None = None) -> JobRun:
+def erasure_run(settings: EnvironmentConfig, artifacts: JobArtifacts, grace_minutes: int | None = None) -> JobRun:
     """Carry out the environment's pending erasure requests (``spark_jobs.erasure``); replaced objects are deleted
     ``grace_minutes`` after their swap (the job's default when None)."""
     arguments = ["--env", settings.name, "--catalog", CATALOG_DIR]
@@ -189,7 +189,7 @@ def erasure_run(settings: EnvironmentSettings, artifacts: JobArtifacts, grace_mi
 
 
 def compactor_run(
-    settings: EnvironmentSettings,
+    settings: EnvironmentConfig,
     artifacts: JobArtifacts,
     tables: list[str],
     target_file_mb: int | None = None,

@@ -124,7 +124,7 @@ the alarm watches)."""
 TABLE_DIMENSION: Final = "Table"
 
 
-class CatalogDriftMetric(StrEnum):
+class SchemaDriftMetric(StrEnum):
     """What every scheduled archiver run (and ``kafkalake catalog drift``) publishes per environment
     (``kafkalake.drift``)."""
 

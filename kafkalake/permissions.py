@@ -1,7 +1,7 @@
 """Who reads what: from the catalog and ``environments.yaml``, the LF-tags each database, table and column of an
 environment carries, the grants by LF-tag expression per consumer role, and the matrix both add up to.
 
-The stacks (``infra.constructs.access``) create exactly this, the maintainer tags the tables it creates with the
+The stacks (``infra.constructs.lake_access``) create exactly this, the maintainer tags the tables it creates with the
 tags the tables document carries, and ``kafkalake access`` prints the matrix, so a reviewer reads a change's effect
 on access before it is deployed. The matrix is computed from the tags and the expressions the way Lake Formation
 evaluates them (a column's tag overrides its table's, a table's its database's; every key of an expression must
@@ -14,8 +14,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafkalake.catalog import Topic
-from kafkalake.environments import Consumer, EnvironmentSettings
+from kafkalake.environments import Consumer, EnvironmentConfig
 from kafkalake.lftags import (
     LEVELS,
     NOT_PII,
@@ -27,6 +26,7 @@ from kafkalake.lftags import (
     table_tags,
 )
 from kafkalake.personal import PiiAction
+from kafkalake.topic_catalog import Topic
 
 Expression = dict[str, tuple[str, ...]]
 """An LF-tag expression: every key must have one of its values (keys AND-ed, values OR-ed)."""
@@ -119,7 +119,7 @@ def matches(expression: Expression, tags: Mapping[str, str]) -> bool:
     return all(tags.get(key) in values for key, values in expression.items())
 
 
-def access_model(settings: EnvironmentSettings, topics: list[Topic]) -> AccessModel:
+def access_model(settings: EnvironmentConfig, topics: list[Topic]) -> AccessModel:
     """The environment's tags and grants from its catalog topics and consumers."""
     tables = tuple(sorted((table_tags_of(t) for t in topics), key=lambda t: t.name))
     levels: dict[str, list[str]] = {}

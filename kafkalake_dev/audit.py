@@ -1,6 +1,6 @@
 """The offset audit: every offset from the first archived to the committed one accounted for exactly once.
 
-Per Kafka partition, the archiver's receipts (``kafkalake.receipts``) must tile the offsets without a gap or an
+Per Kafka partition, the archiver's receipts (``kafkalake.archive_receipts``) must tile the offsets without a gap or an
 overlap, and end at the committed offset. The rows they say were stored must be in the live data objects: the raw
 files no finished compaction replaced, plus the outputs of finished compactions (whose manifests record each
 output's offset range and rows per Kafka partition). Rows are counted from Parquet footers only. Receipts are
@@ -17,11 +17,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from kafkalake.archive_receipts import ArchiveReceipt, PartitionAccount, StoredObject
 from kafkalake.aws import list_objects, read_json
-from kafkalake.catalog import Topic
 from kafkalake.footer import read_footer
 from kafkalake.layout import LayoutError, parse_data_key
-from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
+from kafkalake.topic_catalog import Topic
 from kafkalake_dev.inventory import table_objects
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest
@@ -71,7 +71,7 @@ class PartitionAudit:
 class Lake:
     """What the audit reads of one topic: receipts, compaction manifests, the objects and their footer rows."""
 
-    receipts: list[Receipt]
+    receipts: list[ArchiveReceipt]
     manifests: list[Manifest]
     raw: set[str]
     compacted: set[str]
@@ -87,7 +87,7 @@ def read_lake(s3: Any, bucket: str, topic: Topic) -> Lake:
         found = (read_json(s3, bucket, key) for key in sorted(list_objects(s3, bucket, where, suffix)))
         return [d for d in found if d is not None]  # None: deleted between the listing and the read
 
-    receipts = [Receipt.from_dict(d) for d in documents(prefix.receipts_prefix(), ".json")]
+    receipts = [ArchiveReceipt.from_dict(d) for d in documents(prefix.receipts_prefix(), ".json")]
     manifests = [Manifest.from_dict(d) for d in documents(prefix.compaction_prefix(), "manifest.json")]
     raw, compacted = (set(found) for found in table_objects(s3, bucket, prefix))
     quarantine = set(list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet"))
@@ -134,7 +134,7 @@ def live_pieces(lake: Lake) -> tuple[dict[int, list[Piece]], list[Problem]]:
 
 def audit(lake: Lake, committed: dict[int, int | None]) -> list[PartitionAudit]:
     """Per Kafka partition: the receipts' tiling, the rows they stored against the live objects, the quarantine."""
-    accounts: dict[int, list[tuple[PartitionAccount, Receipt]]] = {}
+    accounts: dict[int, list[tuple[PartitionAccount, ArchiveReceipt]]] = {}
     for receipt in lake.receipts:
         for partition, account in receipt.partitions.items():
             accounts.setdefault(partition, []).append((account, receipt))
@@ -223,7 +223,7 @@ class _Window:
 
 
 def _rows(
-    result: PartitionAudit, accounts: list[tuple[PartitionAccount, Receipt]], pieces: list[Piece], lake: Lake
+    result: PartitionAudit, accounts: list[tuple[PartitionAccount, ArchiveReceipt]], pieces: list[Piece], lake: Lake
 ) -> None:
     """Stored rows against live objects, window by window; quarantined rows against their objects."""
     partition = result.kafka_partition

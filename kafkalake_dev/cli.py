@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kafkalake.catalog import CatalogInvalid, load_catalog
+from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
 from kafkalake_dev import cli_catalog, cli_erase, cli_jobs, interop, render, stack
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local import LOCAL_ENV
@@ -33,8 +33,8 @@ def catalog_validate(catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Check every topic file; list every problem with its file, field and fix; then every table with its personal
     fields (action, where declared) and the fields whose names suggest personal data (reported, never applied)."""
     try:
-        loaded = load_catalog(catalog)
-    except CatalogInvalid as exc:
+        loaded = load_topic_catalog(catalog)
+    except TopicCatalogInvalid as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"catalog {catalog}: {len(loaded.topics)} topics in environments {', '.join(loaded.environments())}: OK")
@@ -52,8 +52,8 @@ def catalog_show(
 ) -> None:
     """Print the full derived configuration of one topic."""
     try:
-        found = load_catalog(catalog).get(topic, env)
-    except (CatalogInvalid, KeyError) as exc:
+        found = load_topic_catalog(catalog).get(topic, env)
+    except (TopicCatalogInvalid, KeyError) as exc:
         typer.echo(str(exc).strip('"'), err=True)
         raise typer.Exit(1) from exc
     typer.echo(json.dumps(found.derived(), indent=2))
@@ -98,7 +98,7 @@ def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: Catal
 
     endpoints = on_local_stack(ctx)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
-    done = provision(clients, endpoints.region, environment(env), load_catalog(catalog))
+    done = provision(clients, endpoints.region, environment(env), load_topic_catalog(catalog))
     typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
     typer.echo(f"  bucket     s3://{done.bucket}\n  queue      {done.queue_url}\n  dlq        {done.dlq_url}")
     typer.echo(f"  databases  {', '.join(done.databases)}\n  crawlers   {', '.join(done.crawlers) or '-'}")
@@ -118,7 +118,7 @@ def maintain(
     if not once:
         raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 6 minutes")
     settings = environment(env)
-    report = invoke_locally(on_local_stack(ctx), settings, load_catalog(catalog), native=native)
+    report = invoke_locally(on_local_stack(ctx), settings, load_topic_catalog(catalog), native=native)
     for name, value in sorted(report["counts"].items()):
         typer.echo(f"  {name:<32} {value}")
     for error in report["errors"]:
@@ -130,13 +130,13 @@ def maintain(
 def reconcile(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
     from kafkalake.aws import make_client
-    from kafkalake.catalog import tables_document
+    from kafkalake.topic_catalog import tables_document
     from lambdas.reconciler.logic import reconcile_tables
     from lambdas.tables import tables_from_document
 
     endpoints = on_local_stack(ctx, environment(env).bucket)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
-    tables = tables_from_document(tables_document(load_catalog(catalog).for_env(env)))  # as the Lambda reads them
+    tables = tables_from_document(tables_document(load_topic_catalog(catalog).for_env(env)))  # as the Lambda reads them
     results = reconcile_tables(s3, glue, endpoints.bucket, tables)
     for line in render.reconcile_lines(results):
         typer.echo(line)
@@ -156,7 +156,7 @@ def audit_offsets(
     from kafkalake.aws import make_client
     from kafkalake_dev.audit import audit, committed_offsets, read_lake
 
-    found = load_catalog(catalog).get(topic, env)
+    found = load_topic_catalog(catalog).get(topic, env)
     endpoints = on_local_stack(ctx, environment(env).bucket)
     console = render.wide_console()
     with console.status(f"reading receipts, manifests and footers of {found.kafka_topic} ..."):
@@ -206,14 +206,14 @@ def inventory(
 ) -> None:
     """Every table: owner, schema versions, columns per version, partitions, freshness, drift, files, bytes,
     quarantine; then the catalog's drift from the cluster."""
-    from kafkalake.access import kafka_access
     from kafkalake.aws import make_client
     from kafkalake.drift import compare, observe
+    from kafkalake.kafka_access import kafka_access
     from kafkalake_dev.inventory import take_inventory
 
     endpoints = on_local_stack(ctx)
     settings = environment(env)
-    loaded = load_catalog(catalog)
+    loaded = load_topic_catalog(catalog)
     drift = compare(observe(kafka_access(endpoints)), loaded.topics, env, settings.topic_naming)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
     found = take_inventory(s3, glue, settings.bucket, loaded.for_env(env), drift)
@@ -231,7 +231,7 @@ def access(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG)
     from kafkalake.permissions import access_model
     from kafkalake_dev.access import matrix_lines
 
-    model = access_model(environment(env), load_catalog(catalog).for_env(env))
+    model = access_model(environment(env), load_topic_catalog(catalog).for_env(env))
     typer.echo("\n".join(matrix_lines(model)))
 
 

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from kafkalake.access import kafka_access
-from kafkalake.catalog import Catalog, CatalogInvalid, load_catalog
+from kafkalake.kafka_access import kafka_access
 from kafkalake.registry import value_subject
+from kafkalake.topic_catalog import TopicCatalog, TopicCatalogInvalid, load_topic_catalog
 from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.compatibility import Mode, check_versions, glue_refusals, registry_differences
 from kafkalake_dev.local import LOCAL_ENV
@@ -98,9 +98,9 @@ def catalog_check(
         raise typer.Exit(1)
 
 
-def _loaded(catalog: CatalogOption) -> Catalog:
+def _loaded(catalog: CatalogOption) -> TopicCatalog:
     try:
-        return load_catalog(catalog)
-    except CatalogInvalid as exc:
+        return load_topic_catalog(catalog)
+    except TopicCatalogInvalid as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
 from kafkalake.erasure import RequestStore, status
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, LEASE_TTL_SECONDS
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.cli_options import (
     DEFAULT_CATALOG,
     CatalogOption,
@@ -27,7 +27,7 @@ from kafkalake_dev.erase_requests import record_request
 from kafkalake_dev.local import LOCAL_ENV
 
 if TYPE_CHECKING:
-    from kafkalake.settings import Endpoints
+    from kafkalake.endpoints import Endpoints
 
 erase_app = typer.Typer(
     help="Erase a person's rows from every table: record a request, show the requests' state, run the job.",
@@ -76,7 +76,7 @@ def erase(
         return
     if subject is None:
         raise typer.BadParameter("pass --subject <identifier>, or a command (status, run)")
-    topics = erasable_tables(load_catalog(catalog).for_env(env), table)
+    topics = erasable_tables(load_topic_catalog(catalog).for_env(env), table)
     if not topics:
         raise typer.BadParameter(f"no table of {env!r} declares erasure (subject_fields or erasure: by_key)")
     endpoints = _endpoints(ctx, env, local)
@@ -134,6 +134,8 @@ def erase_run(
     spark.sparkContext.setLogLevel("ERROR")
     knobs = dataclasses.replace(Knobs(), grace_period=timedelta(minutes=grace_minutes))
     run = Run.new(spark, timedelta(seconds=lease_ttl_seconds))
-    outcome = Eraser(spark, endpoints, env, load_catalog(catalog).for_env(env), knobs, run=run, say=typer.echo).run()
+    outcome = Eraser(
+        spark, endpoints, env, load_topic_catalog(catalog).for_env(env), knobs, run=run, say=typer.echo
+    ).run()
     if outcome.failed:
         raise typer.Exit(1)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kafkalake.catalog import Topic, load_catalog
 from kafkalake.jobspec import (
     ARCHIVER_BUDGET_MINUTES,
     ARCHIVER_CONCURRENCY,
@@ -19,6 +18,7 @@ from kafkalake.jobspec import (
     COMPACTOR_TARGET_FILE_MB,
     LEASE_TTL_SECONDS,
 )
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev import render
 from kafkalake_dev.cli_options import (
     DEFAULT_CATALOG,
@@ -68,7 +68,7 @@ def demo(
         report = run_demo(
             endpoints,
             environment(env),
-            load_catalog(catalog),
+            load_topic_catalog(catalog),
             records=records,
             say=say,
             producing=producing,
@@ -112,12 +112,12 @@ def archive(
     any topic failed."""
     from kafkalake_dev.demo import archive_topics
     from kafkalake_dev.spark import local_session
-    from spark_jobs.archiver.fleet import resolve
+    from spark_jobs.archiver.job import resolve
 
     if not local:
-        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/fleet.py)")
+        raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/job.py)")
     bucket = environment(env).bucket
-    topics, unknown = resolve(load_catalog(catalog), env, topic or [])
+    topics, unknown = resolve(load_topic_catalog(catalog), env, topic or [])
     endpoints = on_local_stack(ctx, bucket)
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
@@ -173,7 +173,7 @@ def compact_run(
 
     if not local:
         raise typer.BadParameter("use `kafkalake compact submit` to run on EMR Serverless")
-    found = load_catalog(catalog)
+    found = load_topic_catalog(catalog)
     topics = [found.get(name, env) for name in table] if table else found.for_env(env)
     endpoints = on_local_stack(ctx, environment(env).bucket)
     console = render.wide_console()

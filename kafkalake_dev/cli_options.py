@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infra.repo import catalog_dir, environments_file
-from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake_dev.local import local_credentials, local_endpoints
 
 if TYPE_CHECKING:
-    from kafkalake.settings import Endpoints
+    from kafkalake.endpoints import Endpoints
 
 CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
 DEFAULT_CATALOG = catalog_dir()
@@ -23,7 +23,7 @@ LeaseTtlOption = Annotated[
 ]
 
 
-def environment(name: str) -> EnvironmentSettings:
+def environment(name: str) -> EnvironmentConfig:
     """One entry of environments.yaml (or of the file KAFKALAKE_ENVIRONMENTS names)."""
     found = load_environments(environments_file())
     if name not in found:

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Catalog, Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.jobspec import JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
 from kafkalake.layout import parse_data_key, parse_s3_uri
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, TopicCatalog
 from kafkalake_dev.inventory import TableInventory, table_objects, take_inventory
 from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
 from kafkalake_dev.stack import state_dir
@@ -203,7 +203,7 @@ def archive_topics(
     pseudonym key read once)."""
     import time
 
-    from spark_jobs.archiver.fleet import archive_fleet, read_pseudonym_key
+    from spark_jobs.archiver.job import archive_fleet, read_pseudonym_key
     from spark_jobs.common import Run
 
     deadline = time.monotonic() + budget_minutes * 60
@@ -216,8 +216,8 @@ def archive_topics(
 
 def run_demo(
     endpoints: Endpoints,
-    settings: EnvironmentSettings,
-    catalog: Catalog,
+    settings: EnvironmentConfig,
+    catalog: TopicCatalog,
     *,
     records: int,
     say: Callable[[str], None],
@@ -278,7 +278,7 @@ def run_demo(
 
 def erase_step(  # noqa: PLR0917 - the demo's parts the step needs
     endpoints: Endpoints,
-    settings: EnvironmentSettings,
+    settings: EnvironmentConfig,
     topics: list[Topic],
     produced: dict[str, Produced],
     artifacts: JobArtifacts,

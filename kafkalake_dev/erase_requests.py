@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic
+from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import ErasureRequest, RequestStore, Source, new_request
 from kafkalake.layout import erasure_request_key
 from kafkalake.personal import load_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev import stack
 from kafkalake_dev.cli_options import on_local_stack
 from kafkalake_dev.render import wide_console
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
     from rich.table import Table
 
-    from kafkalake.environments import EnvironmentSettings
-    from kafkalake.settings import Endpoints
+    from kafkalake.endpoints import Endpoints
+    from kafkalake.environments import EnvironmentConfig
 
 TOMBSTONE_COLUMN = "_tombstone"
 """The delete-log flag of topics with ``tombstones: keep`` (``spark_jobs.archiver.writer.TOMBSTONE_COLUMN``)."""
@@ -137,7 +137,7 @@ def count(client: TrinoClient, counted: Counted) -> int | None:
 
 def run_interop(
     endpoints: Endpoints,
-    settings: EnvironmentSettings,
+    settings: EnvironmentConfig,
     catalog_root: Path,
     *,
     records: int,
@@ -147,7 +147,7 @@ def run_interop(
     compaction. Trino runs for the duration of the call only (unless another one already answers on its port)."""
     from kafkalake_dev.demo import run_demo
 
-    catalog = load_catalog(catalog_root)
+    catalog = load_topic_catalog(catalog_root)
     client = TrinoClient()
     server = trino_service(endpoints)
     server.start()

@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafkalake.aws import list_objects, read_json
-from kafkalake.catalog import Topic
 from kafkalake.drift import Drift
 from kafkalake.footer import newest_time, read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
 from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key, parse_s3_uri
+from kafkalake.topic_catalog import Topic
 
 
 @dataclass(frozen=True)

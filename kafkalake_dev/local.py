@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Final
 
-from kafkalake.settings import ENV_VARS, Endpoints
+from kafkalake.endpoints import ENV_VARS, Endpoints
 
 KAFKA_PORT: Final = 19092
 CONTROLLER_PORT: Final = 19093

@@ -17,10 +17,11 @@ from functools import cache
 from typing import Any
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Catalog, tables_document
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig
+from kafkalake.lambda_env import MaintainerEnvironment, ReconcilerEnvironment
 from kafkalake.naming import TableInference
-from kafkalake.settings import Endpoints, MaintainerEnvironment, ReconcilerEnvironment
+from kafkalake.topic_catalog import TopicCatalog, tables_document
 from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.stack import state_dir
 from lambdas.maintainer import handler
@@ -41,7 +42,7 @@ class LocalContext:
         return self.timeout_ms
 
 
-def tables_file(env: EnvironmentSettings, catalog: Catalog, *, native: bool) -> str:
+def tables_file(env: EnvironmentConfig, catalog: TopicCatalog, *, native: bool) -> str:
     """The catalog's tables document as the stack bundles it; ``native`` infers every table in the maintainer
     (the local AWS endpoint's crawlers never crawl)."""
     path = state_dir() / f"tables-{env.name}.json"
@@ -54,7 +55,7 @@ def tables_file(env: EnvironmentSettings, catalog: Catalog, *, native: bool) -> 
 
 
 def local_environment(
-    endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, *, native: bool
+    endpoints: Endpoints, env: EnvironmentConfig, catalog: TopicCatalog, *, native: bool
 ) -> MaintainerEnvironment:
     """The maintainer's configuration as the stack would set it, pointed at ``endpoints``."""
     queue_url = make_client(endpoints, "sqs").get_queue_url(QueueName=env.queue_name)["QueueUrl"]
@@ -86,7 +87,7 @@ def _scheduled_invocation(entry: Callable[[dict[str, Any], Any], dict[str, Any]]
     return entry(SCHEDULED_EVENT, LocalContext(aws_request_id=str(uuid.uuid4())))
 
 
-def invoke_reconciler_locally(endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog) -> dict[str, Any]:
+def invoke_reconciler_locally(endpoints: Endpoints, env: EnvironmentConfig, catalog: TopicCatalog) -> dict[str, Any]:
     """Run the reconciler's handler once, as its daily schedule does."""
     environment = ReconcilerEnvironment.model_validate(
         {
@@ -101,7 +102,7 @@ def invoke_reconciler_locally(endpoints: Endpoints, env: EnvironmentSettings, ca
 
 
 def invoke_locally(
-    endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, *, native: bool = False
+    endpoints: Endpoints, env: EnvironmentConfig, catalog: TopicCatalog, *, native: bool = False
 ) -> dict[str, Any]:
     """Run the maintainer's handler once, as its schedule does, with the function's configuration."""
     runtime = warm_runtime(local_environment(endpoints, env, catalog, native=native))

@@ -25,12 +25,12 @@ import fastavro
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from kafkalake.access import KafkaAccess
-from kafkalake.catalog import Catalog, ValueFormat
 from kafkalake.convention import OffConvention, TopicName, parse_topic_name
 from kafkalake.drift import ClusterView
 from kafkalake.kafka import watermarks
+from kafkalake.kafka_access import KafkaAccess
 from kafkalake.registry import RegisteredSchema
+from kafkalake.topic_catalog import TopicCatalog, ValueFormat
 from kafkalake.wire import split_header
 from kafkalake_dev.onboard_infer import NotInferable, RankedTime, infer_avro, rank_time_fields
 
@@ -145,7 +145,7 @@ def propose(
     *,
     env: str,
     root: Path,
-    catalog: Catalog,
+    catalog: TopicCatalog,
     registered: tuple[RegisteredSchema, ...],
     sample: Sample,
 ) -> Proposal | Flagged:
@@ -212,7 +212,7 @@ class ImportResult:
 
 
 def import_topics(
-    access: KafkaAccess, view: ClusterView, *, env: str, convention: str, root: Path, catalog: Catalog, match: str
+    access: KafkaAccess, view: ClusterView, *, env: str, convention: str, root: Path, catalog: TopicCatalog, match: str
 ) -> ImportResult:
     """A proposal (or the reason for none) for every topic of ``view`` whose name matches the glob ``match``."""
     result = ImportResult([], [], [])

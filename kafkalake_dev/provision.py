@@ -9,13 +9,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from kafkalake.catalog import Catalog
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import notification_filter
 from kafkalake.lftags import TAG_VALUES, pairs
 from kafkalake.naming import TableInference
 from kafkalake.permissions import AccessModel, access_model
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
+from kafkalake.topic_catalog import TopicCatalog
 from kafkalake_dev.local import LOCAL_PSEUDONYM_SECRET
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
@@ -55,7 +55,7 @@ def ensure_pseudonym_key(secretsmanager: Any) -> None:
     )
 
 
-def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, catalog: Catalog) -> Provisioned:
+def provision(clients: dict[str, Any], region: str, env: EnvironmentConfig, catalog: TopicCatalog) -> Provisioned:
     """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, the LF-tags
     and their databases' tags, bus, and the pseudonym key (random bytes, made once: pseudonyms stay stable while the
     stack runs). Consumer grants and the data location are AWS's only (the local endpoint enforces neither)."""
@@ -95,7 +95,7 @@ def provision(clients: dict[str, Any], region: str, env: EnvironmentSettings, ca
 
 
 def _tag_databases(lakeformation: Any, model: AccessModel) -> None:
-    """The LF-tags and each database's, as ``infra.constructs.access`` creates them."""
+    """The LF-tags and each database's, as ``infra.constructs.lake_access`` creates them."""
     for tag_key, values in TAG_VALUES.items():
         _ignore_exists(lakeformation.create_lf_tag, TagKey=tag_key, TagValues=list(values))
     for database, tags in model.databases.items():

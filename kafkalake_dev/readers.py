@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import boto3
     from pyspark.sql import SparkSession
 
-    from kafkalake.settings import Endpoints
+    from kafkalake.endpoints import Endpoints
 
 KEY_COLUMNS = ("_kafka_partition", "_kafka_offset")
 WRANGLER_OPTIONS: dict[str, Any] = {"validate_schema": False}

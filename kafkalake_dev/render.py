@@ -14,7 +14,7 @@ from rich.table import Table
 from kafkalake.personal import name_suggestions
 
 if TYPE_CHECKING:
-    from kafkalake.catalog import Topic
+    from kafkalake.topic_catalog import Topic
     from kafkalake_dev.audit import Lake, PartitionAudit
     from kafkalake_dev.demo import DemoReport
     from kafkalake_dev.inventory import TableInventory

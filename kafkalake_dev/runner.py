@@ -26,8 +26,8 @@ from typing import Any
 import pyspark
 
 from infra.assets import connector_jars, job_environment, jobs_bundle, platform_jars
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import JobArtifacts, JobRun
-from kafkalake.settings import Endpoints
 from kafkalake_dev.local import CREDENTIALS
 from kafkalake_dev.spark import LOCAL_CONF, s3a_conf
 

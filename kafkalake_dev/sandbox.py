@@ -23,15 +23,15 @@ import yaml
 
 from infra.repo import catalog_dir, environments_file
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, table_input
 from kafkalake.layout import DataKey, Partition, s3_uri
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 from kafkalake_dev.local import LOCAL_ENV
 
 
-def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentSettings, Path, Path]:
+def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentConfig, Path, Path]:
     """Copy the ``template`` environment's catalog and settings under a fresh name into ``folder``;
     return the settings, the catalog folder and the environments file."""
     name = f"t{uuid.uuid4().hex[:10]}"
@@ -53,7 +53,7 @@ def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentSe
 
 def environment_file(
     folder: Path, name: str, template: str = LOCAL_ENV, **update: str
-) -> tuple[EnvironmentSettings, Path]:
+) -> tuple[EnvironmentConfig, Path]:
     """An ``environments.yaml`` in ``folder`` holding the ``template`` environment's settings as ``name``, with
     ``update`` applied (what ``KAFKALAKE_ENVIRONMENTS`` points a command at); the settings and the file."""
     env = load_environments(environments_file())[template].model_copy(update={"name": name, **update})

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from infra.assets import spark_jars
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local import ACCESS_KEY
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from infra.assets import cached_folder
 from infra.repo import cache_dir
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local import ACCESS_KEY, TRINO_PORT
 from kafkalake_dev.stack import Service, say, unpack_from_maven
 

@@ -16,10 +16,10 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from kafkalake.catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
 from kafkalake.kafka import watermarks
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.topic_catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
 from kafkalake.wire import encode
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}

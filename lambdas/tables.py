@@ -1,6 +1,6 @@
 """The catalog's tables as the Lambdas read them: ``tables.json``, bundled in this package by the stack.
 
-``kafkalake.catalog.tables_document`` writes the document; ``CatalogTable`` is its one model, read by the
+``kafkalake.topic_catalog.tables_document`` writes the document; ``LakeTable`` is its one model, read by the
 maintainer and the reconciler alike.
 """
 
@@ -13,15 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from kafkalake.lambda_env import LambdaEnvironmentError
 from kafkalake.layout import TablePrefix, s3_uri
 from kafkalake.lftags import Sensitivity
 from kafkalake.naming import TableInference, crawler_name_for, default_names
-from kafkalake.settings import SettingsError
 
 LAMBDAS_DIR = Path(__file__).parent
 
 
-class CatalogTable(BaseModel):
+class LakeTable(BaseModel):
     """One topic's table: where its data lives and what Glue calls it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -40,7 +40,7 @@ class CatalogTable(BaseModel):
     """Columns the maintainer tags ``pii`` once they exist."""
 
     @classmethod
-    def by_convention(cls, prefix: TablePrefix) -> CatalogTable:
+    def by_convention(cls, prefix: TablePrefix) -> LakeTable:
         """A table outside the catalog, named as the catalog would name it, crawled."""
         database, table = default_names(prefix)
         return cls(
@@ -68,26 +68,24 @@ class CatalogTable(BaseModel):
         return s3_uri(bucket, self.prefix.data_prefix())
 
 
-_DOCUMENT = TypeAdapter(list[CatalogTable])
+_DOCUMENT = TypeAdapter(list[LakeTable])
 
 
-def tables_from_document(
-    document: Iterable[Mapping[str, Any]], source: str = "the tables document"
-) -> list[CatalogTable]:
-    """The tables of a document; raise ``SettingsError`` naming each entry and field that does not validate."""
+def tables_from_document(document: Iterable[Mapping[str, Any]], source: str = "the tables document") -> list[LakeTable]:
+    """The tables of a document; raise ``LambdaEnvironmentError`` naming each entry and field that does not validate."""
     try:
         return _DOCUMENT.validate_python(list(document))
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise SettingsError(
-            f"{source}: {problems} (kafkalake.catalog.tables_document writes it; rebuild the Lambda bundle)"
+        raise LambdaEnvironmentError(
+            f"{source}: {problems} (kafkalake.topic_catalog.tables_document writes it; rebuild the Lambda bundle)"
         ) from exc
 
 
-def read_tables(tables_file: str) -> list[CatalogTable]:
+def read_tables(tables_file: str) -> list[LakeTable]:
     """The tables document at ``tables_file`` (relative to the ``lambdas`` package); a missing file is an error,
     never 'no tables'."""
     path = LAMBDAS_DIR / tables_file
     if not path.is_file():
-        raise SettingsError(f"{path} is missing: the Lambda bundle must carry the catalog's tables")
+        raise LambdaEnvironmentError(f"{path} is missing: the Lambda bundle must carry the catalog's tables")
     return tables_from_document(json.loads(path.read_text()), str(path))

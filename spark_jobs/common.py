@@ -14,8 +14,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import RetryCount, make_client
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import LEASE_TTL_SECONDS, SESSION_CONF
-from kafkalake.settings import Endpoints
 
 
 def job_session(app_name: str) -> SparkSession:

@@ -7,11 +7,11 @@ The jobs and the core package arrive as ``--py-files kafkalake_jobs.zip``; endpo
 import sys
 
 from kafkalake.jobspec import Job
-from spark_jobs.archiver import fleet
-from spark_jobs.compaction import job
+from spark_jobs.archiver import job as archiver
+from spark_jobs.compaction import job as compaction
 from spark_jobs.erasure import job as erasure
 
-JOBS = {Job.ARCHIVE: fleet.main, Job.COMPACT: job.main, Job.ERASE: erasure.main}
+JOBS = {Job.ARCHIVE: archiver.main, Job.COMPACT: compaction.main, Job.ERASE: erasure.main}
 
 if __name__ == "__main__":
     JOBS[Job(sys.argv[1])](sys.argv[2:])

@@ -3,7 +3,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from kafkalake_dev import stack
 from kafkalake_dev.local import local_credentials, local_endpoints
 

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge, skip_scanners
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 
 
 def function_logs(scope: Construct, name: str, key: kms.IKey) -> logs.LogGroup:
@@ -36,7 +36,7 @@ def invocation_dlq(scope: Construct, name: str, key: kms.IKey) -> sqs.Queue:
 def python_function(
     scope: Construct,
     *,
-    settings: EnvironmentSettings,
+    settings: EnvironmentConfig,
     name: str,
     handler: str,
     code: lambda_.Code,

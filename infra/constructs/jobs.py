@@ -20,8 +20,7 @@ from infra.constructs.iam import glue_table_findings, glue_table_resources, obje
 from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
 from kafkalake.layout import (
     COMPACTED_DIR,
@@ -32,6 +31,7 @@ from kafkalake.layout import (
     STATE_ROOT,
 )
 from kafkalake.metrics import NAMESPACE
+from kafkalake.topic_catalog import Topic
 
 ARCHIVER_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
 COMPACTOR_ROOTS = (DATA_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
@@ -85,7 +85,7 @@ class Jobs(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         topics: list[Topic],
         databases: list[str],
         bucket: s3.IBucket,

@@ -18,12 +18,12 @@ from infra.assets import maintainer_bundle
 from infra.constructs.functions import function_logs, invocation_dlq, python_function, schedule
 from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resources, object_finding
 from infra.nag import acknowledge
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
+from kafkalake.lambda_env import MaintainerEnvironment
 from kafkalake.layout import COMPLETENESS_CLAIMS, DATA_ROOT, LATE_DATA_MARKERS
 from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE
 from kafkalake.naming import TableInference, crawler_name_for
-from kafkalake.settings import MaintainerEnvironment
+from kafkalake.topic_catalog import Topic
 
 MAINTAINER_GLUE_ACTIONS = (
     "glue:GetTable",
@@ -46,7 +46,7 @@ def crawler_patterns(topics: list[Topic], databases: list[str]) -> list[str]:
 
 
 def function_environment(
-    settings: EnvironmentSettings, queue: sqs.IQueue, bus: events.IEventBus, region: str
+    settings: EnvironmentConfig, queue: sqs.IQueue, bus: events.IEventBus, region: str
 ) -> dict[str, str]:
     """The function's variables: its validated ``MaintainerEnvironment`` and Powertools' names."""
     environment = MaintainerEnvironment.model_validate(
@@ -70,7 +70,7 @@ class Maintainer(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         topics: list[Topic],
         databases: list[str],
         bucket: s3.IBucket,

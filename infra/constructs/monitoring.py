@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.nag import skip_scanners
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.metrics import (
     ENVIRONMENT_DIMENSION,
     GLUE_DATA_AGE,
@@ -22,10 +22,10 @@ from kafkalake.metrics import (
     NAMESPACE,
     RECONCILER_SERVICE,
     ArchiverMetric,
-    CatalogDriftMetric,
     ErasureMetric,
     MaintainerCount,
     ReconcileMetric,
+    SchemaDriftMetric,
 )
 
 PERIOD = Duration.minutes(5)
@@ -37,7 +37,7 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         key: kms.IKey,
         queue: sqs.Queue,
         dead_letter_queues: dict[str, sqs.Queue],
@@ -85,7 +85,7 @@ class Monitoring(Construct):
             ),
         )
 
-    def _subscribe(self, settings: EnvironmentSettings) -> None:
+    def _subscribe(self, settings: EnvironmentConfig) -> None:
         for subscription in settings.alarm_subscriptions:
             delivery = sns.Subscription(
                 self,
@@ -156,7 +156,7 @@ class Monitoring(Construct):
         )
 
     def _archiver_alarms(
-        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+        self, settings: EnvironmentConfig, action: cloudwatch.IAlarmAction
     ) -> dict[str, cloudwatch.Alarm]:
         """A topic failed in the latest run; the fleet's total lag grew over three archiver runs in a row."""
         period = Duration.minutes(settings.archiver_schedule_minutes)
@@ -181,7 +181,7 @@ class Monitoring(Construct):
         }
 
     def _catalog_alarms(
-        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+        self, settings: EnvironmentConfig, action: cloudwatch.IAlarmAction
     ) -> dict[str, cloudwatch.Alarm]:
         """The latest scheduled archiver run found topics that follow the naming convention and no catalog entry
         names (never archived: `kafkalake catalog import`), or registry versions the catalog lacks (their records
@@ -200,7 +200,7 @@ class Monitoring(Construct):
                 0,
                 action,
             )
-            for metric in (CatalogDriftMetric.UNCATALOGUED_TOPICS, CatalogDriftMetric.MISSING_SCHEMA_VERSIONS)
+            for metric in (SchemaDriftMetric.UNCATALOGUED_TOPICS, SchemaDriftMetric.MISSING_SCHEMA_VERSIONS)
         }
 
     def _reconciler_alarms(
@@ -222,7 +222,7 @@ class Monitoring(Construct):
         }
 
     def _erasure_alarms(
-        self, settings: EnvironmentSettings, action: cloudwatch.IAlarmAction
+        self, settings: EnvironmentConfig, action: cloudwatch.IAlarmAction
     ) -> dict[str, cloudwatch.Alarm]:
         """An erasure request is past its deadline without a receipt (the erasure job runs hourly)."""
         late = cloudwatch.Metric(

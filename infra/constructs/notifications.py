@@ -15,14 +15,12 @@ from constructs import Construct
 from infra.constructs.iam import admit_cloudwatch_alarms
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge, skip_scanners
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import NOTIFICATION_PREFIX, NOTIFICATION_SUFFIX
 
 
 class Notifications(Construct):
-    def __init__(
-        self, scope: Construct, construct_id: str, *, settings: EnvironmentSettings, bucket: s3.Bucket
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: EnvironmentConfig, bucket: s3.Bucket) -> None:
         super().__init__(scope, construct_id)
         # A key of their own: S3 must be allowed to use it for this bucket, and a policy on the bucket's key
         # naming the bucket would make key and bucket depend on each other.

@@ -17,9 +17,9 @@ from constructs import Construct
 
 from infra.constructs.iam import object_finding
 from infra.nag import acknowledge
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import RESTRICTED_QUARANTINE_ROOT, RESTRICTED_ROOT
-from kafkalake.settings import Endpoints
 
 GENERATED_KEY_CHARACTERS = 44
 """Letters and digits are base64 characters: 44 of them (a multiple of 4, no padding) decode to 33 random bytes
@@ -34,7 +34,7 @@ class PersonalData(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         bucket: s3.IBucket,
         lake_key: kms.IKey,
     ) -> None:
@@ -61,7 +61,7 @@ class PersonalData(Construct):
         )
         self.secret_arn = settings.pseudonym_secret_arn or self._generated_secret(settings, lake_key)
 
-    def _generated_secret(self, settings: EnvironmentSettings, lake_key: kms.IKey) -> str:
+    def _generated_secret(self, settings: EnvironmentConfig, lake_key: kms.IKey) -> str:
         secret = secretsmanager.Secret(
             self,
             "PseudonymKey",

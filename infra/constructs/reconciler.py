@@ -15,10 +15,10 @@ from constructs import Construct
 from infra.constructs.functions import function_logs, invocation_dlq, python_function, schedule
 from infra.constructs.iam import glue_table_findings, glue_table_resources
 from infra.nag import acknowledge
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
+from kafkalake.lambda_env import ReconcilerEnvironment
 from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT
 from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE
-from kafkalake.settings import ReconcilerEnvironment
 
 RECONCILER_GLUE_ACTIONS = ("glue:GetTable", "glue:GetPartitions", "glue:BatchCreatePartition")
 
@@ -29,7 +29,7 @@ class Reconciler(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         databases: list[str],
         bucket: s3.IBucket,
         key: kms.IKey,

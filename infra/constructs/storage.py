@@ -9,12 +9,12 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.nag import acknowledge, skip_scanners
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT, RESTRICTED_QUARANTINE_ROOT
+from kafkalake.topic_catalog import Topic
 
 
-def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[s3.LifecycleRule]:
+def lifecycle_rules(settings: EnvironmentConfig, topics: list[Topic]) -> list[s3.LifecycleRule]:
     """Abort stale uploads; tier data by age; expire each topic's data after its retention (GDPR), quarantined
     records after theirs (raw records with personal data after a shorter one), and noncurrent object versions
     after a few days. Compaction output lies under each table's data prefix (``kafkalake.layout``), so the data
@@ -67,7 +67,7 @@ def lifecycle_rules(settings: EnvironmentSettings, topics: list[Topic]) -> list[
 
 class Storage(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: EnvironmentSettings, topics: list[Topic], key: kms.IKey
+        self, scope: Construct, construct_id: str, *, settings: EnvironmentConfig, topics: list[Topic], key: kms.IKey
     ) -> None:
         super().__init__(scope, construct_id)
         self.access_logs = s3.Bucket(

@@ -133,7 +133,7 @@ def publish(events: Any, bus: str, detail: list[dict[str, Any]], counts: Counter
         counts[MaintainerCount.EVENTS_FAILED] += int(answer.get("FailedEntryCount", 0))
 
 
-class GlueCatalog:
+class CachedGlue:
     """Glue tables, partitions and crawlers as the maintainer sees them, cached in ``State``."""
 
     def __init__(self, glue: Any, state: State, counts: Counter[str]) -> None:

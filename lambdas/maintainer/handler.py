@@ -19,10 +19,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from kafkalake.aws import make_client
+from kafkalake.lambda_env import MaintainerEnvironment
 from kafkalake.metrics import GLUE_DATA_AGE, MAINTAINER_SERVICE, NAMESPACE, TABLE_DIMENSION, MaintainerCount
-from kafkalake.settings import MaintainerEnvironment
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report
 from lambdas.tables import read_tables
 
@@ -37,14 +37,14 @@ Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 class Runtime:
     """What one execution environment keeps between invocations."""
 
-    settings: Settings
+    settings: DrainConfig
     clients: Clients
     state: State
 
     @classmethod
     def build(cls, environment: MaintainerEnvironment, clients: Clients) -> Runtime:
         """The drain's settings, with the tables of the bundled catalog, and empty caches."""
-        settings = Settings(
+        settings = DrainConfig(
             queue_url=environment.queue_url,
             bucket=environment.bucket,
             event_bus=environment.event_bus,

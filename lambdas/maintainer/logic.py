@@ -35,12 +35,12 @@ from typing import Any
 from kafkalake.layout import DataKey, LayoutError, TablePrefix, is_compaction_output
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import MaintainerCount
-from lambdas.maintainer.dal import Clients, GlueCatalog, LakeObjects, LakeTags, Queue, State, publish
+from lambdas.maintainer.dal import CachedGlue, Clients, LakeObjects, LakeTags, Queue, State, publish
 from lambdas.maintainer.models import MalformedBody, ObjectEvent, parse_body
 from lambdas.maintainer.partitions import PartitionSync
 from lambdas.maintainer.report import MAX_SAMPLES, Report
 from lambdas.maintainer.sync import TableSync
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 
 IGNORED = {
     "removed_object": MaintainerCount.IGNORED_REMOVED_OBJECT,
@@ -54,13 +54,13 @@ IGNORED = {
 
 
 @dataclass(frozen=True)
-class Settings:
+class DrainConfig:
     queue_url: str
     bucket: str
     event_bus: str
     env: str
     """The environment this maintainer serves: the ``<env>`` segment of every data key it acts on."""
-    tables: Sequence[CatalogTable]
+    tables: Sequence[LakeTable]
     """Topics from the catalog; keys for other prefixes are ours only if their crawler exists by convention."""
     max_messages: int = 10_000
     wait_seconds: int = 1
@@ -69,7 +69,7 @@ class Settings:
     completeness_delay_seconds: float = 900.0
 
     @cached_property
-    def tables_by_prefix(self) -> Mapping[TablePrefix, CatalogTable]:
+    def tables_by_prefix(self) -> Mapping[TablePrefix, LakeTable]:
         return {table.prefix: table for table in self.tables}
 
 
@@ -119,7 +119,7 @@ def handle_record(event: ObjectEvent, env: str) -> DataKey | Ignored:
 
 
 def drain(
-    settings: Settings,
+    settings: DrainConfig,
     clients: Clients,
     state: State,
     remaining_ms: Callable[[], int],
@@ -171,7 +171,9 @@ def _parse(messages: list[dict[str, Any]], env: str, report: Report) -> list[_Me
     return work
 
 
-def _receive(settings: Settings, queue: Queue, remaining_ms: Callable[[], int], report: Report) -> list[dict[str, Any]]:
+def _receive(
+    settings: DrainConfig, queue: Queue, remaining_ms: Callable[[], int], report: Report
+) -> list[dict[str, Any]]:
     """Long-poll 10 at a time until the queue is empty, the cap is reached, time runs short, or only
     messages already held come back (a visibility timeout shorter than the run)."""
     messages: dict[str, dict[str, Any]] = {}
@@ -185,9 +187,9 @@ def _receive(settings: Settings, queue: Queue, remaining_ms: Callable[[], int], 
     return list(messages.values())
 
 
-def _table_sync(settings: Settings, clients: Clients, state: State, report: Report, now: datetime) -> TableSync:
+def _table_sync(settings: DrainConfig, clients: Clients, state: State, report: Report, now: datetime) -> TableSync:
     """One drain's table and partition work over the data access objects."""
-    glue, lake = GlueCatalog(clients.glue, state, report.counts), LakeObjects(clients.s3, settings.bucket)
+    glue, lake = CachedGlue(clients.glue, state, report.counts), LakeObjects(clients.s3, settings.bucket)
     delay = timedelta(seconds=settings.completeness_delay_seconds)
     partitions = PartitionSync(glue, lake, state, report, delay, now)
     tags = LakeTags(clients.lakeformation, state, report.counts)

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from kafkalake.glue import COMPLETE_PARAMETER, partition_input
 from kafkalake.layout import PARTITION_KEYS, DataKey, Partition, is_compaction_output, parse_s3_uri
 from kafkalake.metrics import MaintainerCount
-from lambdas.maintainer.dal import GlueCatalog, LakeObjects, State
+from lambdas.maintainer.dal import CachedGlue, LakeObjects, State
 from lambdas.maintainer.report import MAX_SAMPLES, Report
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 
 
 def completion_candidates(partitions: Iterable[Partition], now: datetime, delay: timedelta) -> set[Partition]:
@@ -36,14 +36,14 @@ def completion_candidates(partitions: Iterable[Partition], now: datetime, delay:
 class PartitionSync:
     """One drain's partition work, table by table."""
 
-    glue: GlueCatalog
+    glue: CachedGlue
     lake: LakeObjects
     state: State
     report: Report
     completeness_delay: timedelta
     now: datetime
 
-    def sync(self, table: CatalogTable, keys: set[DataKey]) -> set[DataKey]:
+    def sync(self, table: LakeTable, keys: set[DataKey]) -> set[DataKey]:
         """The keys whose partition Glue now holds; the hours before them marked complete, late objects noted."""
         partitions = {k.partition for k in keys}
         confirmed = self.add(table, partitions)
@@ -53,7 +53,7 @@ class PartitionSync:
         self.note_freshness(table, done)
         return done
 
-    def note_freshness(self, table: CatalogTable, done: set[DataKey]) -> None:
+    def note_freshness(self, table: LakeTable, done: set[DataKey]) -> None:
         """How old the newest Kafka record is that Glue now holds for the table: from the footer of the newest
         object (by offset: Kafka times grow with offsets) of each Kafka partition made queryable in this drain."""
         newest: dict[int, DataKey] = {}
@@ -64,7 +64,7 @@ class PartitionSync:
         if times:
             self.report.data_age_seconds[table.name] = (self.now - max(times)).total_seconds()
 
-    def add(self, table: CatalogTable, partitions: set[Partition]) -> set[Partition]:
+    def add(self, table: LakeTable, partitions: set[Partition]) -> set[Partition]:
         """The partitions Glue holds now, each confirmed by Glue in this drain: one ``BatchCreatePartition`` per 100
         of them creates those missing and answers ``AlreadyExists`` for the others (the acknowledgement rule in
         ``logic``). Locations are cached for the late-data check: a created partition's is the one given here,
@@ -88,7 +88,7 @@ class PartitionSync:
             cache.put((db, name, values), found.get("StorageDescriptor", {}).get("Location", ""))
         return {by_values[values] for values in outcome.done}
 
-    def note_late(self, table: CatalogTable, keys: set[DataKey]) -> None:
+    def note_late(self, table: LakeTable, keys: set[DataKey]) -> None:
         """Objects in closed hours (ended more than the completeness delay ago) whose partition's location is a
         compaction run directory get a marker for the compactor and a ``LateData`` event. The location comes from
         the partition cache, like every lookup: a compaction that swapped the partition after it was cached is
@@ -107,7 +107,7 @@ class PartitionSync:
             partition = dict(zip(PARTITION_KEYS, values, strict=True))
             self.report.event("LateData", table, partition=partition, objects=objects[:MAX_SAMPLES])
 
-    def mark_complete(self, table: CatalogTable, partitions: Iterable[Partition]) -> None:
+    def mark_complete(self, table: LakeTable, partitions: Iterable[Partition]) -> None:
         """Mark the hours before those with new data complete (see ``completion_candidates``)."""
         db, name = table.database, table.table
         candidates = {tuple(p.values()) for p in completion_candidates(partitions, self.now, self.completeness_delay)}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalake.metrics import MaintainerCount
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 
 MAX_REASON = 300
 """Characters of a failure's message a report repeats."""
@@ -30,7 +30,7 @@ class Report:
     data_age_seconds: dict[str, float] = field(default_factory=dict)
     """``database.table`` → the age, at this drain, of the newest Kafka record it made queryable in the table."""
 
-    def event(self, kind: str, table: CatalogTable, **detail: Any) -> None:
+    def event(self, kind: str, table: LakeTable, **detail: Any) -> None:
         """An event about ``table`` for the bus (``TableCreated``, ``SchemaVersionAdded``, ``PartitionComplete``,
         ``LateData``)."""
         self.events.append({"type": kind, "database": table.database, "table": table.table, **detail})

@@ -17,11 +17,11 @@ from kafkalake.glue import SCHEMA_VERSIONS_PARAMETER, table_input, table_input_f
 from kafkalake.layout import DataKey, TablePrefix
 from kafkalake.metrics import MaintainerCount
 from kafkalake.naming import TableInference
-from lambdas.maintainer.dal import GlueCatalog, LakeObjects, LakeTags, State, error_code
+from lambdas.maintainer.dal import CachedGlue, LakeObjects, LakeTags, State, error_code
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
 from lambdas.maintainer.partitions import PartitionSync
 from lambdas.maintainer.report import Report
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 
 MERGE_ATTEMPTS = 5
 """Reads and updates of a table a schema merge tries before it fails the table (``SchemaMergeConflict``)."""
@@ -35,9 +35,9 @@ class SchemaMergeConflict(RuntimeError):
 class TableSync:
     """Brings one table's Glue entries in line with a set of new data keys."""
 
-    tables: Mapping[TablePrefix, CatalogTable]
+    tables: Mapping[TablePrefix, LakeTable]
     """The catalog's tables; keys under other prefixes are ours only if their crawler exists by convention."""
-    glue: GlueCatalog
+    glue: CachedGlue
     lake: LakeObjects
     state: State
     report: Report
@@ -86,7 +86,7 @@ class TableSync:
         self._tag(table)
         return self.partitions.sync(table, accepted)
 
-    def _tag(self, table: CatalogTable) -> None:
+    def _tag(self, table: LakeTable) -> None:
         """The table's LF-tags, and its personal columns' once Glue has them (a column a crawler or a merge adds
         later is tagged by the sync that finds it). A table outside the catalog keeps its database's tags, the
         strictest."""
@@ -97,18 +97,18 @@ class TableSync:
         present = [c for c in table.personal_columns if c in columns]
         self.tags.tag(table.database, table.table, table.sensitivity, present)
 
-    def _resolve(self, prefix: TablePrefix) -> CatalogTable | None:
+    def _resolve(self, prefix: TablePrefix) -> LakeTable | None:
         known = self.tables.get(prefix)
         if known is not None:
             return known
-        by_convention = CatalogTable.by_convention(prefix)
+        by_convention = LakeTable.by_convention(prefix)
         return by_convention if self.glue.crawler_exists(by_convention.crawler_name) else None
 
-    def _start_crawler(self, table: CatalogTable, why: MaintainerCount) -> None:
+    def _start_crawler(self, table: LakeTable, why: MaintainerCount) -> None:
         self.glue.start_crawler(table.crawler_name)
         self.report.counts[why] += 1
 
-    def _create_table(self, table: CatalogTable, keys: set[DataKey]) -> dict[str, Any] | None:
+    def _create_table(self, table: LakeTable, keys: set[DataKey]) -> dict[str, Any] | None:
         if table.inference == TableInference.CRAWLER:
             self._start_crawler(table, MaintainerCount.CRAWLER_REASON_NEW_TABLE)
             self.report.counts[MaintainerCount.DEFERRED_UNTIL_TABLE_EXISTS] += len(keys)
@@ -122,7 +122,7 @@ class TableSync:
             self.report.event("TableCreated", table, schema_version=version, columns=[c["Name"] for c in columns])
         return self.glue.table(table.database, table.table, fresh=True)
 
-    def _version_known(self, table: CatalogTable, described: dict[str, Any], version: int) -> bool:
+    def _version_known(self, table: LakeTable, described: dict[str, Any], version: int) -> bool:
         cache_key = (table.database, table.table, version)
         if self.state.versions.get(cache_key):
             return True
@@ -134,7 +134,7 @@ class TableSync:
             self.state.versions.put(cache_key, True)
         return known
 
-    def _check_versions(self, table: CatalogTable, described: dict[str, Any], keys: set[DataKey]) -> set[DataKey]:
+    def _check_versions(self, table: LakeTable, described: dict[str, Any], keys: set[DataKey]) -> set[DataKey]:
         """Keys whose schema version the table can take; a new version re-crawls or merges columns."""
         accepted: set[DataKey] = set()
         for version in sorted({k.partition.schema_version for k in keys}):
@@ -155,7 +155,7 @@ class TableSync:
         return accepted
 
     def _merge_version(
-        self, table: CatalogTable, described: dict[str, Any], version: int, keys: set[DataKey]
+        self, table: LakeTable, described: dict[str, Any], version: int, keys: set[DataKey]
     ) -> dict[str, Any]:
         """Merge ``version``'s columns into the table under Glue's optimistic lock: an update refused because the
         table changed since it was read (another drain merged another version) re-reads the table and merges
@@ -183,7 +183,7 @@ class TableSync:
             f"{MERGE_ATTEMPTS} times in a row (other drains or writers updating it at the same time)"
         )
 
-    def _reread(self, table: CatalogTable) -> dict[str, Any]:
+    def _reread(self, table: LakeTable) -> dict[str, Any]:
         described = self.glue.table(table.database, table.table, fresh=True)
         if described is None:
             raise IncompatibleSchema(f"table {table.name} disappeared while it was being updated")

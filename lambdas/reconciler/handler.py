@@ -21,10 +21,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from kafkalake.aws import make_client
+from kafkalake.lambda_env import ReconcilerEnvironment
 from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE, ReconcileMetric
-from kafkalake.settings import ReconcilerEnvironment
 from lambdas.reconciler.logic import TableReconciliation, reconcile_tables
-from lambdas.tables import CatalogTable, read_tables
+from lambdas.tables import LakeTable, read_tables
 
 logger = Logger(service=RECONCILER_SERVICE)
 tracer = Tracer(service=RECONCILER_SERVICE)
@@ -38,7 +38,7 @@ class TablesFailed(RuntimeError):
 @dataclass(frozen=True)
 class Runtime:
     bucket: str
-    tables: list[CatalogTable]
+    tables: list[LakeTable]
     s3: Any
     glue: Any
 

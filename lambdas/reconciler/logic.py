@@ -23,7 +23,7 @@ from kafkalake.layout import (
     partition_segment_value,
     s3_uri,
 )
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 
 
 @dataclass
@@ -98,7 +98,7 @@ def _holds_objects(s3: Any, location: str, raw_folders: set[str]) -> bool:
     return bool(s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1).get("KeyCount"))
 
 
-def reconcile_tables(s3: Any, glue: Any, bucket: str, tables: Iterable[CatalogTable]) -> list[TableReconciliation]:
+def reconcile_tables(s3: Any, glue: Any, bucket: str, tables: Iterable[LakeTable]) -> list[TableReconciliation]:
     """``reconcile_table`` for each table of the catalog; one table's failure is recorded in its result and never
     stops the others."""
     results = []

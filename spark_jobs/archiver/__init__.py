@@ -2,7 +2,7 @@
 
 One topic through a run, in reading order:
 
-- ``fleet``: the job (``main``); every topic of the environment, several at once, each isolated; logs and publishes
+- ``job``: the fleet job (``main``); every topic of the environment, several at once, each isolated; logs and publishes
   the results (``metrics``).
 - ``topic_run``: one topic: ``catch_up`` → ``TopicArchiver.run_plan`` (stored plan → ``carry_out`` → receipt →
   offset commit → plan deleted).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kafkalake.access import KafkaAccess
 from kafkalake.kafka import settled, watermarks
+from kafkalake.kafka_access import KafkaAccess
 
 
 def consumer_group(kafka_topic: str) -> str:

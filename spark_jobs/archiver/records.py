@@ -13,10 +13,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from kafkalake.access import KafkaAccess
-from kafkalake.catalog import Topic, ValueFormat
+from kafkalake.kafka_access import KafkaAccess
 from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
+from kafkalake.topic_catalog import Topic, ValueFormat
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan

@@ -1,8 +1,8 @@
 """What an archiver run reports: a ``Summary`` per carried-out plan, a ``TopicResult`` per topic (its plans, lag and
 error), and how they are made: the writer's outcome rows are accounted into the plan's summary (``account``), and
-the summary becomes the plan's receipt (``receipt``, ``kafkalake.receipts``).
+the summary becomes the plan's receipt (``receipt``, ``kafkalake.archive_receipts``).
 
-The fleet job (``spark_jobs.archiver.fleet``) logs the results and its metrics (``spark_jobs.archiver.metrics``)
+The fleet job (``spark_jobs.archiver.job``) logs the results and its metrics (``spark_jobs.archiver.metrics``)
 publish them; both import them from here, so neither imports the other.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 from pyspark.sql import Row
 
-from kafkalake.catalog import Topic
+from kafkalake.archive_receipts import ArchiveReceipt, PartitionAccount, StoredObject
 from kafkalake.layout import parse_data_key
-from kafkalake.receipts import PartitionAccount, Receipt, StoredObject
+from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.transform import TOMBSTONE
 from spark_jobs.archiver.writer import COUNT, QUARANTINE, RETRIED, WAITED, WROTE
@@ -186,7 +186,7 @@ def _stored_object(row: Row) -> StoredObject:
     return StoredObject(row["key"], row["kafka_partition"], row["first_offset"], row["last_offset"], row["rows"])
 
 
-def receipt(topic: Topic, plan: Plan, summary: Summary) -> Receipt:
+def receipt(topic: Topic, plan: Plan, summary: Summary) -> ArchiveReceipt:
     """How each Kafka partition's records of the plan were accounted for, and the objects written."""
     accounts = {}
     for partition, (start, end) in sorted(plan.ranges.items()):
@@ -196,4 +196,4 @@ def receipt(topic: Topic, plan: Plan, summary: Summary) -> Receipt:
         accounts[partition] = PartitionAccount(
             start, end, per.get("read", 0), stored, per.get("quarantined", 0), dropped
         )
-    return Receipt(plan.kafka_topic, plan.created_at, accounts, summary.stored, summary.quarantine_objects)
+    return ArchiveReceipt(plan.kafka_topic, plan.created_at, accounts, summary.stored, summary.quarantine_objects)

@@ -1,7 +1,7 @@
 """One topic through an archiver run, top to bottom: ``catch_up`` takes the topic's lease and carries out plans until
 the topic reaches the high watermark seen when it started; ``TopicArchiver.run_plan`` carries out one plan (stored
 plan → ``carry_out`` → receipt → offset commit → plan cleared); ``carry_out`` is the plan's one Spark job (records
-→ writer → accounts). ``spark_jobs.archiver.fleet`` runs many topics at once.
+→ writer → accounts). ``spark_jobs.archiver.job`` runs many topics at once.
 
 Exactly once, also when runs overlap: a run first takes the topic's lease (``kafkalake.lease``); a topic another
 live run holds is skipped and reported (``held by run <id> since <time>``), a stale lease is taken over and its
@@ -26,13 +26,13 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from kafkalake.access import KafkaAccess, kafka_access
 from kafkalake.aws import RetryCount, make_client
-from kafkalake.catalog import Topic
+from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
+from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, needs_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
 from kafkalake.personal import PseudonymKey, QuarantineMode
-from kafkalake.settings import Endpoints
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 

@@ -23,14 +23,14 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import (
     COMPACTOR_GRACE_MINUTES,
     COMPACTOR_MIN_INPUT_FILES,
     COMPACTOR_TARGET_FILE_MB,
 )
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.manifest import DONE_STATES
 from spark_jobs.compaction.protocol import carry_forward
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     line per partition; exits 1 when any table or partition failed, after all the others were done."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     endpoints = Endpoints.from_env(os.environ)
-    catalog = load_catalog(args.catalog)
+    catalog = load_topic_catalog(args.catalog)
     knobs = Knobs(
         target_file_bytes=args.target_file_mb * 1024 * 1024,
         min_input_files=args.min_input_files,

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from spark_jobs.common import worker_s3_client
 from spark_jobs.compaction.digest import KeyDigest, first_disorder, repeats
 

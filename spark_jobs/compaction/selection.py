@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkalake.aws import list_objects
-from kafkalake.catalog import Topic
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
 from kafkalake.layout import LATE_DATA_FILE, Partition, parse_s3_uri
+from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest, ManifestState
 from spark_jobs.compaction.work import Action, PartitionResult, Rewriter, Work, describe, table_name

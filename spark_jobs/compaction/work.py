@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, COMPACTOR_MIN_INPUT_FILES, COMPACTOR_TARGET_FILE_MB
 from kafkalake.lease import Lease
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.manifest import Manifest, ManifestState, ManifestStore
 
 MAX_REASON = 500

@@ -35,10 +35,10 @@ from botocore.exceptions import ClientError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.catalog import Topic
 from kafkalake.layout import PARTITION_PATH_RE, Partition, s3_uri
 from kafkalake.lease import lost_race
 from kafkalake.personal import PseudonymKey
+from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.manifest import ManifestStore
 from spark_jobs.erasure.subjects import (
     by_schema_version,

@@ -29,15 +29,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
-from kafkalake.erasure import ErasureRequest, Receipt, RequestStore, TableErasure, pending, watched
+from kafkalake.endpoints import Endpoints
+from kafkalake.erasure import ErasureReceipt, ErasureRequest, RequestStore, TableErasure, pending, watched
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
 from kafkalake.personal import PseudonymKey, load_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import ManifestState
@@ -303,8 +303,8 @@ class Eraser(Rewriter):
                 f"{table_name(topic)} {'/'.join(entry.values)}: {deleted} object versions deleted ({objects} current)"
             )
 
-    def _receipt(self, batch: Batch, request: ErasureRequest) -> Receipt:
-        receipt = Receipt(
+    def _receipt(self, batch: Batch, request: ErasureRequest) -> ErasureReceipt:
+        receipt = ErasureReceipt(
             request.request_id, sorted({s.digest for s in request.subjects}), batch.started_at, self.now().isoformat()
         )
         for topic in self.topics:
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     after all the others were done."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     endpoints = Endpoints.from_env(os.environ)
-    topics = load_catalog(args.catalog).for_env(args.env)
+    topics = load_topic_catalog(args.catalog).for_env(args.env)
     spark = job_session("kafkalake-erasure")
     run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
     knobs = Knobs(grace_period=timedelta(minutes=args.grace_minutes))

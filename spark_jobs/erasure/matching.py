@@ -23,10 +23,10 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.catalog import Topic
 from kafkalake.erasure import ErasureRequest, Source
 from kafkalake.layout import PARTITION_PATH_RE, Partition, parse_s3_uri
 from kafkalake.personal import PseudonymKey, QuarantineMode
+from kafkalake.topic_catalog import Topic
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.index import Hits
 from spark_jobs.erasure.subjects import (

@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kafkalake.catalog import Topic
 from kafkalake.layout import Partition, restricted_encryption
+from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.merging import key_arrays, read_object
 
 

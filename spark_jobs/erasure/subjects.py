@@ -19,9 +19,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.catalog import Topic
 from kafkalake.layout import PARTITION_PATH_RE, s3_uri
 from kafkalake.personal import PiiAction, PseudonymKey
+from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver.transform import field_type
 from spark_jobs.keyed_hash import keyed_hash
 

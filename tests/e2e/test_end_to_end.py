@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.glue import table_partitions
 from kafkalake.layout import erasure_lease_key, erasure_prefix
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
 from kafkalake_dev.inventory_page import render_html
 from kafkalake_dev.local import local_endpoints
@@ -44,7 +44,7 @@ def snapshot(endpoints: Endpoints, report: DemoReport) -> dict[str, Any]:
 def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings, catalog_dir, environments = isolated_env(tmp_path)
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    catalog = load_catalog(catalog_dir)
+    catalog = load_topic_catalog(catalog_dir)
 
     def run() -> DemoReport:
         return run_demo(

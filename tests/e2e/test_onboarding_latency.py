@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
-from kafkalake.catalog import DEFAULTS_FILE, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import archiver_run
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
 from kafkalake_dev.demo import run_checked
@@ -88,7 +88,7 @@ def test_time_from_a_new_topics_first_record_to_its_rows_in_glue(
     mark = step("produce", first_record)
     imported = CliRunner().invoke(app, ["catalog", "import", "--env", settings.name, "--catalog", str(root)])
     assert imported.exit_code == 0, imported.output
-    catalog = load_catalog(root)
+    catalog = load_topic_catalog(root)
     [topic] = catalog.for_env(settings.name)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
     provision(clients, endpoints.region, settings, catalog)

@@ -15,8 +15,8 @@ from awswrangler.exceptions import InvalidSchemaConvergence
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.demo import run_demo
 from kafkalake_dev.interop import Check, checks_for
 from kafkalake_dev.inventory import table_objects
@@ -60,7 +60,7 @@ def test_every_reader_counts_every_demo_table_exactly(
 ) -> None:
     settings, catalog_dir, environments = isolated_env(tmp_path)
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    catalog = load_catalog(catalog_dir)
+    catalog = load_topic_catalog(catalog_dir)
     endpoints = with_bucket(local_stack, settings.bucket)
     topics: list[Topic] = catalog.for_env(settings.name)
     checks: list[Check] = []

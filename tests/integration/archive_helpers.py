@@ -15,16 +15,16 @@ from pyspark.sql import functions as F
 
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
 from kafkalake.layout import S3Location
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.audit import audit, committed_offsets, read_lake
 from kafkalake_dev.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
 
-CATALOG = load_catalog(catalog_dir())
+CATALOG = load_topic_catalog(catalog_dir())
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 
 

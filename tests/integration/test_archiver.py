@@ -16,9 +16,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Held
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
@@ -211,7 +211,7 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
         "  - {path: ts_ms, format: epoch, unit: ms}\n"
         "  - {path: ts_us, format: epoch, unit: us}\n"
     )
-    topic = load_catalog(tmp_path).get("chaos")
+    topic = load_topic_catalog(tmp_path).get("chaos")
     topic = dataclasses.replace(topic, env=f"test{suffix}")
     schema = topic.schemas[0]
     schema_id = topic_with_schema(endpoints, topic, schema)

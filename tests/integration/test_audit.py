@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import parse_data_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.audit import PartitionAudit, audit, committed_offsets, read_lake
 from kafkalake_dev.cli import app
 from kafkalake_dev.inventory import table_objects
@@ -115,7 +115,7 @@ def test_the_command_prints_the_table_and_exits_non_zero_on_a_gap(
     1 with the gap named once a data object is deleted."""
     env, catalog_folder, environments = isolated_env(tmp_path)
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    topic = load_catalog(catalog_folder).get("card-authorized", env.name)
+    topic = load_topic_catalog(catalog_folder).get("card-authorized", env.name)
     bucket_endpoints = with_bucket(local_stack, env.bucket)
     produce(bucket_endpoints, topic, 300)
     where = ["--env", env.name, "--catalog", str(catalog_folder)]

@@ -22,9 +22,9 @@ from pyspark.sql import SparkSession
 
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, is_compaction_output
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compaction.job import Compactor, main
 from spark_jobs.compaction.manifest import ManifestState
@@ -36,7 +36,7 @@ from tests.integration.lake_files import small_file
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-compactor-tests"
-CATALOG = load_catalog(catalog_dir())
+CATALOG = load_topic_catalog(catalog_dir())
 PARTITION = Partition(1, date(2026, 11, 20), 7)
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 ROWS_PER_FILE = 40
@@ -339,7 +339,9 @@ def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
     """The job's own entry point over three tables of an isolated environment: one has data on S3 but no table in
     Glue, one's output fails verification (an extra copy of a file appears in its run directory), one is fine."""
     env, catalog_folder, _ = isolated_env(tmp_path)
-    missing, refused, good = (Lake(endpoints, topic) for topic in load_catalog(catalog_folder).for_env(env.name)[:3])
+    missing, refused, good = (
+        Lake(endpoints, topic) for topic in load_topic_catalog(catalog_folder).for_env(env.name)[:3]
+    )
     rows = {lake.topic.name: lake.put_files(30) for lake in (missing, refused, good)}
     refused.register()
     good.register()
@@ -380,7 +382,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     env, catalog_folder, environments = isolated_env(tmp_path)
     endpoints = with_bucket(local_stack, env.bucket)
     hours = [Partition(1, date(2026, 11, 20), hour) for hour in range(6)]
-    lakes = [Lake(endpoints, topic) for topic in load_catalog(catalog_folder).for_env(env.name)[:3]]
+    lakes = [Lake(endpoints, topic) for topic in load_topic_catalog(catalog_folder).for_env(env.name)[:3]]
     rows = {}
     for lake in lakes:
         rows[lake.topic.name] = {hour: lake.put_files(40, hour) for hour in hours}

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import SparkSession
 
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.common import Run
 from spark_jobs.compaction.job import Compactor

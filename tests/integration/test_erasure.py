@@ -33,13 +33,13 @@ from pyspark.sql import SparkSession
 
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import ErasureRequest, RequestStore, new_request
 from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition, erasure_prefix, parse_data_key, parse_s3_uri
 from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.provision import ensure_pseudonym_key
 from kafkalake_dev.sandbox import environment_file, register_complete_partitions, with_bucket
@@ -95,7 +95,7 @@ def write_catalog(folder: Path, env: str) -> list[Topic]:
         own = {"kafka_topic": f"test.erasure.{table}.{env}", "database": f"erase_{env}", "table": table}
         (topics / f"{name}.yaml").write_text(yaml.safe_dump({**spec, **own, **erasure}))
         shutil.copy(source / "customer-updated.v1.avsc", topics / f"{name}.v1.avsc")
-    loaded = load_catalog(folder).for_env(env)
+    loaded = load_topic_catalog(folder).for_env(env)
     return [next(t for t in loaded if t.table == table) for table in tables]
 
 

@@ -15,11 +15,11 @@ from pyspark.sql import SparkSession
 
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request, tombstone_request
 from kafkalake.layout import DataKey, Partition
 from kafkalake.personal import PseudonymKey, load_key
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.provision import ensure_pseudonym_key
 from kafkalake_dev.sandbox import customer_file, put_table, with_bucket
 from spark_jobs.compaction.job import Compactor
@@ -68,7 +68,7 @@ def make_lake(endpoints: Endpoints, erasure: str) -> Lake:
     """A table of its own erased by ``customer_id`` (and, ``by_key``, by its Kafka key, each row's customer id): HOURS
     partitions of two files of Kafka partition 0, the subject in HOLDING's."""
     suffix = uuid.uuid4().hex[:8]
-    template = load_catalog(catalog_dir()).get("customer-updated", "staging")
+    template = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
     spec = template.spec.model_copy(update={"database": f"index_{suffix}", "erasure": erasure})
     topic = dataclasses.replace(template, env=f"i{suffix}", spec=spec)
     assert topic.spec.subject_fields == ("customer_id",)

@@ -20,14 +20,14 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
 from pyspark.sql import SparkSession
 
+from kafkalake.archive_receipts import ArchiveReceipt
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic
-from kafkalake.receipts import Receipt
+from kafkalake.endpoints import Endpoints
 from kafkalake.registry import TIMEOUT_SECONDS, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 from kafkalake_dev.sandbox import with_bucket
 from kafkalake_dev.workload import ensure_topic
-from spark_jobs.archiver.fleet import archive_fleet
+from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.common import Run
@@ -74,10 +74,10 @@ def assert_exact(spark: SparkSession, endpoints: Endpoints, topic: Topic, rows: 
     assert audit_problems(endpoints, topic) == []
 
 
-def receipts(endpoints: Endpoints, topic: Topic) -> list[Receipt]:
+def receipts(endpoints: Endpoints, topic: Topic) -> list[ArchiveReceipt]:
     s3 = make_client(endpoints, "s3")
     return [
-        Receipt.from_dict(json.loads(s3.get_object(Bucket=endpoints.bucket, Key=key)["Body"].read()))
+        ArchiveReceipt.from_dict(json.loads(s3.get_object(Bucket=endpoints.bucket, Key=key)["Body"].read()))
         for key in sorted(keys(endpoints, topic.prefix.receipts_prefix()))
     ]
 

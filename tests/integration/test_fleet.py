@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
 from kafkalake_dev.sandbox import isolated_env, with_bucket
@@ -54,7 +54,7 @@ class Fleet:
         if archive:
             path = self.catalog_dir / "acme" / "payments" / self.env.name / "card-authorized.yaml"
             path.write_text(path.read_text() + archive)
-        self.catalog = load_catalog(self.catalog_dir)
+        self.catalog = load_topic_catalog(self.catalog_dir)
         self.endpoints = with_bucket(local_stack, self.env.bucket)
 
     def topic(self, name: str) -> Topic:

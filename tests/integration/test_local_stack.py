@@ -9,8 +9,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.aws import make_client
+from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient
-from kafkalake.settings import Endpoints
 from kafkalake.wire import encode, split_header
 from kafkalake_dev.workload import ensure_topic
 

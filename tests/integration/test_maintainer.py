@@ -22,17 +22,17 @@ from botocore.awsrequest import AWSResponse
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Catalog, load_catalog, tables_document
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import TopicCatalog, load_topic_catalog, tables_document
 from kafkalake_dev.maintainer import invoke_reconciler_locally
 from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.s3_events import as_s3_sends
 from kafkalake_dev.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report
 from lambdas.tables import tables_from_document
 from spark_jobs.compaction.job import Compactor
@@ -67,7 +67,7 @@ def key(prefix: TablePrefix, version: int, hour: int, first: int = 0, day: date 
 
 
 class Lake:
-    def __init__(self, endpoints: Endpoints, env: EnvironmentSettings, catalog: Catalog, files: tuple[Path, Path]):
+    def __init__(self, endpoints: Endpoints, env: EnvironmentConfig, catalog: TopicCatalog, files: tuple[Path, Path]):
         self.endpoints, self.env, self.catalog, self.files = endpoints, env, catalog, files
         clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
         provisioned = provision(clients, endpoints.region, env, catalog)
@@ -82,7 +82,7 @@ class Lake:
         self.clients = Clients(
             self.sqs, self.glue, self.s3, make_client(endpoints, "events"), make_client(endpoints, "lakeformation")
         )
-        self.settings = Settings(
+        self.settings = DrainConfig(
             queue_url=provisioned.queue_url,
             bucket=provisioned.bucket,
             event_bus=provisioned.event_bus,
@@ -134,7 +134,7 @@ class Lake:
 @pytest.fixture
 def lake(local_stack: Endpoints, tmp_path: Path) -> Lake:
     env, catalog, environments = isolated_env(tmp_path)
-    return Lake(local_stack, env, load_catalog(catalog), (catalog, environments))
+    return Lake(local_stack, env, load_topic_catalog(catalog), (catalog, environments))
 
 
 def s3_event(key_in_event: str, name: str = "ObjectCreated:Put") -> dict[str, Any]:
@@ -432,7 +432,7 @@ def test_local_invocations_for_two_environments_each_drain_their_own_queue(
     lakes = []
     for name in ("a", "b"):
         env, catalog, environments = isolated_env(tmp_path / name)
-        lakes.append(Lake(local_stack, env, load_catalog(catalog), (catalog, environments)))
+        lakes.append(Lake(local_stack, env, load_topic_catalog(catalog), (catalog, environments)))
     before = dict(os.environ)
     for lake, hour in zip(lakes, (12, 13), strict=True):
         lake.put(key(lake.card, 1, hour))
@@ -650,7 +650,7 @@ def test_the_maintainer_tags_the_tables_it_creates_and_their_personal_columns(
     env, catalog, environments = isolated_env(tmp_path)
     [card_file] = catalog.glob(f"acme/payments/{env.name}/card-authorized.yaml")
     card_file.write_text(card_file.read_text() + "pii: {authorization.issuer: hmac}\n")
-    lake = Lake(local_stack, env, load_catalog(catalog), (catalog, environments))
+    lake = Lake(local_stack, env, load_topic_catalog(catalog), (catalog, environments))
     lake.put(key(lake.card, 1, 3))
     report = lake.run()
     assert report.errors == [] and report.counts["tables_created"] == report.counts["tables_tagged"] == 1

@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
-from kafkalake.catalog import DEFAULTS_FILE, load_catalog
-from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, CatalogDriftMetric
+from kafkalake.endpoints import Endpoints
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, SchemaDriftMetric
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.cli import app
 from kafkalake_dev.onboard import SAMPLE_GROUP
@@ -154,7 +154,7 @@ def test_import_validate_archive_then_drift(
     assert "; 0 existing files would change" in imported
     cli("catalog", "validate", "--catalog", str(catalog))
     cli("catalog", "check", "--catalog", str(catalog), "--env", env.name, "--registry")
-    found = load_catalog(catalog)
+    found = load_topic_catalog(catalog)
     chosen = {t.kafka_topic: t.spec.time_fields[0].path for t in found.for_env(env.name)}
     assert chosen == {k: v for k, v in expected.items() if v is not None}
     placed = found.get(f"{env.name}.acme.orders.placed")
@@ -188,7 +188,7 @@ def test_import_validate_archive_then_drift(
     now = datetime.now(UTC)
     points = make_client(endpoints, "cloudwatch").get_metric_statistics(
         Namespace=NAMESPACE,
-        MetricName=CatalogDriftMetric.UNCATALOGUED_TOPICS.value,
+        MetricName=SchemaDriftMetric.UNCATALOGUED_TOPICS.value,
         Dimensions=[{"Name": ENVIRONMENT_DIMENSION, "Value": env.name}],
         StartTime=now - timedelta(minutes=5),
         EndTime=now + timedelta(minutes=5),

@@ -12,9 +12,9 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
-from kafkalake.catalog import Topic
+from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Lease, LeaseLost
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic
 from kafkalake_dev.sandbox import with_bucket
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease

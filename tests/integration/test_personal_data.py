@@ -25,13 +25,13 @@ from pyspark.sql import functions as F
 
 from infra.repo import environments_file
 from kafkalake.aws import list_objects, make_client
-from kafkalake.catalog import load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.environments import load_environments
 from kafkalake.jobspec import archiver_run
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE
 from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.provision import ensure_pseudonym_key
 from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
@@ -92,7 +92,7 @@ class Lake:
         for name, (schema, body) in topics.items():
             (folder / f"{name}.yaml").write_text(f"kafka_topic: test.pii.{name}.{suffix}\n{body}")
             (folder / f"{name}.v1.avsc").write_text(json.dumps(schema))
-        self.catalog = load_catalog(root / "catalog")
+        self.catalog = load_topic_catalog(root / "catalog")
         self.orders, self.visits = (self.catalog.get(name, self.env) for name in topics)
         self.customers = [f"cust-{suffix}-{i}" for i in range(CUSTOMERS)]
         self.clear: dict[str, list[str]] = {"customer": list(self.customers), "phone": [], "pan": [], "email": []}

@@ -17,9 +17,9 @@ from pyspark.sql import SparkSession
 
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
-from kafkalake.catalog import load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, is_compaction_output, parse_s3_uri
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.interop import Check
 from kafkalake_dev.query import partition_locations
 from kafkalake_dev.readers import Read, spark_read, wrangler_read, wrangler_session
@@ -51,7 +51,7 @@ class SlowSwaps:
 
 def test_reads_during_a_compaction_run_count_every_row_once(spark: SparkSession, local_stack: Endpoints) -> None:
     endpoints = with_bucket(local_stack, "kafkalake-readers-tests")
-    template = load_catalog(catalog_dir()).get("sensor-readings", "staging")
+    template = load_topic_catalog(catalog_dir()).get("sensor-readings", "staging")
     suffix = uuid.uuid4().hex[:8]
     spec = template.spec.model_copy(update={"database": f"readers_{suffix}"})
     topic = dataclasses.replace(template, env=f"t{suffix}", spec=spec)

@@ -8,8 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from kafkalake.access import Credentials, CredentialsInvalid, kafka_access
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
+from kafkalake.kafka_access import Credentials, CredentialsInvalid, kafka_access
 
 ARN_SOURCE = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:kafkalake/staging/kafka"
 

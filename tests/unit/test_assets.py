@@ -7,23 +7,25 @@ from pathlib import Path
 
 from infra.assets import jobs_bundle, maintainer_bundle
 from infra.repo import catalog_dir
-from kafkalake.catalog import load_catalog
+from kafkalake.topic_catalog import load_topic_catalog
 
 CORE = {
     f"kafkalake/{name}.py"
     for name in (
         "__init__",
-        "access",
+        "archive_receipts",
         "aws",
-        "catalog",
         "convention",
         "drift",
+        "endpoints",
         "environments",
         "erasure",
         "footer",
         "glue",
         "jobspec",
         "kafka",
+        "kafka_access",
+        "lambda_env",
         "layout",
         "lease",
         "lftags",
@@ -31,9 +33,8 @@ CORE = {
         "naming",
         "permissions",
         "personal",
-        "receipts",
         "registry",
-        "settings",
+        "topic_catalog",
         "wire",
     )
 }
@@ -63,7 +64,7 @@ JOBS = CORE | {
         "entrypoint",
         "keyed_hash",
         "archiver/__init__",
-        "archiver/fleet",
+        "archiver/job",
         "archiver/metrics",
         "archiver/offsets",
         "archiver/plan",
@@ -100,7 +101,7 @@ JOBS = CORE | {
 
 
 def test_the_lambda_asset_holds_exactly_the_allowlist(tmp_path: Path) -> None:
-    bundle = maintainer_bundle(tmp_path, load_catalog(catalog_dir()).for_env("staging"))
+    bundle = maintainer_bundle(tmp_path, load_topic_catalog(catalog_dir()).for_env("staging"))
     shipped = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()}
     assert shipped == LAMBDA, f"not allowed: {sorted(shipped - LAMBDA)}; missing: {sorted(LAMBDA - shipped)}"
 

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import CatalogInvalid, load_catalog
+from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
 from kafkalake_dev.cli import app
 
 EXAMPLE = catalog_dir()
@@ -23,13 +23,13 @@ def write_topic(root: Path, rel: str, body: str, schemas: int = 1) -> Path:
 
 
 def problems(root: Path) -> list[str]:
-    with pytest.raises(CatalogInvalid) as exc:
-        load_catalog(root)
+    with pytest.raises(TopicCatalogInvalid) as exc:
+        load_topic_catalog(root)
     return [str(p) for p in exc.value.problems]
 
 
 def test_example_catalog_derives_everything() -> None:
-    catalog = load_catalog(EXAMPLE)
+    catalog = load_topic_catalog(EXAMPLE)
     assert catalog.environments() == ["production", "staging"]
     assert {t.company for t in catalog.topics} == {"acme", "globex"}
     assert len(catalog.for_env("staging")) == 5
@@ -52,7 +52,7 @@ def test_example_catalog_derives_everything() -> None:
 
 def test_ambiguous_lookup_names_the_environments() -> None:
     with pytest.raises(KeyError, match=r"several environments \(production, staging\); pass --env"):
-        load_catalog(EXAMPLE).get("card-authorized")
+        load_topic_catalog(EXAMPLE).get("card-authorized")
 
 
 def test_two_topics_mapping_to_one_table(tmp_path: Path) -> None:

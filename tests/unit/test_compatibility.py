@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import load_catalog
 from kafkalake.registry import RegisteredSchema
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.cli import app
 from kafkalake_dev.compatibility import Mode, Refusal, check_versions, glue_refusals, registry_differences, resolve
 
@@ -29,7 +29,7 @@ ID = f("id", "string")
 
 
 def test_every_catalog_topic_passes() -> None:
-    for topic in load_catalog(catalog_dir()).topics:
+    for topic in load_topic_catalog(catalog_dir()).topics:
         assert check_versions(topic.schemas, Mode.FULL) == [], topic.kafka_topic
         assert glue_refusals(topic.schemas) == [], topic.kafka_topic
 

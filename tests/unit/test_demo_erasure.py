@@ -16,17 +16,17 @@ import pytest
 from moto import mock_aws
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import load_catalog
-from kafkalake.erasure import Receipt, RequestStore, Source, TableErasure
+from kafkalake.endpoints import Endpoints
+from kafkalake.erasure import ErasureReceipt, RequestStore, Source, TableErasure
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.demo import DemoReport, Erasure, demo_subject, erased_records, workload_start
 from kafkalake_dev.erase_requests import record_request
 from kafkalake_dev.render import erasure_lines
 from kafkalake_dev.workload import plan_workload, tally
 
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
-TOPICS = load_catalog(catalog_dir()).for_env("staging")
+TOPICS = load_topic_catalog(catalog_dir()).for_env("staging")
 BY_NAME = {t.name: t for t in TOPICS}
 
 
@@ -111,11 +111,11 @@ def test_a_workload_of_an_earlier_shape_on_the_local_stack_stops_the_demo_with_t
 
 
 def test_the_demo_prints_each_receipt_by_table_with_hashed_subjects_only() -> None:
-    receipt = Receipt("r-1", ["a" * 64], "2026-11-24T03:00:00+00:00", "2026-11-24T03:01:00+00:00")
+    receipt = ErasureReceipt("r-1", ["a" * 64], "2026-11-24T03:00:00+00:00", "2026-11-24T03:01:00+00:00")
     receipt.tables["globex_staging.customer_updated"] = TableErasure([["1", "2026-11-24", "01"]], 1, 0)
     receipt.tables["acme_staging.refund_issued"] = TableErasure([["1", "2026-11-24", "01"]], 1, 0)
     receipt.objects_deleted, receipt.versions_deleted = ["data/a.parquet", "data/b.parquet"], 5
-    tombstones = Receipt("tombstones-x", ["b" * 64], "2026-11-24T03:00:00+00:00", "2026-11-24T03:01:00+00:00")
+    tombstones = ErasureReceipt("tombstones-x", ["b" * 64], "2026-11-24T03:00:00+00:00", "2026-11-24T03:01:00+00:00")
     tombstones.tables["globex_staging.customer_updated"] = TableErasure([], 4, 1)
     report = DemoReport("staging", "lake")
     report.erasure = Erasure("r-1", True, {}, {r.request_id: json.loads(r.to_json()) for r in (receipt, tombstones)})

@@ -6,15 +6,15 @@ import dataclasses
 from datetime import UTC, datetime
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import load_catalog
 from kafkalake.erasure import new_request, tombstone_request
 from kafkalake.personal import PseudonymKey
+from kafkalake.topic_catalog import load_topic_catalog
 from spark_jobs.erasure.batch import Batch, PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.matching import in_scope, scope
 
 KEY = PseudonymKey("k1", bytes(range(32)))
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
-TEMPLATE = load_catalog(catalog_dir()).get("customer-updated", "staging")
+TEMPLATE = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
 TOPIC = dataclasses.replace(TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": ("customer_id",)}))
 UNDECLARED = dataclasses.replace(
     TEMPLATE, spec=TEMPLATE.spec.model_copy(update={"subject_fields": (), "erasure": "none"})

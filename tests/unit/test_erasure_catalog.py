@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.catalog import CatalogInvalid, load_catalog
+from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
 
 SCHEMA = {
     "type": "record",
@@ -31,7 +31,7 @@ def write_topic(root: Path, body: str, defaults: str = "") -> Path:
 
 def test_nothing_is_erasable_unless_declared(tmp_path: Path) -> None:
     write_topic(tmp_path, "value_format: avro\n")
-    topic = load_catalog(tmp_path).topics[0]
+    topic = load_topic_catalog(tmp_path).topics[0]
     assert (topic.spec.erasure, topic.spec.subject_fields, topic.spec.erasure_within_days) == ("none", (), 1)
     assert not topic.erasable
 
@@ -39,7 +39,7 @@ def test_nothing_is_erasable_unless_declared(tmp_path: Path) -> None:
 def test_declarations_and_the_environment_wide_default(tmp_path: Path) -> None:
     body = "erasure: by_key\narchive: {include_key: true}\nsubject_fields: [customer.id]\n"
     write_topic(tmp_path, body, defaults="erasure_within_days: 3\n")
-    topic = load_catalog(tmp_path).topics[0]
+    topic = load_topic_catalog(tmp_path).topics[0]
     assert topic.erasable
     assert (topic.spec.erasure, topic.spec.subject_fields, topic.spec.erasure_within_days) == (
         "by_key",
@@ -50,8 +50,8 @@ def test_declarations_and_the_environment_wide_default(tmp_path: Path) -> None:
 
 def test_by_key_without_the_key_stored_and_an_unknown_subject_field_are_refused(tmp_path: Path) -> None:
     path = write_topic(tmp_path, "erasure: by_key\nsubject_fields: [customer.email, id]\n")
-    with pytest.raises(CatalogInvalid) as exc:
-        load_catalog(tmp_path)
+    with pytest.raises(TopicCatalogInvalid) as exc:
+        load_topic_catalog(tmp_path)
     assert [str(p) for p in exc.value.problems] == [
         f"{path}: erasure: by_key erasure matches rows by their Kafka key, but the table does not store it "
         "(fix: set archive.include_key: true (or declare subject_fields instead))",
@@ -62,5 +62,5 @@ def test_by_key_without_the_key_stored_and_an_unknown_subject_field_are_refused(
 
 def test_a_deadline_below_one_day_is_refused(tmp_path: Path) -> None:
     write_topic(tmp_path, "subject_fields: [id]\nerasure_within_days: 0\n")
-    with pytest.raises(CatalogInvalid, match="erasure_within_days"):
-        load_catalog(tmp_path)
+    with pytest.raises(TopicCatalogInvalid, match="erasure_within_days"):
+        load_topic_catalog(tmp_path)

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import load_catalog
 from kafkalake.layout import (
     PARTITION_PATH_RE,
     DataKey,
@@ -20,11 +19,12 @@ from kafkalake.layout import (
     parse_data_key,
 )
 from kafkalake.personal import PseudonymKey
+from kafkalake.topic_catalog import load_topic_catalog
 from spark_jobs.compaction.manifest import Manifest, ManifestStore
 from spark_jobs.erasure.index import Hits, _derived, index_digest
 from spark_jobs.erasure.subjects import by_schema_version, signature
 
-TOPIC = load_catalog(catalog_dir()).get("customer-updated", "staging")
+TOPIC = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
 KEY = PseudonymKey("k1", bytes(range(32)))
 HOUR = Partition(1, date(2026, 11, 20), 7)
 OTHER = Partition(1, date(2026, 11, 20), 8)

@@ -16,11 +16,11 @@ import pytest
 from moto import mock_aws
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import load_catalog
 from kafkalake.layout import Partition
+from kafkalake.topic_catalog import load_topic_catalog
 from spark_jobs.erasure.purge import purge_partition, purge_quarantine, versions
 
-TOPIC = load_catalog(catalog_dir()).get("customer-updated", "staging")
+TOPIC = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
 PARTITION = Partition(1, date(2026, 11, 20), 7)
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kafkalake.erasure import (
+    ErasureReceipt,
     ErasureRequest,
-    Receipt,
     RequestStore,
     Source,
     Status,
@@ -95,13 +95,15 @@ def test_done_tombstone_requests_stay_watched_within_their_window_and_a_reopened
     tombstones = tombstone_request("db.t", "p1", NOW.isoformat(), [(KEY.digest("a"), 0, 5)], within_days=1, key_id="k")
     explicit = new_request([KEY.digest("b")], [], 1, "k1", NOW)
     started, finished = NOW + timedelta(hours=1), NOW + timedelta(hours=2)
-    earlier = Receipt(tombstones.request_id, [KEY.digest("a")], started.isoformat(), finished.isoformat())
+    earlier = ErasureReceipt(tombstones.request_id, [KEY.digest("a")], started.isoformat(), finished.isoformat())
     earlier.tables["db.t"] = TableErasure([["1", "2026-11-20", "06"]], 2, 1)
     earlier.objects_deleted, earlier.versions_deleted = ["data/x"], 4
     receipts = {r.request_id: json.loads(earlier.to_json()) for r in (tombstones, explicit)}
     assert watched([tombstones, explicit], receipts, finished + timedelta(hours=23)) == [(tombstones, started)]
     assert watched([tombstones, explicit], receipts, finished + timedelta(hours=25)) == []
-    later = Receipt(tombstones.request_id, [KEY.digest("a")], NOW.isoformat(), (NOW + timedelta(days=1)).isoformat())
+    later = ErasureReceipt(
+        tombstones.request_id, [KEY.digest("a")], NOW.isoformat(), (NOW + timedelta(days=1)).isoformat()
+    )
     later.tables["db.t"] = TableErasure([["1", "2026-11-20", "07"]], 1, 0)
     later.objects_deleted, later.versions_deleted = ["data/y"], 2
     later.amend(receipts[tombstones.request_id])

@@ -14,13 +14,13 @@ from moto import mock_aws
 
 from infra.repo import catalog_dir
 from kafkalake.aws import RETRIES, RetryCount
-from kafkalake.catalog import load_catalog
+from kafkalake.endpoints import Endpoints
 from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey
-from kafkalake.settings import Endpoints
-from spark_jobs.archiver.fleet import MAX_ERROR_CHARS, explain, read_pseudonym_key, topic_key, worker_error
+from kafkalake.topic_catalog import load_topic_catalog
+from spark_jobs.archiver.job import MAX_ERROR_CHARS, explain, read_pseudonym_key, topic_key, worker_error
 from tests.faults import s3_answers
 
-TOPIC = load_catalog(catalog_dir()).get("card-authorized", "staging")
+TOPIC = load_topic_catalog(catalog_dir()).get("card-authorized", "staging")
 KEY = f"{TOPIC.prefix.data_prefix()}schema_version=1/dt=2026-11-20/hour=09/card-authorized+0+403-500.parquet"
 DENIED = "An error occurred (AccessDenied) when calling the PutObject operation: Access Denied"
 

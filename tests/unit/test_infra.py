@@ -25,13 +25,13 @@ from infra.constructs.maintainer import MAINTAINER_GLUE_ACTIONS
 from infra.constructs.personal import PersonalData
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
 from infra.stack import KafkalakeStack
-from kafkalake.catalog import Catalog, load_catalog
 from kafkalake.environments import load_environments
+from kafkalake.topic_catalog import TopicCatalog, load_topic_catalog
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 ENVIRONMENTS = load_environments(environments_file())
 TAG = "AWS::LakeFormation::Tag"
-CATALOG = load_catalog(catalog_dir())
+CATALOG = load_topic_catalog(catalog_dir())
 
 
 @pytest.fixture(scope="module")
@@ -515,7 +515,7 @@ def test_two_companies_five_topics(tmp_path: Path) -> None:
         ("beta", "iot", "alerts", "native"),
     ]:
         write_topic(tmp_path / "catalog", company, domain, name, inference)
-    catalog: Catalog = load_catalog(tmp_path / "catalog")
+    catalog: TopicCatalog = load_topic_catalog(tmp_path / "catalog")
     app = App()
     built = build(app, {"staging": ENVIRONMENTS["staging"]}, catalog, tmp_path / "build")
     tpl = Template.from_stack(built["staging"])
@@ -546,7 +546,7 @@ def test_maintainer_asset_imports_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *wanted], check=True)
     probe = (
         "import sys, lambdas.maintainer.handler as h; "
-        "heavy = [m for m in ('yaml', 'fastavro', 'kafkalake.catalog', 'pyspark') if m in sys.modules]; "
+        "heavy = [m for m in ('yaml', 'fastavro', 'kafkalake.topic_catalog', 'pyspark') if m in sys.modules]; "
         "print(h.handler.__name__, heavy)"
     )
     result = subprocess.run(
@@ -591,12 +591,13 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
         (provided / package).symlink_to(Path(importlib.import_module(package).__file__ or "").parent)
     probe = (
         "import sys, importlib; from pathlib import Path; "
-        "import spark_jobs.archiver.fleet as a, spark_jobs.compaction.job as c; "
-        "from kafkalake.catalog import load_catalog; "
+        "import spark_jobs.archiver.job as a, spark_jobs.compaction.job as c; "
+        "from kafkalake.topic_catalog import load_topic_catalog; "
         "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
         "deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']; "
         "outside = [d for d in deps if '/environment/site-packages/' not in importlib.import_module(d).__file__]; "
-        "print(sys.version_info[:2], a.__file__.split('/')[-4], len(load_catalog(Path('catalog')).topics), outside)"
+        "topics = load_topic_catalog(Path('catalog')).topics; "
+        "print(sys.version_info[:2], a.__file__.split('/')[-4], len(topics), outside)"
     )
     assert Path(EMR_PYTHON).exists(), f"{EMR_PYTHON} (Debian package python3.11) stands in for EMR's Python 3.11"
     result = subprocess.run(

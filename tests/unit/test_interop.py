@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import Topic, load_catalog
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.interop import Check, Counted, checks_for, count_sql
 from kafkalake_dev.local import DEFAULTS
 from kafkalake_dev.trino import TrinoClient, TrinoError, hive_catalog, properties, server_config
@@ -24,7 +24,7 @@ START = datetime(2026, 3, 1, 6, tzinfo=UTC)
 
 
 def staging_topic(name: str) -> Topic:
-    [topic] = [t for t in load_catalog(catalog_dir()).for_env("staging") if t.name == name]
+    [topic] = [t for t in load_topic_catalog(catalog_dir()).for_env("staging") if t.name == name]
     return topic
 
 

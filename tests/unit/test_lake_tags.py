@@ -14,7 +14,7 @@ from moto import mock_aws
 from kafkalake.lftags import TAG_VALUES
 from kafkalake.naming import TableInference
 from lambdas.maintainer.dal import LakeTags, State, TagsRefused
-from lambdas.maintainer.logic import Settings
+from lambdas.maintainer.logic import DrainConfig
 from tests.unit.test_maintainer_overlap import BUCKET, TABLE, Lake, key
 
 REGION, DATABASE, NAME = "eu-west-1", "acme_staging", "card_authorized"
@@ -84,7 +84,7 @@ def test_a_table_its_crawler_created_is_tagged_by_the_first_drain_that_meets_it(
     columns = [{"Name": "id", "Type": "string"}, {"Name": "amount", "Type": "string"}]
     glue.create_table(DatabaseName=DATABASE, TableInput={"Name": NAME, "StorageDescriptor": {"Columns": columns}})
     queue_url = sqs.create_queue(QueueName="notifications")["QueueUrl"]
-    settings = Settings(queue_url, BUCKET, "lake-events", "staging", [crawled], wait_seconds=0)
+    settings = DrainConfig(queue_url, BUCKET, "lake-events", "staging", [crawled], wait_seconds=0)
     lake = Lake(s3, sqs, glue, events, lakeformation, settings)
     lake.put(key(1, 3))
     report = lake.drain(State(600))

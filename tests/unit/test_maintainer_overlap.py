@@ -27,16 +27,16 @@ from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake_dev.sandbox import count_calls
 from lambdas.maintainer.dal import Clients, State
-from lambdas.maintainer.logic import Settings, drain
+from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report
 from lambdas.maintainer.sync import MERGE_ATTEMPTS
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 from tests.unit.test_maintainer_units import record
 
 REGION, BUCKET, DATABASE = "eu-west-1", "lake", "acme_staging"
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CARD = TablePrefix("staging", "acme", "payments", "card-authorized")
-TABLE = CatalogTable(
+TABLE = LakeTable(
     env="staging",
     company="acme",
     domain="payments",
@@ -111,7 +111,7 @@ class Lake:
     glue: Any
     events: Any
     lakeformation: Any
-    settings: Settings
+    settings: DrainConfig
     calls: Counter[str] = field(default_factory=Counter)
 
     def put(self, data_key: DataKey, version: int | None = None) -> None:
@@ -151,7 +151,7 @@ def lake() -> Iterator[Lake]:
         glue.create_database(DatabaseInput={"Name": DATABASE})
         events.create_event_bus(Name="lake-events")
         queue_url = sqs.create_queue(QueueName="notifications")["QueueUrl"]
-        settings = Settings(
+        settings = DrainConfig(
             queue_url=queue_url, bucket=BUCKET, event_bus="lake-events", env="staging", tables=[TABLE], wait_seconds=0
         )
         found = Lake(s3, sqs, glue, events, lakeformation, settings)

@@ -17,7 +17,7 @@ from lambdas.maintainer.logic import Ignored, handle_record
 from lambdas.maintainer.models import MalformedBody, parse_body
 from lambdas.maintainer.partitions import PartitionSync
 from lambdas.maintainer.report import Report
-from lambdas.tables import CatalogTable
+from lambdas.tables import LakeTable
 
 KEY = (
     "data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=07/"
@@ -187,6 +187,6 @@ def test_freshness_is_the_age_of_the_newest_kafka_time_made_queryable() -> None:
             keys.add(key)
         report = Report()
         sync = PartitionSync(None, LakeObjects(s3, "lake"), None, report, timedelta(0), now)  # type: ignore[arg-type]
-        sync.note_freshness(CatalogTable.by_convention(prefix), keys)
+        sync.note_freshness(LakeTable.by_convention(prefix), keys)
     assert report.data_age_seconds == {"acme_staging.card_authorized": 600.0}
     assert report.as_dict()["data_age_seconds"] == {"acme_staging.card_authorized": 600.0}

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from moto import mock_aws
 
-from kafkalake.settings import Endpoints
+from kafkalake.endpoints import Endpoints
 from spark_jobs.common import Run, worker_s3_client
 from spark_jobs.compaction.digest import KeyDigest
 from spark_jobs.compaction.job import Compactor

@@ -12,11 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from infra.repo import catalog_dir
-from kafkalake.catalog import TimeCandidate, TimeFormat, ValueFormat, load_catalog
 from kafkalake.convention import DEFAULT_TOPIC_NAMING, OffConvention, TopicName, parse_topic_name
 from kafkalake.drift import ClusterView, compare, metric_data
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.registry import RegisteredSchema
+from kafkalake.topic_catalog import TimeCandidate, TimeFormat, ValueFormat, load_topic_catalog
 from kafkalake_dev.onboard import Action, Flagged, Proposal, Sample, propose, write_proposals
 from kafkalake_dev.onboard_infer import NotInferable, infer_avro, rank_time_fields
 
@@ -41,11 +41,11 @@ def test_convention_parses_and_explains() -> None:
 
 def test_environment_validates_its_convention() -> None:
     base = {"name": "x", "bucket": "b", "queue_name": "q", "dead_letter_queue_name": "d", "event_bus_name": "e"}
-    assert EnvironmentSettings(**base).topic_naming.startswith("^(?P<env>")
+    assert EnvironmentConfig(**base).topic_naming.startswith("^(?P<env>")
     with pytest.raises(ValidationError, match="lacks the named group"):
-        EnvironmentSettings(**base, topic_naming=r"^(?P<company>\w+)\.(?P<topic>\w+)$")
+        EnvironmentConfig(**base, topic_naming=r"^(?P<company>\w+)\.(?P<topic>\w+)$")
     with pytest.raises(ValidationError, match="not a regular expression"):
-        EnvironmentSettings(**base, topic_naming="(")
+        EnvironmentConfig(**base, topic_naming="(")
 
 
 def test_json_schema_inference() -> None:
@@ -139,7 +139,7 @@ AVRO = json.dumps(
 
 
 def test_proposal_for_an_avro_topic_with_every_version(tmp_path: Path) -> None:
-    catalog = load_catalog(catalog_dir())
+    catalog = load_topic_catalog(catalog_dir())
     v2 = json.dumps(
         {
             **json.loads(AVRO),
@@ -171,7 +171,7 @@ def test_proposal_for_an_avro_topic_with_every_version(tmp_path: Path) -> None:
 def test_proposals_make_a_valid_catalog_and_never_overwrite(tmp_path: Path) -> None:
     root = tmp_path / "catalog"
     shutil.copytree(catalog_dir(), root)
-    catalog = load_catalog(root)
+    catalog = load_topic_catalog(root)
     json_sample = Sample([json.dumps({"id": "a", "ts": NOW_S}).encode()], records=1, keys=0)
     odd = TopicName("orders-feed", "acme", "sales", "orders-feed")
     found = propose(odd, env="staging", root=root, catalog=catalog, registered=(), sample=json_sample)
@@ -180,7 +180,7 @@ def test_proposals_make_a_valid_catalog_and_never_overwrite(tmp_path: Path) -> N
         ("orders-feed.yaml", Action.WRITTEN),
         ("orders-feed.v1.avsc", Action.WRITTEN),
     ]
-    topic = load_catalog(root).get("orders-feed", "staging")
+    topic = load_topic_catalog(root).get("orders-feed", "staging")
     assert topic.kafka_topic == "orders-feed"
     assert topic.spec.time_fields == (TimeCandidate(path="ts", format=TimeFormat.EPOCH, unit="s"),)
     assert [a for _, a, _ in write_proposals([found])] == [Action.UNCHANGED, Action.UNCHANGED]
@@ -191,7 +191,7 @@ def test_proposals_make_a_valid_catalog_and_never_overwrite(tmp_path: Path) -> N
     assert yaml_path.read_text().endswith("retention_days: 30\n")
     known = TopicName("staging.acme.payments.card-authorized", "acme", "payments", "card-authorized")
     registered = tuple(
-        RegisteredSchema("s", i, i, s) for i, s in enumerate(load_catalog(root).get(known.kafka_topic).schemas, 1)
+        RegisteredSchema("s", i, i, s) for i, s in enumerate(load_topic_catalog(root).get(known.kafka_topic).schemas, 1)
     )
     again = propose(known, env="staging", root=root, catalog=catalog, registered=registered, sample=Sample())
     actions = {p.name: a for p, a, _ in write_proposals([again], dry_run=True)}  # type: ignore[list-item]
@@ -200,7 +200,7 @@ def test_proposals_make_a_valid_catalog_and_never_overwrite(tmp_path: Path) -> N
 
 
 def test_flagged_when_no_schema_can_be_had(tmp_path: Path) -> None:
-    catalog = load_catalog(catalog_dir())
+    catalog = load_topic_catalog(catalog_dir())
     empty = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=(), sample=Sample())
     assert empty == Flagged(
         NAME.kafka_topic,
@@ -213,7 +213,7 @@ def test_flagged_when_no_schema_can_be_had(tmp_path: Path) -> None:
 
 
 def test_drift_compares_the_cluster_with_the_catalog() -> None:
-    catalog = load_catalog(catalog_dir())
+    catalog = load_topic_catalog(catalog_dir())
     card = catalog.get("card-authorized", "staging")
     extra = RegisteredSchema("x", 3, 99, AVRO)
     registered = tuple(RegisteredSchema("x", i, i, s) for i, s in enumerate(card.schemas, 1))

@@ -12,17 +12,17 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
-from kafkalake.catalog import Topic, TopicSpec, load_catalog, tables_document
-from kafkalake.environments import EnvironmentSettings, load_environments
+from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake.lftags import MAX_KEYS_PER_EXPRESSION, MAX_TAGS_PER_RESOURCE, personal_columns, strictest
 from kafkalake.permissions import AccessModel, Grant, access_model, matches, table_tags_of
 from kafkalake.personal import PiiAction
+from kafkalake.topic_catalog import Topic, TopicSpec, load_topic_catalog, tables_document
 from kafkalake_dev.cli import app
 from lambdas.tables import tables_from_document
 
 ENVIRONMENTS = load_environments(environments_file())
 ACCESS_DOC_MARKER = "<!-- kafkalake access --env staging -->\n```text\n"
-CATALOG = load_catalog(catalog_dir())
+CATALOG = load_topic_catalog(catalog_dir())
 
 
 def model(env: str) -> AccessModel:
@@ -126,9 +126,9 @@ def test_the_tables_document_carries_each_tables_tags_for_the_lambda() -> None:
     assert tables["acme_staging.card_authorized"].sensitivity == "confidential"
 
 
-def staging_with(consumers: list[dict[str, Any]]) -> EnvironmentSettings:
+def staging_with(consumers: list[dict[str, Any]]) -> EnvironmentConfig:
     values = ENVIRONMENTS["staging"].model_dump(exclude={"consumers"})
-    return EnvironmentSettings.model_validate({**values, "consumers": consumers})
+    return EnvironmentConfig.model_validate({**values, "consumers": consumers})
 
 
 ARN = "arn:aws:iam::111111111111:role/readers"

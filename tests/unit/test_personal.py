@@ -14,7 +14,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
-from kafkalake.catalog import load_catalog
 from kafkalake.personal import (
     KeyInvalid,
     PiiAction,
@@ -24,6 +23,7 @@ from kafkalake.personal import (
     name_suggestions,
     schema_personal_fields,
 )
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.cli import app
 from spark_jobs.keyed_hash import keyed_hash
 
@@ -70,7 +70,7 @@ def write_topic(root: Path, body: str, schema: dict[str, Any]) -> Path:
 
 def test_the_catalog_adds_to_and_overrides_the_schema_tags(tmp_path: Path) -> None:
     write_topic(tmp_path, "pii: {customer.id: hmac, email: drop}\n", SCHEMA)
-    topic = load_catalog(tmp_path).topics[0]
+    topic = load_topic_catalog(tmp_path).topics[0]
     assert topic.personal_fields == {
         "email": PiiAction.DROP,
         "iban": PiiAction.MASK_LAST4,
@@ -81,11 +81,11 @@ def test_the_catalog_adds_to_and_overrides_the_schema_tags(tmp_path: Path) -> No
 
 
 def test_a_pii_path_no_schema_has_is_refused(tmp_path: Path) -> None:
-    from kafkalake.catalog import CatalogInvalid
+    from kafkalake.topic_catalog import TopicCatalogInvalid
 
     path = write_topic(tmp_path, "pii: {customer.mail: hmac}\n", SCHEMA)
-    with pytest.raises(CatalogInvalid) as exc:
-        load_catalog(tmp_path)
+    with pytest.raises(TopicCatalogInvalid) as exc:
+        load_topic_catalog(tmp_path)
     assert [str(p) for p in exc.value.problems] == [
         f"{path}: pii.customer.mail: no schema version has this field "
         "(fix: use a dotted path of a field in one of the topic's .avsc files)"
@@ -93,12 +93,12 @@ def test_a_pii_path_no_schema_has_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_schema_tag_naming_no_action_is_refused(tmp_path: Path) -> None:
-    from kafkalake.catalog import CatalogInvalid
+    from kafkalake.topic_catalog import TopicCatalogInvalid
 
     bad = {**SCHEMA, "fields": [{"name": "email", "type": "string", "pii": "encrypt"}]}
     write_topic(tmp_path, "{}\n", bad)
-    with pytest.raises(CatalogInvalid) as exc:
-        load_catalog(tmp_path)
+    with pytest.raises(TopicCatalogInvalid) as exc:
+        load_topic_catalog(tmp_path)
     assert "pii tag is not an action" in str(exc.value) and "hmac, drop, mask_last4" in str(exc.value)
 
 
@@ -154,23 +154,25 @@ def test_quarantine_of_a_topic_with_personal_fields_is_restricted_unless_the_cat
     tmp_path: Path,
 ) -> None:
     write_topic(tmp_path / "a", "{}\n", SCHEMA)
-    personal = load_catalog(tmp_path / "a").topics[0]
+    personal = load_topic_catalog(tmp_path / "a").topics[0]
     assert personal.quarantine == QuarantineMode.RESTRICTED
     assert personal.quarantine_prefix() == "restricted/quarantine/staging/acme/payments/paid/"
     write_topic(tmp_path / "b", "quarantine: offsets_only\n", SCHEMA)
-    offsets_only = load_catalog(tmp_path / "b").topics[0]
+    offsets_only = load_topic_catalog(tmp_path / "b").topics[0]
     assert offsets_only.quarantine == QuarantineMode.OFFSETS_ONLY
     assert offsets_only.quarantine_prefix() == "quarantine/staging/acme/payments/paid/"
     write_topic(tmp_path / "c", "{}\n", {**SCHEMA, "fields": [{"name": "id", "type": "string"}]})
-    assert load_catalog(tmp_path / "c").topics[0].quarantine == QuarantineMode.PLAIN
+    assert load_topic_catalog(tmp_path / "c").topics[0].quarantine == QuarantineMode.PLAIN
 
 
 def test_the_plain_quarantine_is_refused_for_a_topic_with_personal_fields(tmp_path: Path) -> None:
-    from kafkalake.catalog import CatalogInvalid
+    from kafkalake.topic_catalog import TopicCatalogInvalid
 
     write_topic(tmp_path, "quarantine: plain\n", SCHEMA)
-    with pytest.raises(CatalogInvalid, match=r"quarantine: the topic has personal fields.*use quarantine: restricted"):
-        load_catalog(tmp_path)
+    with pytest.raises(
+        TopicCatalogInvalid, match=r"quarantine: the topic has personal fields.*use quarantine: restricted"
+    ):
+        load_topic_catalog(tmp_path)
 
 
 def test_catalog_validate_lists_personal_fields_with_their_source_and_suggests_untagged_ones(tmp_path: Path) -> None:
@@ -188,8 +190,8 @@ def test_catalog_validate_lists_personal_fields_with_their_source_and_suggests_u
         "      suggestion: full_name looks personal (*name*), not protected: tag it in the schema or add it to pii: "
         "in paid.yaml",
     ]
-    assert load_catalog(tmp_path).topics[0].personal_fields["iban"] == PiiAction.DROP  # reported, not applied
-    assert "full_name" not in load_catalog(tmp_path).topics[0].personal_fields
+    assert load_topic_catalog(tmp_path).topics[0].personal_fields["iban"] == PiiAction.DROP  # reported, not applied
+    assert "full_name" not in load_topic_catalog(tmp_path).topics[0].personal_fields
 
 
 def test_name_suggestions_skip_declared_fields_and_their_children() -> None:

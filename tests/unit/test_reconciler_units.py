@@ -14,7 +14,7 @@ from kafkalake.layout import Partition, TablePrefix, s3_uri
 from kafkalake.naming import TableInference
 from lambdas.reconciler.handler import summary
 from lambdas.reconciler.logic import reconcile_tables
-from lambdas.tables import CatalogTable, tables_from_document
+from lambdas.tables import LakeTable, tables_from_document
 
 HOUR = Partition(1, date(2026, 11, 20), 7)
 
@@ -58,7 +58,7 @@ def test_one_failing_table_is_reported_and_the_others_are_reconciled() -> None:
         columns = [{"Name": "id", "Type": "string"}]
         glue.create_table(DatabaseName="acme", TableInput=table_input(name, s3_uri("lake", prefix), columns, {}))
         targets.append(
-            CatalogTable(
+            LakeTable(
                 env="staging",
                 company="acme",
                 domain="payments",

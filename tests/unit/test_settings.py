@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from infra.repo import environments_file
+from kafkalake.endpoints import ENV_VARS, Endpoints, EndpointsError
 from kafkalake.environments import load_environments
 from kafkalake.jobspec import JobArtifacts, archiver_run, compactor_run, pascal_case
-from kafkalake.settings import ENV_VARS, Endpoints, MaintainerEnvironment, SettingsError
+from kafkalake.lambda_env import LambdaEnvironmentError, MaintainerEnvironment
 
 STAGING = load_environments(environments_file())["staging"]
 ARTIFACTS = JobArtifacts(
@@ -17,7 +18,7 @@ ARTIFACTS = JobArtifacts(
 
 
 def test_missing_job_settings_are_named() -> None:
-    with pytest.raises(SettingsError) as missing:
+    with pytest.raises(EndpointsError) as missing:
         Endpoints.from_env({"KAFKALAKE_BUCKET": "lake", "KAFKALAKE_AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
     for variable in ("KAFKALAKE_KAFKA_BOOTSTRAP", "KAFKALAKE_SCHEMA_REGISTRY_URL", "KAFKALAKE_REGION"):
         assert variable in str(missing.value)
@@ -33,9 +34,11 @@ def test_job_settings_round_trip_and_aws_region_stands_in() -> None:
 
 
 def test_maintainer_environment_names_what_is_missing_and_round_trips() -> None:
-    with pytest.raises(SettingsError, match=r"KAFKALAKE_ENV: Field required.*KAFKALAKE_QUEUE_URL: Field required"):
+    with pytest.raises(
+        LambdaEnvironmentError, match=r"KAFKALAKE_ENV: Field required.*KAFKALAKE_QUEUE_URL: Field required"
+    ):
         MaintainerEnvironment.from_environ({"KAFKALAKE_BUCKET": "lake", "KAFKALAKE_EVENT_BUS": "bus"})
-    with pytest.raises(SettingsError, match=r"KAFKALAKE_MAX_MESSAGES"):
+    with pytest.raises(LambdaEnvironmentError, match=r"KAFKALAKE_MAX_MESSAGES"):
         MaintainerEnvironment.from_environ(
             {
                 "KAFKALAKE_ENV": "staging",

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from moto import mock_aws
 
+from kafkalake.endpoints import Endpoints
 from kafkalake.layout import TablePrefix
 from kafkalake.personal import QuarantineMode
-from kafkalake.settings import Endpoints
 from spark_jobs.archiver.writer import (
     COUNT,
     DATA,

@@ -62,7 +62,7 @@ class TimeCandidate(BaseModel):
         return self
 
 
-class ArchiveSettings(BaseModel):
+class ArchivePolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_records_per_run: int = Field(default=1_000_000, ge=1)
@@ -88,7 +88,7 @@ class TopicSpec(BaseModel):
     database: str | None = None
     table: str | None = None
     crawler_name: str | None = None
-    archive: ArchiveSettings = ArchiveSettings()
+    archive: ArchivePolicy = ArchivePolicy()
     description: str = ""
     pii: dict[str, PiiAction] = {}
     """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
@@ -202,7 +202,7 @@ class Topic:
 
 
 @dataclass(frozen=True)
-class CatalogProblem:
+class TopicCatalogProblem:
     file: str
     field: str
     message: str
@@ -212,14 +212,14 @@ class CatalogProblem:
         return f"{self.file}: {self.field}: {self.message} (fix: {self.fix})"
 
 
-class CatalogInvalid(Exception):
-    def __init__(self, problems: list[CatalogProblem]) -> None:
+class TopicCatalogInvalid(Exception):
+    def __init__(self, problems: list[TopicCatalogProblem]) -> None:
         self.problems = problems
         super().__init__(f"{len(problems)} catalog problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 @dataclass(frozen=True)
-class Catalog:
+class TopicCatalog:
     root: Path
     topics: tuple[Topic, ...]
 
@@ -247,11 +247,13 @@ class Catalog:
         return next((t for t in self.topics if t.database == database and t.table == table), None)
 
 
-def load_catalog(root: Path) -> Catalog:
-    """Load and validate a catalog; raise ``CatalogInvalid`` listing every problem found."""
-    problems: list[CatalogProblem] = []
+def load_topic_catalog(root: Path) -> TopicCatalog:
+    """Load and validate a catalog; raise ``TopicCatalogInvalid`` listing every problem found."""
+    problems: list[TopicCatalogProblem] = []
     if not root.is_dir():
-        raise CatalogInvalid([CatalogProblem(str(root), "-", "catalog folder does not exist", "pass --catalog DIR")])
+        raise TopicCatalogInvalid(
+            [TopicCatalogProblem(str(root), "-", "catalog folder does not exist", "pass --catalog DIR")]
+        )
     defaults = _load_defaults(root, problems)
     topics = [
         topic
@@ -262,34 +264,34 @@ def load_catalog(root: Path) -> Catalog:
     ]
     _check_unique(topics, problems)
     if problems:
-        raise CatalogInvalid(problems)
-    return Catalog(root, tuple(topics))
+        raise TopicCatalogInvalid(problems)
+    return TopicCatalog(root, tuple(topics))
 
 
-def _load_defaults(root: Path, problems: list[CatalogProblem]) -> dict[str, Any]:
+def _load_defaults(root: Path, problems: list[TopicCatalogProblem]) -> dict[str, Any]:
     path = root / DEFAULTS_FILE
     if not path.exists():
         return {}
     return _read_yaml(path, problems) or {}
 
 
-def _read_yaml(path: Path, problems: list[CatalogProblem]) -> dict[str, Any] | None:
+def _read_yaml(path: Path, problems: list[TopicCatalogProblem]) -> dict[str, Any] | None:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        problems.append(CatalogProblem(str(path), "-", f"not valid YAML ({exc})", "fix the YAML syntax"))
+        problems.append(TopicCatalogProblem(str(path), "-", f"not valid YAML ({exc})", "fix the YAML syntax"))
         return None
     if not isinstance(data, dict):
-        problems.append(CatalogProblem(str(path), "-", "top level is not a mapping", "write key: value pairs"))
+        problems.append(TopicCatalogProblem(str(path), "-", "top level is not a mapping", "write key: value pairs"))
         return None
     return data
 
 
-def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list[CatalogProblem]) -> Topic | None:
+def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list[TopicCatalogProblem]) -> Topic | None:
     parts = path.relative_to(root).parts
     if len(parts) != 4:
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 str(path),
                 "path",
                 "topic files live exactly four levels deep",
@@ -303,7 +305,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     for field_name, value in (("company", company), ("domain", domain), ("environment", env), ("topic", name)):
         if not re.fullmatch(NAME_PATTERN, value):
             problems.append(
-                CatalogProblem(
+                TopicCatalogProblem(
                     str(path),
                     field_name,
                     f"{value!r} is not a valid name",
@@ -319,13 +321,13 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     except ValidationError as exc:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "-"
-            problems.append(CatalogProblem(str(path), loc, err["msg"], "see the catalog reference in README.md"))
+            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], "see the catalog reference in README.md"))
         return None
     schemas = _load_schemas(path, name, problems)
     topic = Topic(name, company, domain, env, spec, schemas, path)
     if not schemas:
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 str(path),
                 "schemas",
                 "no Avro schema beside the topic file",
@@ -337,7 +339,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     for field_name, value in (("database", topic.database), ("table", topic.table)):
         if not ATHENA_NAME.match(value):
             problems.append(
-                CatalogProblem(
+                TopicCatalogProblem(
                     str(path),
                     field_name,
                     f"{value!r} is not legal in Athena",
@@ -347,7 +349,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     return topic
 
 
-def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None:
+def _check_personal_fields(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
     """A ``pii`` path must name a field of some schema version; a schema's own ``pii`` tag must name an action."""
     try:
         known = topic.field_paths()
@@ -356,11 +358,11 @@ def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None
     except ValueError as exc:
         actions = ", ".join(PiiAction)
         message = f"a field's pii tag is not an action ({exc})"
-        problems.append(CatalogProblem(str(topic.source), "schemas", message, f"use {actions}"))
+        problems.append(TopicCatalogProblem(str(topic.source), "schemas", message, f"use {actions}"))
         return
     if topic.spec.quarantine == QuarantineMode.PLAIN and topic.personal_fields:
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 str(topic.source),
                 "quarantine",
                 "the topic has personal fields, so its raw records must not land in the plain quarantine",
@@ -369,7 +371,7 @@ def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None
         )
     for path in sorted(set(topic.spec.pii) - known):
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 str(topic.source),
                 f"pii.{path}",
                 "no schema version has this field",
@@ -378,12 +380,12 @@ def _check_personal_fields(topic: Topic, problems: list[CatalogProblem]) -> None
         )
 
 
-def _check_erasure(topic: Topic, problems: list[CatalogProblem]) -> None:
+def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
     """A declaration that could never erase anything: ``by_key`` without the key stored, an unknown subject field."""
     source = str(topic.source)
     if topic.spec.erasure == "by_key" and not topic.spec.archive.include_key:
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 source,
                 "erasure",
                 "by_key erasure matches rows by their Kafka key, but the table does not store it",
@@ -393,7 +395,7 @@ def _check_erasure(topic: Topic, problems: list[CatalogProblem]) -> None:
     known = topic.field_paths() if topic.schemas else set()
     for path in sorted(set(topic.spec.subject_fields) - known):
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 source,
                 f"subject_fields.{path}",
                 "no schema version has this field",
@@ -402,13 +404,13 @@ def _check_erasure(topic: Topic, problems: list[CatalogProblem]) -> None:
         )
 
 
-def _load_schemas(path: Path, name: str, problems: list[CatalogProblem]) -> tuple[str, ...]:
+def _load_schemas(path: Path, name: str, problems: list[TopicCatalogProblem]) -> tuple[str, ...]:
     found: dict[int, Path] = {}
     for schema_path in path.parent.glob(f"{name}.v*.avsc"):
         number = schema_path.name.removeprefix(f"{name}.v").removesuffix(".avsc")
         if not number.isdigit():
             problems.append(
-                CatalogProblem(
+                TopicCatalogProblem(
                     str(schema_path), "schema", "schema file name has no version number", f"name it {name}.v<N>.avsc"
                 )
             )
@@ -420,7 +422,7 @@ def _load_schemas(path: Path, name: str, problems: list[CatalogProblem]) -> tupl
             fastavro.parse_schema(json.loads(schema_path.read_text()))
         except (ValueError, fastavro.schema.SchemaParseException) as exc:
             problems.append(
-                CatalogProblem(
+                TopicCatalogProblem(
                     str(schema_path),
                     "schema",
                     f"not a valid Avro schema ({exc})",
@@ -431,7 +433,7 @@ def _load_schemas(path: Path, name: str, problems: list[CatalogProblem]) -> tupl
         texts.append(schema_path.read_text())
     if found and sorted(found) != list(range(1, len(found) + 1)):
         problems.append(
-            CatalogProblem(
+            TopicCatalogProblem(
                 str(path),
                 "schemas",
                 f"schema versions {sorted(found)} have gaps",
@@ -441,7 +443,7 @@ def _load_schemas(path: Path, name: str, problems: list[CatalogProblem]) -> tupl
     return tuple(texts)
 
 
-def _check_unique(topics: list[Topic], problems: list[CatalogProblem]) -> None:
+def _check_unique(topics: list[Topic], problems: list[TopicCatalogProblem]) -> None:
     seen: dict[tuple[str, ...], Topic] = {}
     for topic in topics:
         for what, key in (
@@ -451,7 +453,7 @@ def _check_unique(topics: list[Topic], problems: list[CatalogProblem]) -> None:
             other = seen.setdefault(key, topic)
             if other is not topic:
                 problems.append(
-                    CatalogProblem(
+                    TopicCatalogProblem(
                         str(topic.source),
                         what,
                         f"maps to the same {what} {key[-1]!r} in {topic.env!r} as {other.source}",

@@ -12,10 +12,10 @@ from constructs import Construct
 
 from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
 from infra.nag import acknowledge
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import DATA_ROOT
 from kafkalake.naming import TableInference
+from kafkalake.topic_catalog import Topic
 
 CRAWLER_GLUE_ACTIONS = (
     "glue:GetDatabase",
@@ -35,13 +35,13 @@ CRAWLER_LOG_GROUPS = "/aws-glue/crawlers*"
 """Glue names a crawler's log group after its role and security configuration, under this prefix."""
 
 
-class GlueCatalog(Construct):
+class GlueDatabases(Construct):
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         topics: list[Topic],
         bucket: s3.IBucket,
         key: kms.IKey,
@@ -53,7 +53,7 @@ class GlueCatalog(Construct):
                 self,
                 f"Database-{database}",
                 catalog_id=Stack.of(self).account,
-                # No IAMAllowedPrincipals grant on new tables: Lake Formation decides (infra.constructs.access).
+                # No IAMAllowedPrincipals grant on new tables: Lake Formation decides (infra.constructs.lake_access).
                 database_input=glue.CfnDatabase.DatabaseInputProperty(
                     name=database, create_table_default_permissions=[]
                 ),
@@ -106,7 +106,7 @@ class GlueCatalog(Construct):
         )
         return role
 
-    def _security_configuration(self, settings: EnvironmentSettings, key: kms.IKey) -> glue.CfnSecurityConfiguration:
+    def _security_configuration(self, settings: EnvironmentConfig, key: kms.IKey) -> glue.CfnSecurityConfiguration:
         encryption = glue.CfnSecurityConfiguration
         return glue.CfnSecurityConfiguration(
             self,

@@ -9,7 +9,7 @@
 - Per consumer role: DESCRIBE on the databases and SELECT on the tables and columns by LF-tag expression. The
   lake bucket's policy denies consumer roles reading its objects directly (IAM-only access is removed).
 - The pipeline's own roles (crawlers, maintainer, reconciler, compactor) by name on our databases and all their
-  tables, since new tables get no ``IAMAllowedPrincipals`` grant (``GlueCatalog``: ``CreateTableDefaultPermissions``
+  tables, since new tables get no ``IAMAllowedPrincipals`` grant (``GlueDatabases``: ``CreateTableDefaultPermissions``
   is empty) and Lake Formation decides on them; the maintainer may associate the tags.
 """
 
@@ -24,13 +24,13 @@ from aws_cdk import aws_lakeformation as lf
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.constructs.catalog import GlueCatalog
+from infra.constructs.glue_databases import GlueDatabases
 from infra.nag import acknowledge
-from kafkalake.catalog import Topic
-from kafkalake.environments import EnvironmentSettings
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import DATA_ROOT
 from kafkalake.lftags import TAG_VALUES
 from kafkalake.permissions import Expression, access_model
+from kafkalake.topic_catalog import Topic
 
 CONSUMER_TABLE_PERMISSIONS = ("SELECT", "DESCRIBE")
 WRITER_TABLE_PERMISSIONS = ("ALTER", "DESCRIBE", "INSERT", "SELECT")
@@ -47,9 +47,9 @@ class LakeAccess(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: EnvironmentSettings,
+        settings: EnvironmentConfig,
         topics: list[Topic],
-        catalog: GlueCatalog,
+        catalog: GlueDatabases,
         bucket: s3.IBucket,
         key: kms.IKey,
         writers: Mapping[str, iam.IRole],
@@ -79,7 +79,7 @@ class LakeAccess(Construct):
         for tag in self.tags:
             resource.add_resource_dependency(tag)
 
-    def _tag_database(self, catalog: GlueCatalog, database: str) -> lf.CfnTagAssociation:
+    def _tag_database(self, catalog: GlueDatabases, database: str) -> lf.CfnTagAssociation:
         association = lf.CfnTagAssociation(
             self,
             f"Tags-{database}",
@@ -164,7 +164,7 @@ class LakeAccess(Construct):
             grant.add_resource_dependency(association)
         return grant
 
-    def _writer(self, name: str, role: iam.IRole, catalog: GlueCatalog) -> None:
+    def _writer(self, name: str, role: iam.IRole, catalog: GlueDatabases) -> None:
         """A pipeline role: its databases, every table in them, and (for table creators) the data location; the
         maintainer also associates the LF-tags with the tables it creates."""
         creates = name in TABLE_CREATORS

@@ -40,7 +40,7 @@ class StoredObject:
 
 
 @dataclass
-class Receipt:
+class ArchiveReceipt:
     kafka_topic: str
     plan_created_at: str
     partitions: dict[int, PartitionAccount]
@@ -53,7 +53,7 @@ class Receipt:
         return json.dumps(document, indent=1, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Receipt:
+    def from_dict(cls, raw: dict[str, Any]) -> ArchiveReceipt:
         return cls(
             raw["kafka_topic"],
             raw["plan_created_at"],

@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient
-from kafkalake.settings import Endpoints
 
 LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

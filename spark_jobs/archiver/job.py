@@ -27,16 +27,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
-from kafkalake.access import kafka_access
 from kafkalake.aws import make_client
-from kafkalake.catalog import Catalog, Topic, load_catalog
 from kafkalake.convention import DEFAULT_TOPIC_NAMING
 from kafkalake.drift import compare, observe
 from kafkalake.drift import metric_data as drift_metric_data
+from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
+from kafkalake.kafka_access import kafka_access
 from kafkalake.personal import KeyInvalid, PseudonymKey, load_key
 from kafkalake.registry import RegistryError
-from kafkalake.settings import Endpoints
+from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up
@@ -153,7 +153,7 @@ def topic_key(read: PseudonymKey | KeyInvalid | None, topic: Topic) -> Pseudonym
     return read
 
 
-def resolve(catalog: Catalog, env: str, names: list[str]) -> tuple[list[Topic], list[TopicResult]]:
+def resolve(catalog: TopicCatalog, env: str, names: list[str]) -> tuple[list[Topic], list[TopicResult]]:
     """The named topics (all of the environment's when none are named), and a failed result per unknown name."""
     if not names:
         return catalog.for_env(env), []
@@ -167,7 +167,7 @@ def resolve(catalog: Catalog, env: str, names: list[str]) -> tuple[list[Topic], 
 
 
 def drift_metrics(
-    endpoints: Endpoints, catalog: Catalog, env: str, convention: str, now: datetime
+    endpoints: Endpoints, catalog: TopicCatalog, env: str, convention: str, now: datetime
 ) -> list[dict[str, Any]]:
     """The catalog's drift from the cluster as metrics; none (and a warning) when the cluster cannot be read: the
     archive itself does not depend on it."""
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``entrypoint.py archive --env staging --catalog catalog [--topic card-authorized ...]`` (EMR Serverless)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     endpoints = Endpoints.from_env(os.environ)
-    catalog = load_catalog(args.catalog)
+    catalog = load_topic_catalog(args.catalog)
     topics, unknown = resolve(catalog, args.env, args.topic)
     spark = job_session("kafkalake-archiver")
     deadline = time.monotonic() + args.budget_minutes * 60
