@@ -123,3 +123,14 @@ def test_the_where_it_lives_table_names_every_core_module_and_every_room() -> No
     assert rooms, "no rooms found"
     unnamed = [r for r in rooms if not any(n == r or n.startswith(f"{r}/") for n in named)]
     assert not unnamed, f"rooms the README's where-it-lives table leaves out: {unnamed}"
+
+
+def test_every_docs_page_the_code_points_at_exists() -> None:
+    sources = [
+        p
+        for room in ("kafkalake", "kafkalake_dev", "lambdas", "spark_jobs", "infra", "bench", "tests")
+        for p in (REPO_ROOT / room).rglob("*.py")
+    ]
+    named = {m for path in sources for m in re.findall(r"docs/[\w-]+\.md", path.read_text())}
+    assert named, "no code points at a docs page"
+    assert sorted(n for n in named if not (REPO_ROOT / n).exists()) == []
