@@ -28,6 +28,15 @@ MAX_EPOCH_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: beyond it the decla
 UNREPRESENTABLE = datetime(1, 1, 1, tzinfo=UTC)
 """Stands for a number no timestamp can hold under its declared unit: always out of bounds, so quarantined."""
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+_ISO_DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_ISO_TIME = r"[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
+_ISO_ZONE = r" ?(Z|[+-][0-9]{2}(:?[0-9]{2})?|(UTC|GMT|UT)([+-][0-9]{1,2}(:?[0-9]{2})?)?|[A-Za-z]+(/[A-Za-z0-9_+-]+)+)"
+ISO_ZONED = f"^{_ISO_DATE}{_ISO_TIME}{_ISO_ZONE}$"
+"""An ISO 8601 date and time with a zone Spark reads as written: ``Z``, an offset, UTC/GMT/UT or a tz database name."""
+ISO_NAIVE = f"^{_ISO_DATE}({_ISO_TIME})?$"
+"""An ISO 8601 date, with or without a time of day, that names no zone: a wall time in the default zone."""
+ISO_WITHOUT_SECONDS = f"^({_ISO_DATE}[T ][0-9]{{2}}:[0-9]{{2}})([^:0-9].*)?$"
+"""A time of day in minutes, which Spark parses only when no zone follows: given ``:00`` seconds."""
 SECONDS_PER_DAY = 86_400
 TOMBSTONE = "tombstone"
 """The ``_error`` of a record without a value: not an error, dropped or kept as a delete-log row."""
@@ -163,6 +172,15 @@ def candidate_time(candidate: TimeCandidate, column: Column, data_type: DataType
     """The candidate as a UTC timestamp, or null when the field holds no time at all (missing, text that is neither
     a number nor an ISO time, a boolean), so the next candidate is tried.
 
+    One rule per kind of ISO 8601 text (``ISO_ZONED``, ``ISO_NAIVE``):
+    - a date and time with ``Z``, a numeric offset (``+01:00``, ``+0100``, ``+01``) or a zone name (``UTC``,
+      ``GMT``, ``UT``, optionally with an offset, or a tz database name such as ``Europe/Paris``) is that instant;
+      the candidate's ``default_zone`` plays no part;
+    - a date and time without a zone, or a date alone (midnight), is a wall time in ``default_zone``;
+    - any other zone (an abbreviation such as ``CET``, ``EST``, ``BST``, which is ambiguous or means another zone
+      to Java, or a name no tz database knows) and any other text (a bare number, a year, a time without a date)
+      is no time.
+
     One rule per kind of epoch value (``with_business_time`` then quarantines every implausible instant as
     ``time_out_of_bounds``; it never silently falls back to Kafka time for a number it was given):
     - a number, or a JSON string holding one, is taken in the declared unit (``s``, ``ms``, ``us``, ``ns``);
@@ -186,11 +204,11 @@ def candidate_time(candidate: TimeCandidate, column: Column, data_type: DataType
         )
     if candidate.format == TimeFormat.ISO8601:
         text = F.trim(column.cast("string"))
-        with_offset = text.rlike(r"(Z|z|[+-][0-9]{2}:?[0-9]{2})$")
-        # Parsed in the session zone, then read back as the wall time it was, whatever the session zone.
-        wall_time = F.from_utc_timestamp(F.to_timestamp(text), F.current_timezone())
-        local = F.to_utc_timestamp(wall_time, candidate.default_zone)
-        return F.when(with_offset, F.to_timestamp(text)).otherwise(local)
+        # Spark reads the zone a zoned text names (a naive one in the session zone), but only after seconds.
+        instant = F.to_timestamp(F.regexp_replace(text, ISO_WITHOUT_SECONDS, "$1:00$2"))
+        # A naive text read back as the wall time it was, whatever the session zone, then placed in the default zone.
+        local = F.to_utc_timestamp(F.from_utc_timestamp(instant, F.current_timezone()), candidate.default_zone)
+        return F.when(text.rlike(ISO_ZONED), instant).when(text.rlike(ISO_NAIVE), local)
     return column.cast("timestamp")
 
 

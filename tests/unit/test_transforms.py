@@ -207,3 +207,104 @@ def test_epoch_edge_cases_follow_one_rule_each(
     assert (row["_time_source"], row["_error"]) == (source, error)
     if at is not None:
         assert row["_business_time"].astimezone(UTC) == at
+
+
+PARIS_CANDIDATE = (TimeCandidate(path="at", format=TimeFormat.ISO8601, default_zone="Europe/Paris"),)
+
+
+def iso_times(spark: SparkSession, texts: list[str], session_zone: str = "UTC") -> list[datetime | None]:
+    """The business time each text gives an ISO candidate whose default zone is Europe/Paris, in UTC; None where
+    the text is no time (the Kafka time was taken)."""
+    frame = spark.createDataFrame(
+        [(0, i, T0, None, {"at": text}) for i, text in enumerate(texts)],
+        "_kafka_partition int, _kafka_offset long, _kafka_timestamp timestamp, _error string, "
+        "_value struct<at: string>",
+    )
+    spark.conf.set("spark.sql.session.timeZone", session_zone)
+    try:
+        rows = transform.with_business_time(frame, PARIS_CANDIDATE, NOW, ["_value"]).orderBy("_kafka_offset").collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert all(r["_error"] is None for r in rows)
+    return [r["_business_time"].astimezone(UTC) if r["_time_source"] == "at" else None for r in rows]
+
+
+def utc(hour: int, microsecond: int = 0, day: int = 21) -> datetime:
+    return datetime(2026, 11, day, hour, 0, 0, microsecond, tzinfo=UTC)
+
+
+def test_iso_with_an_offset_is_that_instant(bare_spark: SparkSession) -> None:
+    texts = [
+        "2026-11-21T13:00:00+01:00",
+        "2026-11-21T13:00:00+0100",
+        "2026-11-21T13:00:00+01",
+        "2026-11-21T13:00-05:00",
+    ]
+    assert iso_times(bare_spark, [*texts, "2026-11-21 13:00:00.5 +01:00"]) == [
+        utc(12),
+        utc(12),
+        utc(12),
+        utc(18),
+        utc(12, microsecond=500_000),
+    ]
+
+
+def test_iso_with_z_is_utc(bare_spark: SparkSession) -> None:
+    texts = ["2026-11-21T13:00:00Z", "2026-11-21T13:00:00.123456Z", "2026-11-21T13:00Z", "2026-11-21 13:00:00 Z"]
+    assert iso_times(bare_spark, texts) == [utc(13), utc(13, microsecond=123_456), utc(13), utc(13)]
+
+
+@pytest.mark.parametrize("session_zone", ["UTC", "Asia/Kolkata"])
+def test_iso_with_a_zone_name_is_read_in_that_zone_not_the_default(bare_spark: SparkSession, session_zone: str) -> None:
+    texts = [
+        "2026-11-21T13:00:00 UTC",  # the defect: was re-read as a Paris wall time (12:00Z)
+        "2026-11-21T13:00:00UTC",
+        "2026-11-21T13:00:00 GMT",
+        "2026-11-21T13:00:00 UT",
+        "2026-11-21T13:00:00 UTC+01:00",
+        "2026-11-21T13:00:00 GMT-5",
+        "2026-11-21T13:00:00 Europe/Paris",
+        "2026-11-21T13:00:00 America/New_York",
+        "2026-07-01T13:00:00 Europe/London",  # summer time
+    ]
+    assert iso_times(bare_spark, texts, session_zone) == [
+        utc(13),
+        utc(13),
+        utc(13),
+        utc(13),
+        utc(12),
+        utc(18),
+        utc(12),
+        utc(18),
+        datetime(2026, 7, 1, 12, tzinfo=UTC),
+    ]
+
+
+def test_iso_with_an_abbreviated_or_unknown_zone_is_no_time(bare_spark: SparkSession) -> None:
+    texts = [
+        "2026-11-21T13:00:00 CET",
+        "2026-11-21T13:00:00 BST",  # Java reads Asia/Dhaka, not British Summer Time
+        "2026-11-21T13:00:00 PST",
+        "2026-11-21T13:00:00 Mars/Olympus",
+        "2026-11-21T13:00:00 utc",
+        "2026-11-21T13:00:00z",
+    ]
+    assert iso_times(bare_spark, texts) == [None] * len(texts)
+
+
+def test_iso_without_a_zone_is_a_wall_time_in_the_default_zone(bare_spark: SparkSession) -> None:
+    texts = ["2026-11-21T13:00:00", "2026-11-21 13:00", "2026-11-21T13:00:00.250", "2026-11-21", "2026-07-01T13:00:00"]
+    assert iso_times(bare_spark, texts, "America/New_York") == [
+        utc(12),
+        utc(12),
+        utc(12, microsecond=250_000),
+        utc(23, day=20),  # a date alone is its midnight
+        datetime(2026, 7, 1, 11, tzinfo=UTC),  # summer time
+    ]
+
+
+def test_text_that_is_no_iso_date_time_is_no_time(bare_spark: SparkSession) -> None:
+    texts = ["1763730000000", "1763730000", "2026", "2026-11", "13:00:00", "garbage", "", "2026-11-21 UTC"]
+    assert iso_times(bare_spark, [*texts, "2026-02-30T10:00:00", "2026-11-21T13:00:00+01:00[Europe/Paris]"]) == [
+        None
+    ] * (len(texts) + 2)
