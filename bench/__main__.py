@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from bench import archiver, compactor, erasure, fleet, maintainer, report
-from kafkalake_dev.local import local_credentials
+from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
     "maintainer": maintainer.main,

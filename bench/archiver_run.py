@@ -17,7 +17,7 @@ from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import ArchivePolicy, Topic, TopicSpec
-from kafkalake_dev.local import local_credentials
+from kafkalake_dev.local.endpoints import local_credentials
 from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.summary import PHASES
 

@@ -20,8 +20,8 @@ from kafkalake.kafka import watermarks
 from kafkalake.layout import S3Location
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.audit import audit, committed_offsets, read_lake
-from kafkalake_dev.workload import ensure_topic, produce_topic
+from kafkalake_dev.checks.audit import audit, committed_offsets, read_lake
+from kafkalake_dev.local.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
 
 CATALOG = load_topic_catalog(catalog_dir())

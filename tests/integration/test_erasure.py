@@ -41,9 +41,9 @@ from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.provision import ensure_pseudonym_key
-from kafkalake_dev.sandbox import environment_file, register_complete_partitions, with_bucket
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local.provision import ensure_pseudonym_key
+from kafkalake_dev.local.sandbox import environment_file, register_complete_partitions, with_bucket
+from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.archiver.topic_run import archive_topic
 from spark_jobs.common import Run
 from spark_jobs.compaction.job import Compactor

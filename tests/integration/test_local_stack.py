@@ -12,7 +12,7 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient
 from kafkalake.wire import encode, split_header
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local.workload import ensure_topic
 
 pytestmark = pytest.mark.stack
 

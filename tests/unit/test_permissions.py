@@ -17,7 +17,7 @@ from kafkalake.lftags import MAX_KEYS_PER_EXPRESSION, MAX_TAGS_PER_RESOURCE, per
 from kafkalake.permissions import AccessModel, Grant, access_model, matches, table_tags_of
 from kafkalake.personal import PiiAction
 from kafkalake.topic_catalog import Topic, TopicSpec, load_topic_catalog, tables_document
-from kafkalake_dev.cli import app
+from kafkalake_dev.cli.app import app
 from lambdas.tables import tables_from_document
 
 ENVIRONMENTS = load_environments(environments_file())

@@ -1,6 +1,6 @@
 """What ``kafkalake catalog import`` concludes from a topic's schema and a sample of its records: an Avro schema
 inferred from JSON values, and the business-time candidates ranked with the evidence for each. Pure: the sample is
-read by ``kafkalake_dev.onboard``.
+read by ``kafkalake_dev.onboarding.importer``.
 
 Ranking: an Avro timestamp logical type first (score 3), then a field whose name says time (``*_at``, ``*_at_ms``,
 ``*time*``, ``timestamp``, ``ts``, ``*date*``, ``created*``, ``occurred*``, ...) and whose sampled values are all

@@ -10,7 +10,7 @@ import typer
 
 from infra.repo import catalog_dir, environments_file
 from kafkalake.environments import EnvironmentConfig, load_environments
-from kafkalake_dev.local import local_credentials, local_endpoints
+from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
 
 if TYPE_CHECKING:
     from kafkalake.endpoints import Endpoints

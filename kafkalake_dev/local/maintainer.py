@@ -22,8 +22,8 @@ from kafkalake.environments import EnvironmentConfig
 from kafkalake.lambda_env import MaintainerEnvironment, ReconcilerEnvironment
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import TopicCatalog, tables_document
-from kafkalake_dev.s3_events import as_s3_sends
-from kafkalake_dev.stack import state_dir
+from kafkalake_dev.local.s3_events import as_s3_sends
+from kafkalake_dev.local.stack import state_dir
 from lambdas.maintainer import handler
 from lambdas.reconciler import handler as reconciler
 
@@ -78,7 +78,7 @@ def local_environment(
 def warm_runtime(environment: MaintainerEnvironment) -> handler.Runtime:
     """The maintainer's runtime for one configuration, kept between its invocations as a warm execution
     environment keeps it; the S3 notifications it receives are completed to what S3 sends
-    (``kafkalake_dev.s3_events``)."""
+    (``kafkalake_dev.local.s3_events``)."""
     clients = handler.clients_for(environment)
     return handler.Runtime.build(environment, dataclasses.replace(clients, sqs=as_s3_sends(clients.sqs)))
 

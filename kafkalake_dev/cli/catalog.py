@@ -1,6 +1,7 @@
 """The ``kafkalake catalog`` commands that compare the catalog with a cluster or check its schemas: ``import``
-(``kafkalake_dev.onboard``), ``drift`` (``kafkalake.drift``) and ``check`` (``kafkalake_dev.compatibility``). Thin:
-options in, the pure logic's findings out; the cluster is the local stack's."""
+(``kafkalake_dev.onboarding.importer``), ``drift`` (``kafkalake.drift``) and ``check``
+(``kafkalake_dev.checks.compatibility``). Thin: options in, the pure logic's findings out; the cluster is the local
+stack's."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import typer
 from kafkalake.kafka_access import kafka_access
 from kafkalake.registry import value_subject
 from kafkalake.topic_catalog import TopicCatalog, TopicCatalogInvalid, load_topic_catalog
-from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
-from kafkalake_dev.compatibility import Mode, check_versions, glue_refusals, registry_differences
-from kafkalake_dev.local import LOCAL_ENV
+from kafkalake_dev.checks.compatibility import Mode, check_versions, glue_refusals, registry_differences
+from kafkalake_dev.cli.options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
+from kafkalake_dev.local.endpoints import LOCAL_ENV
 
 
 def catalog_import(
@@ -26,7 +27,7 @@ def catalog_import(
 ) -> None:
     """Write the catalog files for the cluster's topics (Kafka + registry) for review; never overwrite a file."""
     from kafkalake.drift import observe
-    from kafkalake_dev.onboard import Action, import_topics, write_proposals
+    from kafkalake_dev.onboarding.importer import Action, import_topics, write_proposals
 
     access = kafka_access(on_local_stack(ctx))
     settings = environment(env)

@@ -3,7 +3,7 @@
 Per Kafka topic of the environment: its place in the catalog by the environment's naming convention
 (``kafkalake.convention``), its value format from the registry (a value subject → Avro, with every registered
 version; none → JSON with an Avro schema inferred from a sample), its ranked business-time candidates with their
-evidence (``kafkalake_dev.onboard_infer``), and whether the sample had keys and tombstones. The sample is read with
+evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had keys and tombstones. The sample is read with
 ``assign`` from each partition's start: the client needs a ``group.id``, but it never joins the group and never
 commits an offset. ``write_proposals`` never overwrites a file: a file that exists and differs is shown as a diff.
 """
@@ -32,7 +32,7 @@ from kafkalake.kafka_access import KafkaAccess
 from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import TopicCatalog, ValueFormat
 from kafkalake.wire import split_header
-from kafkalake_dev.onboard_infer import NotInferable, RankedTime, infer_avro, rank_time_fields
+from kafkalake_dev.onboarding.infer import NotInferable, RankedTime, infer_avro, rank_time_fields
 
 SAMPLE_RECORDS: Final = 200
 """Records sampled per topic (spread over its partitions)."""

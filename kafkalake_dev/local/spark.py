@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from infra.assets import spark_jars
 from kafkalake.endpoints import Endpoints
-from kafkalake_dev.local import ACCESS_KEY
+from kafkalake_dev.local.endpoints import ACCESS_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

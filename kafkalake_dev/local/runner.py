@@ -28,8 +28,8 @@ import pyspark
 from infra.assets import connector_jars, job_environment, jobs_bundle, platform_jars
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import JobArtifacts, JobRun
-from kafkalake_dev.local import CREDENTIALS
-from kafkalake_dev.spark import LOCAL_CONF, s3a_conf
+from kafkalake_dev.local.endpoints import CREDENTIALS
+from kafkalake_dev.local.spark import LOCAL_CONF, s3a_conf
 
 MACHINE_TIME_ZONE = "America/New_York"
 """The jobs must not depend on the machine's zone: the local runs use one that is not UTC."""

@@ -16,7 +16,7 @@ from kafkalake.naming import TableInference
 from kafkalake.permissions import AccessModel, access_model
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake.topic_catalog import TopicCatalog
-from kafkalake_dev.local import LOCAL_PSEUDONYM_SECRET
+from kafkalake_dev.local.endpoints import LOCAL_PSEUDONYM_SECRET
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
 PROVISIONED_SERVICES = ("s3", "sqs", "glue", "events", "secretsmanager", "lakeformation")

@@ -3,7 +3,7 @@ quarantine.
 
 Read from the same places a query engine and the compactor use: Glue partitions (and the locations they hold),
 S3 listings, compaction manifests and Parquet footers; the drift status from ``kafkalake.drift``. The page is
-``kafkalake_dev.inventory_page``.
+``kafkalake_dev.checks.inventory_page``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from kafkalake.aws import make_client
 from kafkalake.erasure import RequestStore, status
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, LEASE_TTL_SECONDS
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.cli_options import (
+from kafkalake_dev.cli.options import (
     DEFAULT_CATALOG,
     CatalogOption,
     EnvOption,
@@ -23,8 +23,8 @@ from kafkalake_dev.cli_options import (
     environment,
     on_local_stack,
 )
-from kafkalake_dev.erase_requests import record_request
-from kafkalake_dev.local import LOCAL_ENV
+from kafkalake_dev.local.endpoints import LOCAL_ENV
+from kafkalake_dev.local.erase_requests import record_request
 
 if TYPE_CHECKING:
     from kafkalake.endpoints import Endpoints
@@ -124,7 +124,7 @@ def erase_run(
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Carry out every pending request of the environment on local Spark; exit 1 when any table failed."""
-    from kafkalake_dev.spark import local_session
+    from kafkalake_dev.local.spark import local_session
     from spark_jobs.common import Run
     from spark_jobs.compaction.work import Knobs
     from spark_jobs.erasure.job import Eraser

@@ -28,7 +28,7 @@ from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, table_input
 from kafkalake.layout import DataKey, Partition, s3_uri
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev.local import LOCAL_ENV
+from kafkalake_dev.local.endpoints import LOCAL_ENV
 
 
 def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentConfig, Path, Path]:

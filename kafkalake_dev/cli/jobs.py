@@ -1,6 +1,7 @@
-"""The ``kafkalake`` commands that run the jobs: ``demo`` (the whole pipeline), ``archive`` and ``compact run`` on
-local Spark against the local stack, and ``compact submit`` to EMR Serverless in AWS, with the real credential chain
-in the environment's region (never the local stack's endpoint or credentials)."""
+"""The ``kafkalake`` commands that run the jobs: ``demo`` (the whole pipeline), ``interop`` (the pipeline counted
+through Trino), ``archive`` (the archiver job's run) and ``compact run`` on local Spark against the local stack,
+and ``compact submit`` to EMR Serverless in AWS, with the real credential chain in the environment's region (never
+the local stack's endpoint or credentials)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from kafkalake.jobspec import (
     LEASE_TTL_SECONDS,
 )
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev import render
-from kafkalake_dev.cli_options import (
+from kafkalake_dev.cli import render
+from kafkalake_dev.cli.options import (
     DEFAULT_CATALOG,
     CatalogOption,
     EnvOption,
@@ -28,7 +29,7 @@ from kafkalake_dev.cli_options import (
     environment,
     on_local_stack,
 )
-from kafkalake_dev.local import LOCAL_ENV
+from kafkalake_dev.local.endpoints import LOCAL_ENV
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -110,34 +111,59 @@ def archive(
 ) -> None:
     """Archive topics from Kafka to S3 Parquet, each caught up and exactly once, several at a time; exits 1 when
     any topic failed."""
-    from kafkalake_dev.demo import archive_topics
-    from kafkalake_dev.spark import local_session
-    from spark_jobs.archiver.job import resolve
+    from kafkalake_dev.local.spark import local_session
+    from spark_jobs.archiver import job as archiver_job
 
     if not local:
         raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/job.py)")
     bucket = environment(env).bucket
-    topics, unknown = resolve(load_topic_catalog(catalog), env, topic or [])
+    topics, unknown = archiver_job.resolve(load_topic_catalog(catalog), env, topic or [])
     endpoints = on_local_stack(ctx, bucket)
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     console = render.wide_console()
-    results = [
-        *unknown,
-        *archive_topics(
-            spark,
-            endpoints,
-            topics,
-            console.print,
-            concurrency=concurrency,
-            budget_minutes=budget_minutes,
-            lease_ttl=timedelta(seconds=lease_ttl_seconds),
-        ),
-    ]
+    lease_ttl = timedelta(seconds=lease_ttl_seconds)
+    archived = archiver_job.archive(
+        spark,
+        endpoints,
+        topics,
+        concurrency=concurrency,
+        budget_minutes=budget_minutes,
+        lease_ttl=lease_ttl,
+        say=console.print,
+    )
+    results = [*unknown, *archived]
     console.print(render.archive_summary([r.as_dict() for r in results], bucket))
     failed = [r.name for r in results if not r.ok]
     if failed:
         console.print(f"{len(failed)} of {len(results)} topics FAILED: {', '.join(failed)}")
+        raise typer.Exit(1)
+
+
+def interop(
+    ctx: typer.Context,
+    records: Annotated[int, typer.Option(help="Records per topic.")] = 5000,
+    template: Annotated[str, typer.Option(help="Environment whose catalog and settings the check copies.")] = "staging",
+) -> None:
+    """Trino (Athena's engine) counts every demo table before and after compaction, against the workload's plan."""
+    import tempfile
+
+    from kafkalake_dev.demo import run_interop
+    from kafkalake_dev.local import stack
+    from kafkalake_dev.local.sandbox import isolated_env
+
+    console = render.wide_console()
+    stack.up()
+    with tempfile.TemporaryDirectory(prefix="kafkalake-interop-") as folder:
+        settings, catalog_root, _ = isolated_env(Path(folder), template)
+        console.print(f"interop: environment {settings.name} (a copy of {template}), {records} records per topic")
+        report = run_interop(on_local_stack(ctx), settings, catalog_root, records=records, say=console.print)
+    console.print(render.interop_results(report))
+    for counted in report.counted:
+        for error in counted.errors:
+            console.print(f"{counted.check.table}: {error}")
+    console.print(f"interop {'done: every count matches the plan' if report.matches else 'FAILED'}")
+    if not report.matches:
         raise typer.Exit(1)
 
 
@@ -166,7 +192,7 @@ def compact_run(
 ) -> None:
     """Compact the closed partitions of the tables (every table of the env by default) on local Spark, in one run;
     print files, bytes, rows and seconds per partition, and exit 1 if any table or partition failed."""
-    from kafkalake_dev.spark import local_session
+    from kafkalake_dev.local.spark import local_session
     from spark_jobs.common import Run
     from spark_jobs.compaction.job import Compactor
     from spark_jobs.compaction.work import Action, Knobs

@@ -1,5 +1,5 @@
 """The inventory as one self-contained page (inline CSS and SVG, no scripts or downloads): the table of
-``kafkalake_dev.inventory.rows`` and a chart of files per partition before and after compaction.
+``kafkalake_dev.checks.inventory.rows`` and a chart of files per partition before and after compaction.
 
 The table fits its window: long cells wrap at 1,400 px; below 900 px each table becomes a card of label: value
 lines (every cell carries its column's name in ``data-label``), and the charts scale down to the width.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from kafkalake_dev.inventory import COLUMNS, TableInventory, rows
+from kafkalake_dev.checks.inventory import COLUMNS, TableInventory, rows
 
 BAR_WIDTH, GAP, CHART_HEIGHT = 9, 8, 120
 

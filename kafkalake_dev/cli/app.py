@@ -1,7 +1,7 @@
 """The ``kafkalake`` command line: a thin shell that parses options and calls the dev tooling and the jobs;
-``kafkalake_dev.render`` makes what it prints. The commands that run the jobs are in ``kafkalake_dev.cli_jobs``,
-the catalog commands that talk to a cluster in ``kafkalake_dev.cli_catalog``, the options they share (and their
-defaults) in ``kafkalake_dev.cli_options``. Every local command reaches the local
+``kafkalake_dev.cli.render`` makes what it prints. The commands that run the jobs are in ``kafkalake_dev.cli.jobs``,
+the catalog commands that talk to a cluster in ``kafkalake_dev.cli.catalog``, the options they share (and their
+defaults) in ``kafkalake_dev.cli.options``. Every local command reaches the local
 stack with moto's credentials, asked for explicitly (``on_local_stack``)."""
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ from typing import Annotated
 import typer
 
 from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
-from kafkalake_dev import cli_catalog, cli_erase, cli_jobs, interop, render, stack
-from kafkalake_dev.cli_options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
-from kafkalake_dev.local import LOCAL_ENV
+from kafkalake_dev.cli import catalog as cli_catalog
+from kafkalake_dev.cli import erase as cli_erase
+from kafkalake_dev.cli import jobs as cli_jobs
+from kafkalake_dev.cli import render
+from kafkalake_dev.cli.options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import LOCAL_ENV
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
 catalog_app = typer.Typer(
@@ -25,7 +29,7 @@ catalog_app = typer.Typer(
 stack_app = typer.Typer(help="The local stack: Kafka, schema registry, moto (AWS), Spark jars.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(stack_app, name="stack")
-app.command("interop")(interop.interop)
+app.command("interop")(cli_jobs.interop)
 
 
 @catalog_app.command("validate")
@@ -94,7 +98,7 @@ def stack_status() -> None:
 def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """Create on the local AWS endpoint what `cdk deploy` would: bucket, queue + DLQ, notifications, Glue."""
     from kafkalake.aws import make_client
-    from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
+    from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
 
     endpoints = on_local_stack(ctx)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
@@ -113,7 +117,7 @@ def maintain(
     native: Annotated[bool, typer.Option(help="Infer every table natively (local endpoints run no crawlers).")] = False,
 ) -> None:
     """Run the metastore maintainer's Lambda handler once against the configured endpoints."""
-    from kafkalake_dev.maintainer import invoke_locally
+    from kafkalake_dev.local.maintainer import invoke_locally
 
     if not once:
         raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 6 minutes")
@@ -154,7 +158,7 @@ def audit_offsets(
     """Show, per Kafka partition, that every offset from the first archived to the committed one is accounted for
     once (a data row, a quarantined record or a dropped tombstone); exit 1 on any gap or overlap."""
     from kafkalake.aws import make_client
-    from kafkalake_dev.audit import audit, committed_offsets, read_lake
+    from kafkalake_dev.checks.audit import audit, committed_offsets, read_lake
 
     found = load_topic_catalog(catalog).get(topic, env)
     endpoints = on_local_stack(ctx, environment(env).bucket)
@@ -183,7 +187,7 @@ def dlq_redrive(
 ) -> None:
     """Move the dead-letter queue's messages back to the notification queue; the next drain registers them."""
     from kafkalake.aws import make_client
-    from kafkalake_dev.redrive import redrive
+    from kafkalake_dev.local.redrive import redrive
 
     settings = environment(env)
     sqs = make_client(on_local_stack(ctx), "sqs")
@@ -209,7 +213,7 @@ def inventory(
     from kafkalake.aws import make_client
     from kafkalake.drift import compare, observe
     from kafkalake.kafka_access import kafka_access
-    from kafkalake_dev.inventory import take_inventory
+    from kafkalake_dev.checks.inventory import take_inventory
 
     endpoints = on_local_stack(ctx)
     settings = environment(env)
@@ -229,7 +233,7 @@ def inventory(
 def access(env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
     """The access the stacks will enforce: per consumer role, each table's readable and hidden columns."""
     from kafkalake.permissions import access_model
-    from kafkalake_dev.access import matrix_lines
+    from kafkalake_dev.checks.lake_access import matrix_lines
 
     model = access_model(environment(env), load_topic_catalog(catalog).for_env(env))
     typer.echo("\n".join(matrix_lines(model)))

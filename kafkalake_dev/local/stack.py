@@ -25,7 +25,14 @@ from pathlib import Path
 
 from infra.assets import cached_folder, fetch, maven
 from infra.repo import REPO_ROOT, cache_dir
-from kafkalake_dev.local import AWS_PORT, CONTROLLER_PORT, KAFKA_PORT, KAFKA_SASL_PORT, KAFKA_USER, REGISTRY_PORT
+from kafkalake_dev.local.endpoints import (
+    AWS_PORT,
+    CONTROLLER_PORT,
+    KAFKA_PORT,
+    KAFKA_SASL_PORT,
+    KAFKA_USER,
+    REGISTRY_PORT,
+)
 
 KAFKA_VERSION = "3.9.1"
 APICURIO_VERSION = "3.0.9"

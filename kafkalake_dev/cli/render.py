@@ -15,9 +15,10 @@ from kafkalake.personal import name_suggestions
 
 if TYPE_CHECKING:
     from kafkalake.topic_catalog import Topic
-    from kafkalake_dev.audit import Lake, PartitionAudit
+    from kafkalake_dev.checks.audit import Lake, PartitionAudit
+    from kafkalake_dev.checks.interop import InteropReport
+    from kafkalake_dev.checks.inventory import TableInventory
     from kafkalake_dev.demo import DemoReport
-    from kafkalake_dev.inventory import TableInventory
     from lambdas.reconciler.logic import TableReconciliation
     from spark_jobs.compaction.work import PartitionResult
 
@@ -140,13 +141,13 @@ def reconcile_lines(results: list[TableReconciliation]) -> Iterator[str]:
 
 
 def inventory_table(inventories: list[TableInventory], title: str) -> Table:
-    from kafkalake_dev.inventory import COLUMNS, rows
+    from kafkalake_dev.checks.inventory import COLUMNS, rows
 
     return table(title, COLUMNS, rows(inventories))
 
 
 def write_inventory_page(inventories: list[TableInventory], title: str, path: Path, drift: Sequence[str] = ()) -> None:
-    from kafkalake_dev.inventory_page import render_html
+    from kafkalake_dev.checks.inventory_page import render_html
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(inventories, title, drift))
@@ -197,3 +198,26 @@ def personal_data_lines(topic: Topic) -> list[str]:
             f"pii: in {topic.source.name}"
         )
     return lines
+
+
+def interop_results(report: InteropReport) -> Table:
+    """The interop check's counts per table, against the workload's plan."""
+    table = Table(title=f"Trino {report.trino_version} (Hive connector on the local Glue and S3) against the plan")
+    numbers = ("planned", "before compaction", "after compaction")
+    for column in ("table", "count", *numbers, "compacted after", "match"):
+        table.add_column(column, justify="right" if column in numbers else "left")
+    shown = ""
+    for counted in report.counted:
+        name = counted.check.table
+        compacted = report.compacted.get(name)
+        table.add_row(
+            name if name != shown else "",
+            counted.check.label,
+            str(counted.check.planned),
+            "error" if counted.before is None else str(counted.before),
+            "error" if counted.after is None else str(counted.after),
+            f"{compacted[0]}/{compacted[1]} partitions" if compacted and name != shown else "",
+            "yes" if counted.matches else "NO",
+        )
+        shown = name
+    return table

@@ -22,7 +22,7 @@ from kafkalake.aws import list_objects, read_json
 from kafkalake.footer import read_footer
 from kafkalake.layout import LayoutError, parse_data_key
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev.inventory import table_objects
+from kafkalake_dev.checks.inventory import table_objects
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest
 
