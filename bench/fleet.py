@@ -40,7 +40,8 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_CONCURRENCY
 from kafkalake.layout import parse_data_key
-from kafkalake.topic_catalog import ArchivePolicy, Topic, TopicCatalog, tables_document
+from kafkalake.topic_catalog import Topic, TopicCatalog, tables_document
+from kafkalake.topic_spec import ArchivePolicy
 from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import environ_with, local_endpoints
 from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision

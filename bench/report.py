@@ -30,7 +30,7 @@ from bench.rows import (
     table,
 )
 from bench.sizing import spark_defaults
-from kafkalake.topic_catalog import ArchivePolicy
+from kafkalake.topic_spec import ArchivePolicy
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 INDEX = "INDEX.json"

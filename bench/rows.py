@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from bench.common import paired_ratio
-from kafkalake.topic_catalog import ArchivePolicy
+from kafkalake.topic_spec import ArchivePolicy
 
 Results = dict[str, dict[str, Any]]
 """Benchmark name → one result of it (the adopted one, or the newest when adopting)."""

@@ -23,8 +23,10 @@ from urllib.parse import unquote
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.jobspec import JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
-from kafkalake.layout import parse_data_key, parse_s3_uri
+from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
+from kafkalake.jobspec import JobArtifacts, JobRun
+from kafkalake.layout import parse_data_key
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from kafkalake_dev.checks.interop import Counted, InteropReport, checks_for, count, qualified
 from kafkalake_dev.checks.inventory import TableInventory, table_objects, take_inventory

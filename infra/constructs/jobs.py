@@ -21,7 +21,8 @@ from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
+from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
+from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun
 from kafkalake.layout import (
     COMPACTED_DIR,
     DATA_ROOT,

@@ -16,7 +16,8 @@ from kafkalake.aws import list_objects, read_json
 from kafkalake.drift import Drift
 from kafkalake.footer import newest_time, read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key, parse_s3_uri
+from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 
 

@@ -246,7 +246,8 @@ def compact_submit(
     import uuid
 
     from kafkalake.aws import make_client
-    from kafkalake.jobspec import JobArtifacts, compactor_run, terminal
+    from kafkalake.job_runs import compactor_run
+    from kafkalake.jobspec import JobArtifacts, terminal
 
     artifacts = JobArtifacts(entry_point, py_files, catalog_archive, environment_archive, tuple(jar))
     settings = environment(env)

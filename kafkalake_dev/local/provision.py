@@ -10,11 +10,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.layout import notification_filter
 from kafkalake.lftags import TAG_VALUES, pairs
 from kafkalake.naming import TableInference
 from kafkalake.permissions import AccessModel, access_model
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
+from kafkalake.s3_location import notification_filter
 from kafkalake.topic_catalog import TopicCatalog
 from kafkalake_dev.local.endpoints import LOCAL_PSEUDONYM_SECRET
 

@@ -26,7 +26,8 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake.glue import COMPLETE_PARAMETER, glue_columns, partition_input, table_input
-from kafkalake.layout import DataKey, Partition, s3_uri
+from kafkalake.layout import DataKey, Partition
+from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.local.endpoints import LOCAL_ENV
 

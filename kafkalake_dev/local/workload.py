@@ -19,7 +19,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from kafkalake.kafka import watermarks
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.topic_catalog import TimeCandidate, TimeFormat, Topic, ValueFormat
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}

@@ -30,7 +30,8 @@ from kafkalake.drift import ClusterView
 from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import KafkaAccess
 from kafkalake.registry import RegisteredSchema
-from kafkalake.topic_catalog import TopicCatalog, ValueFormat
+from kafkalake.topic_catalog import TopicCatalog
+from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import split_header
 from kafkalake_dev.onboarding.infer import NotInferable, RankedTime, infer_avro, rank_time_fields
 

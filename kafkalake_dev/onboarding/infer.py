@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kafkalake.personal import schema_fields
-from kafkalake.topic_catalog import TimeCandidate, TimeFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat
 
 TIME_NAME: Final = re.compile(
     r"(_at$|_at_|time|timestamp|^ts$|_ts$|^ts_|date|created|occurred|updated|modified|emitted|published)",

@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.parser.models import (
 )
 from pydantic import BaseModel
 
-from kafkalake.layout import decode_event_key
+from kafkalake.s3_location import decode_event_key
 
 
 class S3TestEventModel(BaseModel):

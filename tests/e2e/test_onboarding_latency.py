@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.jobspec import archiver_run
+from kafkalake.job_runs import archiver_run
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
 from kafkalake.wire import encode

@@ -22,10 +22,10 @@ from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
-from spark_jobs.archiver.topic_run import archive_topic
 from spark_jobs.common import Run
 from tests.crashes import CRASH_POINTS, InjectedCrash
 from tests.integration.archive_helpers import (
+    archive_topic,
     committed_and_end,
     contents,
     differing_rows,

@@ -27,7 +27,7 @@ from infra.repo import environments_file
 from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.environments import load_environments
-from kafkalake.jobspec import archiver_run
+from kafkalake.job_runs import archiver_run
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE
 from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject

@@ -18,7 +18,8 @@ from pyspark.sql import SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.layout import DataKey, Partition, is_compaction_output, parse_s3_uri
+from kafkalake.layout import DataKey, Partition, is_compaction_output
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.checks.interop import Check
 from kafkalake_dev.checks.query import partition_locations

@@ -16,7 +16,8 @@ from kafkalake.convention import DEFAULT_TOPIC_NAMING, OffConvention, TopicName,
 from kafkalake.drift import ClusterView, compare, metric_data
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.registry import RegisteredSchema
-from kafkalake.topic_catalog import TimeCandidate, TimeFormat, ValueFormat, load_topic_catalog
+from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake_dev.onboarding.importer import Action, Flagged, Proposal, Sample, propose, write_proposals
 from kafkalake_dev.onboarding.infer import NotInferable, infer_avro, rank_time_fields
 

@@ -16,7 +16,8 @@ from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake.lftags import MAX_KEYS_PER_EXPRESSION, MAX_TAGS_PER_RESOURCE, personal_columns, strictest
 from kafkalake.permissions import AccessModel, Grant, access_model, matches, table_tags_of
 from kafkalake.personal import PiiAction
-from kafkalake.topic_catalog import Topic, TopicSpec, load_topic_catalog, tables_document
+from kafkalake.topic_catalog import Topic, load_topic_catalog, tables_document
+from kafkalake.topic_spec import TopicSpec
 from kafkalake_dev.cli.app import app
 from lambdas.tables import tables_from_document
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from infra.repo import environments_file
 from kafkalake.environments import load_environments
-from kafkalake.jobspec import JobArtifacts, archiver_run
+from kafkalake.job_runs import archiver_run
+from kafkalake.jobspec import JobArtifacts
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.runner import MACHINE_TIME_ZONE, parse_submit_parameters, submit_command
 
