@@ -47,7 +47,7 @@ directory of compaction output; every reader must read exactly one of them, at e
 Hence ``data/<topic path>/_compacted/<partition path>/run-<id>/``: under the table's location, hidden, beside and
 never inside the raw partitions. No layout makes a whole-table SDK for pandas read without a filter exact between
 a swap and the clean-up: it lists every file under the table's location, the replaced inputs and the run's output
-alike, so it counts that partition twice until the clean-up deletes the inputs (the README says which reads are
+alike, so it counts that partition twice until the clean-up deletes the inputs (docs/compaction.md says which reads are
 exact when). Output written before this layout lies under ``compacted/<topic path>/`` (``legacy_compacted_prefix``):
 partitions pointing there are still read by every engine that reads Glue's locations (not by SDK for pandas with a
 filter, and not under Lake Formation), and the compactor moves them here at its next runs.

@@ -250,7 +250,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     except ValidationError as exc:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "-"
-            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], "see the catalog reference in README.md"))
+            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], "see the catalog keys in docs/catalog.md"))
         return None
     schemas = _load_schemas(path, name, problems)
     topic = Topic(name, company, domain, env, spec, schemas, path)

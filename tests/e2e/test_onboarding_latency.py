@@ -3,7 +3,7 @@ being readable through Glue: imported into the catalog, provisioned, archived by
 specification, registered by the maintainer (native inference) and read through Glue's partition locations.
 
 Reported (printed, and recorded as test properties), never asserted: the local stack runs the steps back to back,
-without the schedules; the README adds the AWS intervals for the worst case."""
+without the schedules; docs/catalog.md (Freshness) adds the AWS intervals for the worst case."""
 
 from __future__ import annotations
 
