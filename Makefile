@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install fetch browser up down status lint test test-unit demo interop bench synth iac-scan clean
+.PHONY: install fetch browser up down status lint test test-fast test-unit demo interop bench synth iac-scan clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -46,11 +46,21 @@ lint: install
 	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake kafkalake_dev lambdas spark_jobs infra app.py bench tests)
 	@echo "[lint] import direction (import-linter)"; $(BIN)/lint-imports --no-cache --no-logo
 
+# pytest-xdist workers (2 on this 2-core machine: the suite waits on Kafka, S3 and JVM starts as much as it computes);
+# a file's tests stay on one worker (they share its fixtures); the slowest tests are listed at the end.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+
 test: install browser lint synth iac-scan
-	@$(BIN)/python -m pytest -q -p no:cacheprovider
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10
+
+# The edit loop: lint, the unit tests, and the integration tests that run no Spark (on the local stack).
+test-fast: install fetch lint
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
+	@$(PYTEST) -m "not spark" tests/integration
 
 test-unit: install fetch
-	@$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+	@$(PYTEST) tests/unit
 
 demo: up
 	@$(BIN)/kafkalake demo

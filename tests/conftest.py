@@ -1,4 +1,5 @@
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -6,6 +7,36 @@ from pyspark.sql import SparkSession
 from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
+
+UNIT_TESTS = Path(__file__).parent / "unit"
+SPARK_FIXTURES = frozenset({"spark", "bare_spark"})
+STARTED_BY_CONTROLLER = pytest.StashKey[list[str]]()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for a Spark session is marked ``spark`` (``make test-fast`` leaves those out); a module that
+    starts Spark some other way (spark-submit, the CLI's jobs) is marked by hand."""
+    for item in items:
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under ``pytest -n`` the controller starts the local stack once, before the workers (which then find it
+    running and leave it alone), unless only unit tests were asked for; it stops what it started at the end."""
+    config = session.config
+    if _xdist_controller(config) and not all(Path(a).resolve().is_relative_to(UNIT_TESTS) for a in config.args):
+        config.stash[STARTED_BY_CONTROLLER] = stack.up()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    started = session.config.stash.get(STARTED_BY_CONTROLLER, [])
+    if started:
+        stack.down(started)
 
 
 @pytest.fixture(scope="session")

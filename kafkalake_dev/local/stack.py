@@ -249,7 +249,7 @@ def _prepare_registry(work: Path) -> list[str]:
 
 def _prepare_moto(work: Path) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
-    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(AWS_PORT)]
+    return [sys.executable, "-m", "kafkalake_dev.local.moto_server", "-H", "127.0.0.1", "-p", str(AWS_PORT)]
 
 
 SERVICES = (

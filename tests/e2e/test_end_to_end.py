@@ -17,10 +17,11 @@ from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.checks.inventory_page import render_html
 from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
 from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.runner import Submit, run_in_process, run_job
 from kafkalake_dev.local.sandbox import isolated_env
 from tests.browser import rendered
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
 RECORDS = 600
 
 
@@ -46,7 +47,7 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
     catalog = load_topic_catalog(catalog_dir)
 
-    def run() -> DemoReport:
+    def run(submit: Submit) -> DemoReport:
         return run_demo(
             local_stack,
             settings,
@@ -54,9 +55,10 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
             records=RECORDS,
             say=print,
             producing=lambda _topic: lambda _done: None,
+            submit=submit,
         )
 
-    first = run()
+    first = run(run_job)  # the jobs' specifications with spark-submit, as EMR Serverless runs them
     assert len(first.tables) == len(catalog.for_env(settings.name)) == 5
     assert sum(t.produced.counts["late"] for t in first.tables) > 0, "the workload has no late events"
     assert any(t.produced.counts["schema_version_2"] for t in first.tables), "no topic with two schema versions"
@@ -104,7 +106,7 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
 
     endpoints = local_endpoints(settings.bucket)
     before = snapshot(endpoints, first)
-    second = run()
+    second = run(run_in_process)  # what the jobs do on a re-run; their packaging was the first run's
     assert all(t.produced.skipped for t in second.tables)
     assert all(line["status"] == "ok" and line["plans"] == 0 and line["read"] == 0 for line in second.archived), (
         "the archiver found work on a re-run"

@@ -39,7 +39,7 @@ from kafkalake_dev.local.sandbox import isolated_env
 from kafkalake_dev.local.stack import state_dir
 from kafkalake_dev.local.workload import ensure_topic
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
 RECORDS = 50
 SCHEMA = json.dumps(
     {

@@ -27,7 +27,7 @@ from kafkalake_dev.local.workload import Produced
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
 RECORDS = 600
 Counts = dict[tuple[str, str, str], Read]
 """(table, check, reader) → what it read."""

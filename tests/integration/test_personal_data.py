@@ -39,7 +39,7 @@ from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import ensure_topic
 from tests.integration.archive_helpers import committed_and_end, read_back
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
 BUCKET = "kafkalake-personal-tests"
 ORDERS = {
     "type": "record",
