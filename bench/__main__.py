@@ -1,13 +1,13 @@
-"""`python -m bench [name ...]`: run the benchmarks (all by default) against the local stack. Run without names, it
-also writes the cost model's result from them (``cost``) and rewrites the README's performance section
-(``bench.report``)."""
+"""`python -m bench [name ...]`: run the benchmarks (all by default, the cost model's result from them last) against
+the local stack. Each writes a result file to bench/results and changes nothing else: the docs and the stacks' worker
+sizes follow the results only once someone adopts them (``python -m bench.report --adopt``, see docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 import sys
 
 from bench import archiver, compactor, erasure, fleet, maintainer, report
-from kafkalake_dev.local import local_credentials
+from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
     "maintainer": maintainer.main,
@@ -24,5 +24,4 @@ if __name__ == "__main__":
     with local_credentials():  # the benchmarks' clients and their child processes talk to moto
         for name in sys.argv[1:] or list(BENCHMARKS):
             BENCHMARKS[name]()
-    if len(sys.argv) == 1:
-        report.rewrite()
+    print("[bench] to show these results in docs/benchmarks.md: python -m bench.report --adopt [name ...]")

@@ -42,11 +42,11 @@ from bench.proc import MEMORY_FIGURES, watched
 from bench.sizing import PlanMemory, emr_sizes
 from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.topic_catalog import ArchivePolicy
+from kafkalake.topic_spec import ArchivePolicy
 from kafkalake.wire import encode
-from kafkalake_dev import stack
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.archiver.offsets import consumer_group
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))

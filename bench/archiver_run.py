@@ -16,8 +16,9 @@ from bench.common import started_session
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
 from kafkalake.naming import TableInference
-from kafkalake.topic_catalog import ArchivePolicy, Topic, TopicSpec
-from kafkalake_dev.local import local_credentials
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import ArchivePolicy, TopicSpec
+from kafkalake_dev.local.endpoints import local_credentials
 from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.summary import PHASES
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.endpoints import Endpoints
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.spark import LOCAL_CONF, local_session
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.spark import LOCAL_CONF, local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

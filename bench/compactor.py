@@ -49,10 +49,10 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev import stack
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
-from kafkalake_dev.spark import local_session
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.sandbox import register_complete_partitions, with_bucket
+from kafkalake_dev.local.spark import local_session
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs
 

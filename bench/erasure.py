@@ -48,11 +48,11 @@ from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition
 from kafkalake.personal import load_key
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev import stack
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.provision import ensure_pseudonym_key
-from kafkalake_dev.sandbox import customer_file, put_table, with_bucket
-from kafkalake_dev.spark import local_session
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.provision import ensure_pseudonym_key
+from kafkalake_dev.local.sandbox import customer_file, put_table, with_bucket
+from kafkalake_dev.local.spark import local_session
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Action, Knobs
 from spark_jobs.erasure import matching

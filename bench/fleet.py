@@ -40,13 +40,14 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_CONCURRENCY
 from kafkalake.layout import parse_data_key
-from kafkalake.topic_catalog import ArchivePolicy, Topic, TopicCatalog, tables_document
-from kafkalake_dev import stack
-from kafkalake_dev.local import environ_with, local_endpoints
-from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
-from kafkalake_dev.s3_events import as_s3_sends
-from kafkalake_dev.sandbox import count_calls, isolated_env, with_bucket
-from kafkalake_dev.spark import local_session
+from kafkalake.topic_catalog import Topic, TopicCatalog, tables_document
+from kafkalake.topic_spec import ArchivePolicy
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import environ_with, local_endpoints
+from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+from kafkalake_dev.local.s3_events import as_s3_sends
+from kafkalake_dev.local.sandbox import count_calls, isolated_env, with_bucket
+from kafkalake_dev.local.spark import local_session
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.tables import tables_from_document

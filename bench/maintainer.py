@@ -36,11 +36,11 @@ from kafkalake.aws import make_client
 from kafkalake.layout import DataKey, Partition
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import load_topic_catalog, tables_document
-from kafkalake_dev import stack
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
-from kafkalake_dev.s3_events import as_s3_sends
-from kafkalake_dev.sandbox import count_calls, isolated_env
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+from kafkalake_dev.local.s3_events import as_s3_sends
+from kafkalake_dev.local.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report

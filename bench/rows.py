@@ -1,4 +1,5 @@
-"""The rows of the README's performance section (``bench.report``), each from the latest result of its benchmark."""
+"""The rows of the performance section of docs/benchmarks.md (``bench.report``), each from the adopted result of its
+benchmark."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import math
 from typing import Any
 
 from bench.common import paired_ratio
-from kafkalake.topic_catalog import ArchivePolicy
+from kafkalake.topic_spec import ArchivePolicy
 
 Results = dict[str, dict[str, Any]]
-"""Benchmark name → its latest result."""
+"""Benchmark name → one result of it (the adopted one, or the newest when adopting)."""
 
 
 def need(results: Results, name: str) -> dict[str, Any]:

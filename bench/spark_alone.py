@@ -36,7 +36,7 @@ from bench.proc import cpu_since, tree_cpu
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import kafka_access
-from kafkalake_dev.local import local_credentials
+from kafkalake_dev.local.endpoints import local_credentials
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.records import read_kafka
 from spark_jobs.common import worker_s3_client

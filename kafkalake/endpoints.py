@@ -1,7 +1,7 @@
 """Where the jobs' services are: one typed model, read from ``KAFKALAKE_*`` variables once at start.
 
 No defaults point anywhere: a variable missing in AWS is an error that names it, never a silent fall-back to a
-laptop. Local defaults live in the dev tooling (``kafkalake_dev.local``), which fills the same variables.
+laptop. Local defaults live in the dev tooling (``kafkalake_dev.local.endpoints``), which fills the same variables.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Endpoints:
         if missing:
             raise EndpointsError(
                 f"missing setting(s) {', '.join(missing)}: the job specification sets them for EMR Serverless "
-                "(kafkalake.jobspec); locally the dev tooling does (kafkalake_dev.local)"
+                "(kafkalake.jobspec); locally the dev tooling does (kafkalake_dev.local.endpoints)"
             )
         return cls(**values)  # type: ignore[arg-type]
 

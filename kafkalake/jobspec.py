@@ -5,21 +5,19 @@ The jobs' option defaults are defined here once; the jobs' argument parsers, env
 the ``kafkalake`` command line read them.
 
 A ``JobRun`` renders itself as a boto3 ``start_job_run`` request (``kafkalake compact submit``) and as the input of
-an EventBridge Scheduler target (the CDK stack), so the two cannot drift apart.
+an EventBridge Scheduler target (the CDK stack), so the two cannot drift apart. An environment's runs are built in
+``kafkalake.job_runs``, from its ``environments.yaml`` entry, which reads its defaults here: this module imports no
+environment.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kafkalake.endpoints import Endpoints
-
-if TYPE_CHECKING:
-    from kafkalake.environments import EnvironmentConfig
 
 SPARK_VERSION: Final = "3.5.3"
 """EMR Serverless emr-7.7.0 runs Spark 3.5.3 (the newest emr-7.x Spark whose Kafka connector is on Maven
@@ -157,50 +155,3 @@ def pascal_case(request: dict[str, Any]) -> dict[str, Any]:
         re.sub(r"^[a-z]", lambda m: m.group(0).upper(), key): pascal_case(value) if isinstance(value, dict) else value
         for key, value in request.items()
     }
-
-
-def archiver_run(settings: EnvironmentConfig, artifacts: JobArtifacts, topics: Sequence[str] = ()) -> JobRun:
-    """Archive ``topics`` (catalog names) of the environment; every catalog topic of it when none are named."""
-    arguments = [
-        "--env",
-        settings.name,
-        "--catalog",
-        CATALOG_DIR,
-        "--budget-minutes",
-        str(settings.archiver_budget_minutes),
-        "--topic-naming",
-        settings.topic_naming,
-        *(a for t in topics for a in ("--topic", t)),
-    ]
-    name = f"kafkalake-{settings.name}-archiver"
-    timeout = settings.archiver_timeout_minutes
-    return JobRun(name, Job.ARCHIVE, tuple(arguments), settings.endpoints(), artifacts, timeout)
-
-
-def erasure_run(settings: EnvironmentConfig, artifacts: JobArtifacts, grace_minutes: int | None = None) -> JobRun:
-    """Carry out the environment's pending erasure requests (``spark_jobs.erasure``); replaced objects are deleted
-    ``grace_minutes`` after their swap (the job's default when None)."""
-    arguments = ["--env", settings.name, "--catalog", CATALOG_DIR]
-    if grace_minutes is not None:
-        arguments += ["--grace-minutes", str(grace_minutes)]
-    name = f"kafkalake-{settings.name}-erasure"
-    timeout = settings.compactor_timeout_minutes
-    return JobRun(name, Job.ERASE, tuple(arguments), settings.endpoints(), artifacts, timeout)
-
-
-def compactor_run(
-    settings: EnvironmentConfig,
-    artifacts: JobArtifacts,
-    tables: list[str],
-    target_file_mb: int | None = None,
-    min_input_files: int | None = None,
-) -> JobRun:
-    """Compact the closed partitions of ``tables`` (catalog names)."""
-    arguments = ["--env", settings.name, "--catalog", CATALOG_DIR, *(a for t in tables for a in ("--table", t))]
-    if target_file_mb is not None:
-        arguments += ["--target-file-mb", str(target_file_mb)]
-    if min_input_files is not None:
-        arguments += ["--min-input-files", str(min_input_files)]
-    name = f"kafkalake-{settings.name}-compactor"
-    timeout = settings.compactor_timeout_minutes
-    return JobRun(name, Job.COMPACT, tuple(arguments), settings.endpoints(), artifacts, timeout)

@@ -47,7 +47,7 @@ directory of compaction output; every reader must read exactly one of them, at e
 Hence ``data/<topic path>/_compacted/<partition path>/run-<id>/``: under the table's location, hidden, beside and
 never inside the raw partitions. No layout makes a whole-table SDK for pandas read without a filter exact between
 a swap and the clean-up: it lists every file under the table's location, the replaced inputs and the run's output
-alike, so it counts that partition twice until the clean-up deletes the inputs (the README says which reads are
+alike, so it counts that partition twice until the clean-up deletes the inputs (docs/compaction.md says which reads are
 exact when). Output written before this layout lies under ``compacted/<topic path>/`` (``legacy_compacted_prefix``):
 partitions pointing there are still read by every engine that reads Glue's locations (not by SDK for pandas with a
 filter, and not under Lake Formation), and the compactor moves them here at its next runs.
@@ -64,8 +64,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Final
-from urllib.parse import unquote_plus
+from typing import Final
 
 DATA_ROOT: Final = "data"
 QUARANTINE_ROOT: Final = "quarantine"
@@ -100,10 +99,6 @@ NON_DATA_ROOTS: Final = (QUARANTINE_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT, RES
 
 NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 """A path segment derived from a name (environment, company, domain, topic): lower case, no dots."""
-
-NOTIFICATION_PREFIX: Final = f"{DATA_ROOT}/"
-NOTIFICATION_SUFFIX: Final = ".parquet"
-"""Only data objects notify the maintainer: the filter of the S3 event notification (local and CDK)."""
 
 PARTITION_KEYS: Final = ("schema_version", "dt", "hour")
 """The Hive partition columns of every data table, in key order."""
@@ -420,42 +415,3 @@ def parse_data_key(key: str) -> DataKey:
         first_offset=int(g["first_offset"]),
         last_offset=int(g["last_offset"]),
     )
-
-
-@dataclass(frozen=True)
-class S3Location:
-    """A bucket and a key (or key prefix). The jobs read and write ``s3://`` URIs, as Glue holds them: EMRFS (or, from
-    emr-7.10, S3A) on EMR Serverless; S3A locally (``fs.s3.impl``)."""
-
-    bucket: str
-    key: str
-
-    def uri(self) -> str:
-        return f"s3://{self.bucket}/{self.key}"
-
-    def as_prefix(self) -> str:
-        """The key as a folder prefix (one trailing slash)."""
-        return self.key.rstrip("/") + "/"
-
-
-def s3_uri(bucket: str, key: str) -> str:
-    return S3Location(bucket, key).uri()
-
-
-def parse_s3_uri(uri: str) -> S3Location:
-    """``s3://``, ``s3a://`` or ``s3n://`` URI → bucket and key; raise ``LayoutError`` for anything else."""
-    match = re.fullmatch(r"s3[an]?://([^/]+)/?(.*)", uri)
-    if match is None:
-        raise LayoutError(f"{uri!r} is not an s3:// URI")
-    return S3Location(match.group(1), match.group(2))
-
-
-def notification_filter() -> dict[str, Any]:
-    """The S3 notification key filter (boto3 shape); the CDK stack uses the same two constants."""
-    rules = [{"Name": "prefix", "Value": NOTIFICATION_PREFIX}, {"Name": "suffix", "Value": NOTIFICATION_SUFFIX}]
-    return {"Key": {"FilterRules": rules}}
-
-
-def decode_event_key(raw: str) -> str:
-    """Decode a key as S3 event notifications carry it (``+`` is a space, ``%XX`` escapes)."""
-    return unquote_plus(raw)

@@ -49,9 +49,6 @@ class RegistryClient:
         """Register (idempotently) and return the schema id."""
         return int(self._call("POST", f"/subjects/{subject}/versions", {"schema": schema, "schemaType": "AVRO"})["id"])
 
-    def schema_by_id(self, schema_id: int) -> str:
-        return str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
-
     def subjects(self) -> list[str]:
         """Every subject the registry holds."""
         return [str(s) for s in self._call("GET", "/subjects")]

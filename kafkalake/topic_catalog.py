@@ -4,8 +4,8 @@ Everything kafkalake does per topic (Kafka topic name, S3 prefix, Glue database/
 business-time candidates, formats, policies) is derived here from those files and overridable defaults.
 Validation collects *every* problem with its file, field and a fix before anything runs.
 
-The module runs past 300 lines on purpose: the catalog's models, their validation messages and the loader that
-derives every per-topic name stay in one place, so a new catalog key is added, validated and documented together.
+What a topic file may say is ``kafkalake.topic_spec``; here are the derived topic, the loader and its validation
+messages, so a new catalog key is added in one and validated and derived in the other.
 """
 
 from __future__ import annotations
@@ -14,94 +14,23 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import fastavro
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
 from kafkalake.glue import CrawlerSpec
-from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, s3_uri, to_segment
-from kafkalake.lftags import Sensitivity, personal_columns
-from kafkalake.naming import TableInference, crawler_name_for, default_names
+from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
+from kafkalake.lftags import personal_columns
+from kafkalake.naming import crawler_name_for, default_names
 from kafkalake.personal import PiiAction, QuarantineMode, needs_key, schema_fields, schema_personal_fields
+from kafkalake.s3_location import s3_uri
+from kafkalake.topic_spec import TopicSpec
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
-
-
-class ValueFormat(StrEnum):
-    AVRO = "avro"
-    JSON = "json"
-
-
-class TimeFormat(StrEnum):
-    EPOCH = "epoch"
-    ISO8601 = "iso8601"
-    AVRO_TIMESTAMP = "avro_timestamp"
-
-
-class TimeCandidate(BaseModel):
-    """One candidate business-time field; ``path`` may be nested (``event.meta.ts``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    path: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-    format: TimeFormat
-    unit: Literal["s", "ms", "us", "ns"] | None = None
-    default_zone: str = "UTC"
-
-    @model_validator(mode="after")
-    def _unit_only_for_epoch(self) -> TimeCandidate:
-        if self.format == TimeFormat.EPOCH and self.unit is None:
-            raise ValueError("epoch candidates must declare unit: s, ms, us or ns")
-        if self.format != TimeFormat.EPOCH and self.unit is not None:
-            raise ValueError("unit applies to epoch candidates only; remove it")
-        return self
-
-
-class ArchivePolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_records_per_run: int = Field(default=1_000_000, ge=1)
-    max_records_per_file: int = Field(default=500_000, ge=1)
-    compression: Literal["snappy", "zstd"] = "snappy"
-    accept_data_loss: bool = False
-    include_key: bool = False
-    include_headers: bool = False
-
-
-class TopicSpec(BaseModel):
-    """What a topic's YAML file may say; every field has a default or is derived."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kafka_topic: str | None = None
-    value_format: ValueFormat = ValueFormat.AVRO
-    time_fields: tuple[TimeCandidate, ...] = ()
-    tombstones: Literal["drop", "keep"] = "drop"
-    retention_days: int | None = Field(default=None, ge=1)
-    sensitivity: Sensitivity = Sensitivity.INTERNAL
-    table_inference: TableInference = TableInference.CRAWLER
-    database: str | None = None
-    table: str | None = None
-    crawler_name: str | None = None
-    archive: ArchivePolicy = ArchivePolicy()
-    description: str = ""
-    pii: dict[str, PiiAction] = {}
-    """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
-    quarantine: QuarantineMode | None = None
-    """What becomes of undecodable records' raw bytes; by default restricted when the topic has personal fields."""
-    owner: str = ""
-    """The team answering for the topic (shown in the inventory)."""
-    erasure: Literal["none", "by_key"] = "none"
-    """``by_key``: the Kafka key identifies the subject, and each tombstone asks to erase the key's earlier rows."""
-    subject_fields: tuple[str, ...] = ()
-    """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
-    erasure_within_days: int = Field(default=1, ge=1)
-    """The deadline of an erasure request: rows and their object versions physically gone within this many days."""
 
 
 @dataclass(frozen=True)
@@ -321,7 +250,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     except ValidationError as exc:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "-"
-            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], "see the catalog reference in README.md"))
+            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], "see the catalog keys in docs/catalog.md"))
         return None
     schemas = _load_schemas(path, name, problems)
     topic = Topic(name, company, domain, env, spec, schemas, path)

@@ -4,7 +4,8 @@ provision (what ``cdk deploy`` creates, from the same catalog and settings) → 
 maintainer (native inference) → compactor on the closed partitions → maintainer again → erasure (the tombstones of
 ``erasure: by_key`` topics, and one explicit request for a subject found in every table with ``subject_fields``)
 → maintainer again → rows read through the partition locations Glue holds, compared with what was produced less
-what was erased → inventory (terminal table and HTML page) and the erasure receipts.
+what was erased → inventory (terminal table and HTML page) and the erasure receipts. ``run_interop`` runs the same
+pipeline without the erasure, with Trino counting every table before and after compaction (``make interop``).
 """
 
 from __future__ import annotations
@@ -22,18 +23,21 @@ from urllib.parse import unquote
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.jobspec import JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
-from kafkalake.layout import parse_data_key, parse_s3_uri
-from kafkalake.topic_catalog import Topic, TopicCatalog
-from kafkalake_dev.inventory import TableInventory, table_objects, take_inventory
-from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
-from kafkalake_dev.stack import state_dir
-from kafkalake_dev.workload import WORKLOAD_SHAPE, Produced
+from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
+from kafkalake.jobspec import JobArtifacts, JobRun
+from kafkalake.layout import parse_data_key
+from kafkalake.s3_location import parse_s3_uri
+from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
+from kafkalake_dev.checks.interop import Counted, InteropReport, checks_for, count, qualified
+from kafkalake_dev.checks.inventory import TableInventory, table_objects, take_inventory
+from kafkalake_dev.local.runner import JobOutcome, LocalAssets, run_job
+from kafkalake_dev.local.stack import state_dir
+from kafkalake_dev.local.trino import TrinoClient, server_version, trino_service
+from kafkalake_dev.local.workload import WORKLOAD_SHAPE, Produced
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from spark_jobs.archiver.summary import TopicResult
     from spark_jobs.compaction.work import PartitionResult
 
 HOURS = 6
@@ -158,7 +162,7 @@ def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
     """Read every partition at the location Glue holds, as a query engine would."""
     from pyspark.sql import functions as F
 
-    from kafkalake_dev.query import partition_locations, read_locations
+    from kafkalake_dev.checks.query import partition_locations, read_locations
 
     locations = partition_locations(glue, topic.database, topic.table)
     frame = read_locations(spark, locations)
@@ -189,31 +193,6 @@ def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
     return result
 
 
-def archive_topics(
-    spark: SparkSession,
-    endpoints: Endpoints,
-    topics: list[Topic],
-    say: Callable[[str], None],
-    *,
-    concurrency: int,
-    budget_minutes: float,
-    lease_ttl: timedelta | None = None,
-) -> list[TopicResult]:
-    """Every topic caught up, ``concurrency`` at a time, as the archiver job does (one run, its own leases, the
-    pseudonym key read once)."""
-    import time
-
-    from spark_jobs.archiver.job import archive_fleet, read_pseudonym_key
-    from spark_jobs.common import Run
-
-    deadline = time.monotonic() + budget_minutes * 60
-    run = Run.new(spark, lease_ttl)
-    key = read_pseudonym_key(endpoints, topics)
-    return archive_fleet(
-        spark, endpoints, topics, concurrency=concurrency, deadline=deadline, run=run, pseudonym_key=key, say=say
-    )
-
-
 def run_demo(
     endpoints: Endpoints,
     settings: EnvironmentConfig,
@@ -228,17 +207,17 @@ def run_demo(
 ) -> DemoReport:
     """Every step of the pipeline once; each step skips what an earlier run already did. The archiver, the
     compactor and the erasure job run as EMR Serverless runs them: their job-run specifications, through
-    ``kafkalake_dev.runner``.
+    ``kafkalake_dev.local.runner``.
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
     (the interop check reads them there with another engine); ``erase=False`` leaves the erasure step out (checks
     that count the tables before and after compaction against the plan)."""
     import dataclasses
 
     from kafkalake.registry import RegistryClient
-    from kafkalake_dev.maintainer import invoke_locally
-    from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
-    from kafkalake_dev.spark import local_session
-    from kafkalake_dev.workload import produce_topic
+    from kafkalake_dev.local.maintainer import invoke_locally
+    from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+    from kafkalake_dev.local.spark import local_session
+    from kafkalake_dev.local.workload import produce_topic
 
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
@@ -287,7 +266,7 @@ def erase_step(  # noqa: PLR0917 - the demo's parts the step needs
     """Record one explicit request for the demo's subject (once per environment: a re-run finds it), run the erasure
     job (its job-run specification) with no grace period, and collect the receipts; None without erasable tables."""
     from kafkalake.erasure import RequestStore
-    from kafkalake_dev.erase_requests import record_request
+    from kafkalake_dev.local.erase_requests import record_request
 
     erasable = [t for t in topics if t.erasable]
     if not erasable:
@@ -357,3 +336,47 @@ def table_results(  # noqa: PLR0917 - what the comparison is made of
 
 def default_html_path(env: str) -> Path:
     return Path(os.environ.get("KAFKALAKE_OUT", Path.cwd() / "out")) / f"inventory-{env}.html"
+
+
+def run_interop(
+    endpoints: Endpoints,
+    settings: EnvironmentConfig,
+    catalog_root: Path,
+    *,
+    records: int,
+    say: Callable[[str], None],
+) -> InteropReport:
+    """The demo's pipeline in ``settings``' environment, with every table counted through Trino before and after
+    compaction. Trino runs for the duration of the call only (unless another one already answers on its port)."""
+    catalog = load_topic_catalog(catalog_root)
+    client = TrinoClient()
+    server = trino_service(endpoints)
+    server.start()
+    try:
+        report = InteropReport(trino_version=server_version() or "unknown")
+
+        def count_before(produced: dict[str, Produced]) -> None:
+            say(f"interop: Trino {report.trino_version}: counting every table before compaction")
+            for topic in catalog.for_env(settings.name):
+                report.counted += [Counted(c) for c in checks_for(topic, produced[topic.kafka_topic])]
+            for counted in report.counted:
+                counted.before = count(client, counted)
+
+        demo = run_demo(
+            endpoints,
+            settings,
+            catalog,
+            records=records,
+            say=say,
+            producing=lambda _topic: lambda _done: None,
+            before_compaction=count_before,
+            erase=False,
+        )
+        say(f"interop: Trino {report.trino_version}: counting every table after compaction and maintenance")
+        for counted in report.counted:
+            counted.after = count(client, counted)
+        for table in demo.tables:
+            report.compacted[qualified(table.topic)] = (table.inventory.compacted, len(table.inventory.partitions))
+    finally:
+        server.stop()
+    return report

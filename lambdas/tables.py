@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from kafkalake.lambda_env import LambdaEnvironmentError
-from kafkalake.layout import TablePrefix, s3_uri
+from kafkalake.layout import TablePrefix
 from kafkalake.lftags import Sensitivity
 from kafkalake.naming import TableInference, crawler_name_for, default_names
+from kafkalake.s3_location import s3_uri
 
 LAMBDAS_DIR = Path(__file__).parent
 

@@ -4,8 +4,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafkalake.endpoints import Endpoints
-from kafkalake_dev import stack
-from kafkalake_dev.local import local_credentials, local_endpoints
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def local_stack() -> Iterator[Endpoints]:
 @pytest.fixture(scope="session")
 def spark(local_stack: Endpoints) -> Iterator[SparkSession]:
     """Local Spark with the connector jars and S3A on the local stack."""
-    from kafkalake_dev.spark import local_session
+    from kafkalake_dev.local.spark import local_session
 
     session = local_session(local_stack, "kafkalake-tests")
     yield session

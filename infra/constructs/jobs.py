@@ -21,7 +21,8 @@ from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun, archiver_run, compactor_run, erasure_run
+from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
+from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun
 from kafkalake.layout import (
     COMPACTED_DIR,
     DATA_ROOT,
@@ -67,10 +68,11 @@ WORKER_SIZES: dict[str, dict[str, str]] = {
     "Erasure": COMPACTOR_SIZES,
 }
 """Each application's driver and executor (EMR Serverless's ``spark-defaults``), sized from the peak memory the
-benchmarks measured (``emr_sizes`` in bench/results, derived by bench/sizing.py; a unit test checks these equal what
-the latest results derive), where EMR's default is 4 vCPU / 16 GB for both: 2-vCPU / 4 GB drivers, the archiver's
-executors 4 vCPU / 8 GB, the compactor's 4 vCPU / 10 GB (its merges buffer a row group of up to 128 MiB per Python
-worker). The Python driver and workers live in each worker's memory overhead."""
+benchmarks measured (``emr_sizes`` in the results bench/results/INDEX.json adopts, derived by bench/sizing.py; a unit
+test checks these equal what the adopted results derive, see docs/benchmarks.md), where EMR's default is 4 vCPU /
+16 GB for both: 2-vCPU / 4 GB drivers, the archiver's executors 4 vCPU / 8 GB, the compactor's 4 vCPU / 10 GB (its
+merges buffer a row group of up to 128 MiB per Python worker). The Python driver and workers live in each worker's
+memory overhead."""
 
 
 def asset_object_arn(stack: Stack, asset: s3_assets.Asset) -> str:

@@ -16,7 +16,7 @@ from infra.constructs.iam import admit_cloudwatch_alarms
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.layout import NOTIFICATION_PREFIX, NOTIFICATION_SUFFIX
+from kafkalake.s3_location import NOTIFICATION_PREFIX, NOTIFICATION_SUFFIX
 
 
 class Notifications(Construct):

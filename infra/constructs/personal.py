@@ -25,7 +25,8 @@ GENERATED_KEY_CHARACTERS = 44
 """Letters and digits are base64 characters: 44 of them (a multiple of 4, no padding) decode to 33 random bytes
 (about 262 bits), above ``kafkalake.personal.MIN_KEY_BYTES``."""
 KEY_ID_SUFFIX = "1"
-"""The generated key's id is ``<environment>-1``; a rotation stores the next one (README, Personal data)."""
+"""The generated key's id is ``<environment>-1``; a rotation stores the next one (docs/personal-data.md, Rotating the
+key)."""
 
 
 class PersonalData(Construct):

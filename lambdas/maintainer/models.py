@@ -6,7 +6,7 @@ EventBridge (whose keys are not URL-encoded). Anything else is malformed.
 
 Notifications are validated with Powertools' own models, as strict as S3's documented structure: a record
 lacking a field S3 always sends is malformed. Local endpoints that leave such fields out are completed by the dev
-tooling before their messages reach the handler (``kafkalake_dev.s3_events``).
+tooling before their messages reach the handler (``kafkalake_dev.local.s3_events``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.parser.models import (
 )
 from pydantic import BaseModel
 
-from kafkalake.layout import decode_event_key
+from kafkalake.s3_location import decode_event_key
 
 
 class S3TestEventModel(BaseModel):

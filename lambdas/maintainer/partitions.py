@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafkalake.glue import COMPLETE_PARAMETER, partition_input
-from kafkalake.layout import PARTITION_KEYS, DataKey, Partition, is_compaction_output, parse_s3_uri
+from kafkalake.layout import PARTITION_KEYS, DataKey, Partition, is_compaction_output
 from kafkalake.metrics import MaintainerCount
+from kafkalake.s3_location import parse_s3_uri
 from lambdas.maintainer.dal import CachedGlue, LakeObjects, State
 from lambdas.maintainer.report import MAX_SAMPLES, Report
 from lambdas.tables import LakeTable

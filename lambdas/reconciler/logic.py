@@ -19,10 +19,9 @@ from kafkalake.layout import (
     PARTITION_KEYS,
     LayoutError,
     Partition,
-    parse_s3_uri,
     partition_segment_value,
-    s3_uri,
 )
+from kafkalake.s3_location import parse_s3_uri, s3_uri
 from lambdas.tables import LakeTable
 
 

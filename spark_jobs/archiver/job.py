@@ -123,6 +123,27 @@ def archive_fleet(
         return list(pool.map(isolated, topics))
 
 
+def archive(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    topics: list[Topic],
+    *,
+    concurrency: int,
+    budget_minutes: float,
+    lease_ttl: timedelta | None = None,
+    say: Callable[[str], None] = print,
+) -> list[TopicResult]:
+    """One run of the job over ``topics`` (``main``, and ``kafkalake archive`` on local Spark): no new plan starts
+    ``budget_minutes`` from now, the run's leases live ``lease_ttl`` (the default when None) past its last renewal,
+    and the pseudonym key is read once."""
+    deadline = time.monotonic() + budget_minutes * 60
+    run = Run.new(spark, lease_ttl)
+    key = read_pseudonym_key(endpoints, topics)
+    return archive_fleet(
+        spark, endpoints, topics, concurrency=concurrency, deadline=deadline, run=run, pseudonym_key=key, say=say
+    )
+
+
 def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKey | KeyInvalid | None:
     """The environment's pseudonym key, read once at the start when some topic needs it (``Topic.needs_key``; None
     when none does), or why it could not be read: the topics that need it fail with that reason, the others go on."""
@@ -203,11 +224,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     catalog = load_topic_catalog(args.catalog)
     topics, unknown = resolve(catalog, args.env, args.topic)
     spark = job_session("kafkalake-archiver")
-    deadline = time.monotonic() + args.budget_minutes * 60
-    run = Run.new(spark, timedelta(seconds=args.lease_ttl_seconds))
-    key = read_pseudonym_key(endpoints, topics)
-    archived = archive_fleet(
-        spark, endpoints, topics, concurrency=args.concurrency, deadline=deadline, run=run, pseudonym_key=key
+    lease_ttl = timedelta(seconds=args.lease_ttl_seconds)
+    archived = archive(
+        spark, endpoints, topics, concurrency=args.concurrency, budget_minutes=args.budget_minutes, lease_ttl=lease_ttl
     )
     results = [*unknown, *archived]
     for result in results:

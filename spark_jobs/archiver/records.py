@@ -16,7 +16,8 @@ from pyspark.sql.types import StructType
 from kafkalake.kafka_access import KafkaAccess
 from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
-from kafkalake.topic_catalog import Topic, ValueFormat
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import ValueFormat
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan

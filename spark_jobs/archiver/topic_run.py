@@ -82,25 +82,6 @@ def catch_up(
     return result
 
 
-def archive_topic(
-    spark: SparkSession,
-    endpoints: Endpoints,
-    topic: Topic,
-    *,
-    run: Run | None = None,
-    key: PseudonymKey | None = None,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    say: Callable[[str], None] = print,
-) -> Summary:
-    """Carry out one plan of ``topic`` (``Held`` when another run holds it)."""
-    archiver = TopicArchiver(spark, endpoints, topic, key=key, now=now, say=say)
-    try:
-        with archiver.holding(run or Run.new(spark)):
-            return archiver.run_plan()
-    finally:
-        archiver.close()
-
-
 class TopicArchiver:
     """One topic's offsets, plan store and Kafka/registry access, and the key of its pseudonyms, for one or more
     plans in a row."""

@@ -20,7 +20,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
 from kafkalake.personal import KEY_ID_COLUMN
-from kafkalake.topic_catalog import TimeCandidate, TimeFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
 EPOCH_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}

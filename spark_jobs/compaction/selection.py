@@ -18,7 +18,8 @@ from typing import Any
 
 from kafkalake.aws import list_objects
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
-from kafkalake.layout import LATE_DATA_FILE, Partition, parse_s3_uri
+from kafkalake.layout import LATE_DATA_FILE, Partition
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest, ManifestState

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 
-from kafkalake.layout import Partition, s3_uri
+from kafkalake.layout import Partition
+from kafkalake.s3_location import s3_uri
 from spark_jobs.compaction.manifest import ManifestState
 from spark_jobs.compaction.work import Rewriter, Work
 

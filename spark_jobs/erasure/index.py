@@ -35,9 +35,10 @@ from botocore.exceptions import ClientError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.layout import PARTITION_PATH_RE, Partition, s3_uri
+from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.lease import lost_race
 from kafkalake.personal import PseudonymKey
+from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.manifest import ManifestStore
 from spark_jobs.erasure.subjects import (

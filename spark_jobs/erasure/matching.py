@@ -24,8 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.erasure import ErasureRequest, Source
-from kafkalake.layout import PARTITION_PATH_RE, Partition, parse_s3_uri
+from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.personal import PseudonymKey, QuarantineMode
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.index import Hits

@@ -19,8 +19,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.layout import PARTITION_PATH_RE, s3_uri
+from kafkalake.layout import PARTITION_PATH_RE
 from kafkalake.personal import PiiAction, PseudonymKey
+from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver.transform import field_type
 from spark_jobs.keyed_hash import keyed_hash

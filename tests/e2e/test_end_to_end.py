@@ -14,10 +14,10 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.glue import table_partitions
 from kafkalake.layout import erasure_lease_key, erasure_prefix
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake_dev.checks.inventory_page import render_html
 from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
-from kafkalake_dev.inventory_page import render_html
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.sandbox import isolated_env
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.sandbox import isolated_env
 from tests.browser import rendered
 
 pytestmark = pytest.mark.stack

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake_dev.inventory import COLUMNS, PartitionFiles, TableInventory, rows
-from kafkalake_dev.inventory_page import render_html
+from kafkalake_dev.checks.inventory import COLUMNS, PartitionFiles, TableInventory, rows
+from kafkalake_dev.checks.inventory_page import render_html
 from tests.browser import rendered
 
 TAKEN = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)

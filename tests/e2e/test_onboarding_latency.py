@@ -3,7 +3,7 @@ being readable through Glue: imported into the catalog, provisioned, archived by
 specification, registered by the maintainer (native inference) and read through Glue's partition locations.
 
 Reported (printed, and recorded as test properties), never asserted: the local stack runs the steps back to back,
-without the schedules; the README adds the AWS intervals for the worst case."""
+without the schedules; docs/catalog.md (Freshness) adds the AWS intervals for the worst case."""
 
 from __future__ import annotations
 
@@ -24,20 +24,20 @@ from typer.testing import CliRunner
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.jobspec import archiver_run
+from kafkalake.job_runs import archiver_run
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.cli import app
+from kafkalake_dev.checks.inventory import take_inventory
+from kafkalake_dev.checks.query import partition_locations, read_locations
+from kafkalake_dev.cli.app import app
 from kafkalake_dev.demo import run_checked
-from kafkalake_dev.inventory import take_inventory
-from kafkalake_dev.maintainer import invoke_locally
-from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
-from kafkalake_dev.query import partition_locations, read_locations
-from kafkalake_dev.runner import LocalAssets
-from kafkalake_dev.sandbox import isolated_env
-from kafkalake_dev.stack import state_dir
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local.maintainer import invoke_locally
+from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+from kafkalake_dev.local.runner import LocalAssets
+from kafkalake_dev.local.sandbox import isolated_env
+from kafkalake_dev.local.stack import state_dir
+from kafkalake_dev.local.workload import ensure_topic
 
 pytestmark = pytest.mark.stack
 RECORDS = 50

@@ -17,12 +17,12 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake_dev.checks.interop import Check, checks_for
+from kafkalake_dev.checks.inventory import table_objects
+from kafkalake_dev.checks.readers import Read, spark_read, wrangler_read, wrangler_session
 from kafkalake_dev.demo import run_demo
-from kafkalake_dev.interop import Check, checks_for
-from kafkalake_dev.inventory import table_objects
-from kafkalake_dev.readers import Read, spark_read, wrangler_read, wrangler_session
-from kafkalake_dev.sandbox import isolated_env, with_bucket
-from kafkalake_dev.workload import Produced
+from kafkalake_dev.local.sandbox import isolated_env, with_bucket
+from kafkalake_dev.local.workload import Produced
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs
 

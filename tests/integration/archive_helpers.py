@@ -1,10 +1,12 @@
-"""Shared by the archiver's integration tests: fresh topics, producing, reading back, offsets."""
+"""Shared by the archiver's integration tests: fresh topics, producing, one plan of a topic (``archive_topic``), reading
+back, offsets."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,12 +19,16 @@ from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
-from kafkalake.layout import S3Location
+from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.s3_location import S3Location
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.audit import audit, committed_offsets, read_lake
-from kafkalake_dev.workload import ensure_topic, produce_topic
+from kafkalake_dev.checks.audit import audit, committed_offsets, read_lake
+from kafkalake_dev.local.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
+from spark_jobs.archiver.summary import Summary
+from spark_jobs.archiver.topic_run import TopicArchiver
+from spark_jobs.common import Run
 
 CATALOG = load_topic_catalog(catalog_dir())
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
@@ -99,3 +105,22 @@ def audit_problems(endpoints: Endpoints, topic: Topic) -> list[str]:
     lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, topic)
     found = audit(lake, committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic))
     return [f"{p.kafka_partition} {p.start}-{p.end} {p.kind}" for r in found for p in r.problems]
+
+
+def archive_topic(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    topic: Topic,
+    *,
+    run: Run | None = None,
+    key: PseudonymKey | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    say: Callable[[str], None] = print,
+) -> Summary:
+    """Carry out one plan of ``topic`` (``Held`` when another run holds it)."""
+    archiver = TopicArchiver(spark, endpoints, topic, key=key, now=now, say=say)
+    try:
+        with archiver.holding(run or Run.new(spark)):
+            return archiver.run_plan()
+    finally:
+        archiver.close()

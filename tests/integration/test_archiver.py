@@ -20,12 +20,12 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Held
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.sandbox import with_bucket
+from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
-from spark_jobs.archiver.topic_run import archive_topic
 from spark_jobs.common import Run
 from tests.crashes import CRASH_POINTS, InjectedCrash
 from tests.integration.archive_helpers import (
+    archive_topic,
     committed_and_end,
     contents,
     differing_rows,
@@ -295,7 +295,7 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
 
 def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, endpoints: Endpoints) -> None:
     """The broker's SASL listener admits only the user in the secret; the archiver reads the secret itself."""
-    from kafkalake_dev.local import KAFKA_SASL_PORT, KAFKA_USER
+    from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT, KAFKA_USER
 
     topic = fresh("refund-issued")
     counts = produce(endpoints, topic, 200)

@@ -18,10 +18,10 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import parse_data_key
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.audit import PartitionAudit, audit, committed_offsets, read_lake
-from kafkalake_dev.cli import app
-from kafkalake_dev.inventory import table_objects
-from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
+from kafkalake_dev.checks.audit import PartitionAudit, audit, committed_offsets, read_lake
+from kafkalake_dev.checks.inventory import table_objects
+from kafkalake_dev.cli.app import app
+from kafkalake_dev.local.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs

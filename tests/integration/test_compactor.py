@@ -25,7 +25,7 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, is_compaction_output
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.sandbox import isolated_env, register_complete_partitions, with_bucket
+from kafkalake_dev.local.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compaction.job import Compactor, main
 from spark_jobs.compaction.manifest import ManifestState
 from spark_jobs.compaction.verify import VERIFICATION_FAILED
@@ -234,7 +234,7 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
     points it at the local stack here."""
     from typer.testing import CliRunner
 
-    from kafkalake_dev.cli import app
+    from kafkalake_dev.cli.app import app
 
     emr = make_client(local_stack, "emr-serverless")
     application = emr.create_application(

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafkalake.endpoints import Endpoints
-from kafkalake_dev.sandbox import with_bucket
+from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.common import Run
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.manifest import ManifestState

@@ -36,15 +36,15 @@ from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import ErasureRequest, RequestStore, new_request
 from kafkalake.glue import table_partitions
-from kafkalake.layout import DataKey, Partition, erasure_prefix, parse_data_key, parse_s3_uri
+from kafkalake.layout import DataKey, Partition, erasure_prefix, parse_data_key
 from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.provision import ensure_pseudonym_key
-from kafkalake_dev.sandbox import environment_file, register_complete_partitions, with_bucket
-from kafkalake_dev.workload import ensure_topic
-from spark_jobs.archiver.topic_run import archive_topic
+from kafkalake_dev.local.provision import ensure_pseudonym_key
+from kafkalake_dev.local.sandbox import environment_file, register_complete_partitions, with_bucket
+from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.common import Run
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.manifest import ManifestState
@@ -52,6 +52,7 @@ from spark_jobs.compaction.work import Knobs
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.purge import versions
 from tests.crashes import crash_after_saving, kill_on_progress, random_kills
+from tests.integration.archive_helpers import archive_topic
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-tests"

@@ -20,8 +20,8 @@ from kafkalake.erasure import RequestStore, new_request, tombstone_request
 from kafkalake.layout import DataKey, Partition
 from kafkalake.personal import PseudonymKey, load_key
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.provision import ensure_pseudonym_key
-from kafkalake_dev.sandbox import customer_file, put_table, with_bucket
+from kafkalake_dev.local.provision import ensure_pseudonym_key
+from kafkalake_dev.local.sandbox import customer_file, put_table, with_bucket
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Action, Knobs
 from spark_jobs.erasure import index

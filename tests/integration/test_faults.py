@@ -25,8 +25,8 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.registry import TIMEOUT_SECONDS, value_subject
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up

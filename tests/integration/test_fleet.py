@@ -23,9 +23,9 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.cli import app
-from kafkalake_dev.sandbox import isolated_env, with_bucket
-from kafkalake_dev.workload import ensure_topic, sample_value
+from kafkalake_dev.cli.app import app
+from kafkalake_dev.local.sandbox import isolated_env, with_bucket
+from kafkalake_dev.local.workload import ensure_topic, sample_value
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.topic_run import catch_up
 from tests.crashes import kill_on_progress, random_kills

@@ -12,7 +12,8 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient
 from kafkalake.wire import encode, split_header
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local.workload import ensure_topic
+from tests.integration.registry_helpers import schema_by_id
 
 pytestmark = pytest.mark.stack
 
@@ -55,8 +56,8 @@ def test_schema_registered_and_fetched_by_id(local_stack: Endpoints) -> None:
     )
     first, second = registry.register(subject, v1), registry.register(subject, v2)
     assert registry.register(subject, v1) == first
-    assert json.loads(registry.schema_by_id(first)) == json.loads(v1)
-    assert json.loads(registry.schema_by_id(second)) == json.loads(v2)
+    assert json.loads(schema_by_id(registry, first)) == json.loads(v1)
+    assert json.loads(schema_by_id(registry, second)) == json.loads(v2)
     assert [(s.version, s.schema_id) for s in registry.versions(subject)] == [(1, first), (2, second)]
     assert registry.versions(f"missing-{subject}") == []
     framed = encode(second, v2, {"id": "a", "n": 3})

@@ -27,10 +27,10 @@ from kafkalake.environments import EnvironmentConfig
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.topic_catalog import TopicCatalog, load_topic_catalog, tables_document
-from kafkalake_dev.maintainer import invoke_reconciler_locally
-from kafkalake_dev.provision import PROVISIONED_SERVICES, provision
-from kafkalake_dev.s3_events import as_s3_sends
-from kafkalake_dev.sandbox import count_calls, isolated_env
+from kafkalake_dev.local.maintainer import invoke_reconciler_locally
+from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+from kafkalake_dev.local.s3_events import as_s3_sends
+from kafkalake_dev.local.sandbox import count_calls, isolated_env
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report
@@ -409,7 +409,7 @@ class _Raw:
 def test_cli_maintain_once_runs_the_handler(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from kafkalake_dev.cli import app
+    from kafkalake_dev.cli.app import app
 
     lake.put(key(lake.card, 1, 12))
     catalog, environments = lake.files
@@ -427,7 +427,7 @@ def test_local_invocations_for_two_environments_each_drain_their_own_queue(
     """One process plays two function configurations in turn (as the demo and the tests do): the second must
     not reuse the warm runtime, queue included, of the first, and neither may leave its configuration behind."""
 
-    from kafkalake_dev.maintainer import invoke_locally
+    from kafkalake_dev.local.maintainer import invoke_locally
 
     lakes = []
     for name in ("a", "b"):
@@ -532,7 +532,7 @@ def test_dlq_redrive_moves_messages_back_and_the_next_drain_registers_them(
     redrive`. The local endpoint has no message-move task (moto answers 500), so the test asks for the copy."""
     from typer.testing import CliRunner
 
-    from kafkalake_dev.cli import app
+    from kafkalake_dev.cli.app import app
 
     keys = [key(lake.card, 1, hour) for hour in (12, 13)]
     for data_key in keys:
@@ -559,7 +559,7 @@ def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
     nothing else, and publishes how many it repaired; `kafkalake reconcile` then finds nothing to do."""
     from typer.testing import CliRunner
 
-    from kafkalake_dev.cli import app
+    from kafkalake_dev.cli.app import app
 
     lake.put(key(lake.card, 1, 14))
     lake.run()  # the table and its first partition, from the events

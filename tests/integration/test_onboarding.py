@@ -24,10 +24,10 @@ from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, SchemaDriftMetri
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import DEFAULTS_FILE, ValueFormat, load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.cli import app
-from kafkalake_dev.onboard import SAMPLE_GROUP
-from kafkalake_dev.sandbox import isolated_env, with_bucket
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.cli.app import app
+from kafkalake_dev.local.sandbox import isolated_env, with_bucket
+from kafkalake_dev.local.workload import ensure_topic
+from kafkalake_dev.onboarding.importer import SAMPLE_GROUP
 from tests.integration.archive_helpers import read_back
 
 pytestmark = pytest.mark.stack

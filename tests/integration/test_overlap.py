@@ -15,7 +15,7 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Lease, LeaseLost
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev.sandbox import with_bucket
+from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease
 from spark_jobs.archiver.summary import TopicResult

@@ -27,16 +27,16 @@ from infra.repo import environments_file
 from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.environments import load_environments
-from kafkalake.jobspec import archiver_run
+from kafkalake.job_runs import archiver_run
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE
 from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.wire import encode
-from kafkalake_dev.provision import ensure_pseudonym_key
-from kafkalake_dev.runner import JobOutcome, LocalAssets, run_job
-from kafkalake_dev.sandbox import with_bucket
-from kafkalake_dev.workload import ensure_topic
+from kafkalake_dev.local.provision import ensure_pseudonym_key
+from kafkalake_dev.local.runner import JobOutcome, LocalAssets, run_job
+from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.workload import ensure_topic
 from tests.integration.archive_helpers import committed_and_end, read_back
 
 pytestmark = pytest.mark.stack

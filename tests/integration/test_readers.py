@@ -18,12 +18,13 @@ from pyspark.sql import SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.layout import DataKey, Partition, is_compaction_output, parse_s3_uri
+from kafkalake.layout import DataKey, Partition, is_compaction_output
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import load_topic_catalog
-from kafkalake_dev.interop import Check
-from kafkalake_dev.query import partition_locations
-from kafkalake_dev.readers import Read, spark_read, wrangler_read, wrangler_session
-from kafkalake_dev.sandbox import register_complete_partitions, with_bucket
+from kafkalake_dev.checks.interop import Check
+from kafkalake_dev.checks.query import partition_locations
+from kafkalake_dev.checks.readers import Read, spark_read, wrangler_read, wrangler_session
+from kafkalake_dev.local.sandbox import register_complete_partitions, with_bucket
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs, PartitionResult
 from tests.integration.lake_files import small_file

@@ -22,6 +22,7 @@ CORE = {
         "erasure",
         "footer",
         "glue",
+        "job_runs",
         "jobspec",
         "kafka",
         "kafka_access",
@@ -34,7 +35,9 @@ CORE = {
         "permissions",
         "personal",
         "registry",
+        "s3_location",
         "topic_catalog",
+        "topic_spec",
         "wire",
     )
 }

@@ -1,12 +1,15 @@
-"""The benchmarks' own logic: the process-tree walk, the Spark-alone plans, the EMR sizes, the cost model, the README's
-generated performance section."""
+"""The benchmarks' own logic: the process-tree walk, the Spark-alone plans, the EMR sizes, the cost model, the generated
+performance section of docs/benchmarks.md and the adopted results it comes from."""
 
 from __future__ import annotations
 
 import io
+import json
 import math
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -14,6 +17,7 @@ import pytest
 
 from bench import cost, report, rows
 from bench.archiver import kafka_time
+from bench.common import RESULTS
 from bench.proc import MEMORY_FIGURES, cpu_since, tree_sample
 from bench.sizing import EXECUTOR_CORES, HEADROOM, PlanMemory, emr_sizes, spark_defaults, supported_memory_gb
 from bench.spark_alone import plans
@@ -181,15 +185,55 @@ def test_spark_settings_fill_each_worker_with_its_heap_and_overhead() -> None:
     }
 
 
-def test_the_stacks_worker_sizes_are_what_the_latest_measurements_derive() -> None:
-    results = report.latest()
+def test_the_stacks_worker_sizes_are_what_the_adopted_measurements_derive() -> None:
+    results = report.adopted()
     assert WORKER_SIZES["Archiver"] == spark_defaults(results["archiver"]["throughput"]["emr_sizes"])
     assert WORKER_SIZES["Compactor"] == spark_defaults(results["compactor"]["emr_sizes"])
+    assert report.derived_worker_sizes(results) == {k: WORKER_SIZES[k] for k in ("Archiver", "Compactor")}
 
 
-def test_the_readme_performance_section_is_what_the_committed_results_render() -> None:
-    readme = report.README.read_text()
-    assert report.section(readme) == report.render(report.latest())
+def test_the_docs_performance_section_is_what_the_adopted_results_render() -> None:
+    doc = report.DOC.read_text()
+    assert report.section(doc) == report.render(report.adopted())
+
+
+def test_every_adopted_result_is_committed_and_every_benchmark_has_one() -> None:
+    index = json.loads((RESULTS / report.INDEX).read_text())
+    assert set(index) == set(report.latest())
+    for name, file in index.items():
+        assert json.loads((RESULTS / file).read_text())["benchmark"] == name
+
+
+def newer_result(results: Path, name: str) -> dict[str, Any]:
+    """A result of ``name`` as a later run would write it: newer than any, other figures, other worker sizes."""
+    document: dict[str, Any] = json.loads((results / report.adopted(results)[name]["file"]).read_text())
+    document["utc"] = "29991231T235959Z"
+    throughput = document["throughput"]
+    throughput["archiver_default_limit"]["rates_after_start"] = [1.0, 2.0, 3.0]
+    throughput["emr_sizes"]["executor"] |= {"memory_gb": 30, "heap_gb": 20}
+    (results / f"{name}-{document['utc']}.json").write_text(json.dumps(document))
+    return document
+
+
+def test_a_new_result_in_bench_results_changes_nothing_the_suite_pins_until_adopted(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    pinned = report.render(report.adopted(results)), report.derived_worker_sizes(report.adopted(results))
+    newer = newer_result(results, "archiver")
+    assert report.latest(results)["archiver"]["utc"] == newer["utc"], "the new file is the newest archiver result"
+    assert (report.render(report.adopted(results)), report.derived_worker_sizes(report.adopted(results))) == pinned
+    assert pinned == (report.render(report.adopted()), report.derived_worker_sizes(report.adopted()))
+
+    with pytest.raises(KeyError, match="no result"):
+        report.adopt(["no-such-benchmark"], results)
+    adopted = report.adopt(["archiver"], results)  # on purpose: now the docs and the sizes follow it
+    assert adopted["archiver"]["utc"] == newer["utc"]
+    assert {n: r["file"] for n, r in adopted.items() if n != "archiver"} == {
+        n: r["file"] for n, r in report.adopted().items() if n != "archiver"
+    }
+    assert report.render(adopted) != pinned[0]
+    assert report.derived_worker_sizes(adopted)["Archiver"]["spark.executor.memory"] == "20g"
+    assert report.older_than_cost_inputs(adopted) == ["archiver"]
 
 
 def test_the_erasure_benchmark_puts_its_subjects_rows_in_few_partitions_and_counts_them() -> None:

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
 from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
-from kafkalake_dev.cli import app
+from kafkalake_dev.cli.app import app
 
 EXAMPLE = catalog_dir()
 SCHEMA = json.dumps({"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"}]})

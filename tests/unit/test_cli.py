@@ -17,8 +17,8 @@ from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from infra.repo import environments_file
-from kafkalake_dev.cli import app
-from kafkalake_dev.local import ACCESS_KEY, CREDENTIALS, local_credentials, local_endpoints
+from kafkalake_dev.cli.app import app
+from kafkalake_dev.local.endpoints import ACCESS_KEY, CREDENTIALS, local_credentials, local_endpoints
 from tests.cli_args import compact_submit
 
 REGION = "us-east-2"

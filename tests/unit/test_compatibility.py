@@ -13,8 +13,15 @@ from typer.testing import CliRunner
 from infra.repo import catalog_dir
 from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import load_topic_catalog
-from kafkalake_dev.cli import app
-from kafkalake_dev.compatibility import Mode, Refusal, check_versions, glue_refusals, registry_differences, resolve
+from kafkalake_dev.checks.compatibility import (
+    Mode,
+    Refusal,
+    check_versions,
+    glue_refusals,
+    registry_differences,
+    resolve,
+)
+from kafkalake_dev.cli.app import app
 
 
 def record(*fields: dict[str, Any], name: str = "Order") -> str:

@@ -20,10 +20,10 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import ErasureReceipt, RequestStore, Source, TableErasure
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake_dev.cli.render import erasure_lines
 from kafkalake_dev.demo import DemoReport, Erasure, demo_subject, erased_records, workload_start
-from kafkalake_dev.erase_requests import record_request
-from kafkalake_dev.render import erasure_lines
-from kafkalake_dev.workload import plan_workload, tally
+from kafkalake_dev.local.erase_requests import record_request
+from kafkalake_dev.local.workload import plan_workload, tally
 
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 TOPICS = load_topic_catalog(catalog_dir()).for_env("staging")

@@ -15,10 +15,10 @@ from kafkalake.layout import (
     DataKey,
     LayoutError,
     Partition,
-    notification_filter,
     parse_data_key,
 )
 from kafkalake.personal import PseudonymKey
+from kafkalake.s3_location import notification_filter
 from kafkalake.topic_catalog import load_topic_catalog
 from spark_jobs.compaction.manifest import Manifest, ManifestStore
 from spark_jobs.erasure.index import Hits, _derived, index_digest

@@ -15,10 +15,10 @@ import pytest
 
 from infra.repo import catalog_dir
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.interop import Check, Counted, checks_for, count_sql
-from kafkalake_dev.local import DEFAULTS
-from kafkalake_dev.trino import TrinoClient, TrinoError, hive_catalog, properties, server_config
-from kafkalake_dev.workload import plan_workload, tally
+from kafkalake_dev.checks.interop import Check, Counted, checks_for, count_sql
+from kafkalake_dev.local.endpoints import DEFAULTS
+from kafkalake_dev.local.trino import TrinoClient, TrinoError, hive_catalog, properties, server_config
+from kafkalake_dev.local.workload import plan_workload, tally
 
 START = datetime(2026, 3, 1, 6, tzinfo=UTC)
 

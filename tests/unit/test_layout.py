@@ -14,11 +14,11 @@ from kafkalake.layout import (
     LayoutError,
     Partition,
     TablePrefix,
-    decode_event_key,
     is_compaction_output,
     parse_data_key,
     to_segment,
 )
+from kafkalake.s3_location import decode_event_key
 
 segments = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,20}", fullmatch=True)
 keys = st.builds(

@@ -25,7 +25,7 @@ from moto import mock_aws
 
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.naming import TableInference, crawler_name_for, default_names
-from kafkalake_dev.sandbox import count_calls
+from kafkalake_dev.local.sandbox import count_calls
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import DrainConfig, drain
 from lambdas.maintainer.report import Report

@@ -10,7 +10,8 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.glue import NULLABLE_PARAMETER
-from kafkalake.layout import DataKey, Partition, TablePrefix, decode_event_key
+from kafkalake.layout import DataKey, Partition, TablePrefix
+from kafkalake.s3_location import decode_event_key
 from lambdas.maintainer.dal import LakeObjects, TtlCache
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
 from lambdas.maintainer.logic import Ignored, handle_record

@@ -16,10 +16,19 @@ from kafkalake.convention import DEFAULT_TOPIC_NAMING, OffConvention, TopicName,
 from kafkalake.drift import ClusterView, compare, metric_data
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.registry import RegisteredSchema
-from kafkalake.topic_catalog import TimeCandidate, TimeFormat, ValueFormat, load_topic_catalog
+from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
-from kafkalake_dev.onboard import Action, Flagged, Proposal, Sample, off_convention_lines, propose, write_proposals
-from kafkalake_dev.onboard_infer import NotInferable, infer_avro, rank_time_fields, sampled_format
+from kafkalake_dev.onboarding.importer import (
+    Action,
+    Flagged,
+    Proposal,
+    Sample,
+    off_convention_lines,
+    propose,
+    write_proposals,
+)
+from kafkalake_dev.onboarding.infer import NotInferable, infer_avro, rank_time_fields, sampled_format
 
 NOW_S = 1_763_600_000  # 2025-11-20
 NAME = TopicName("staging.acme.sales.orders", "acme", "sales", "orders")

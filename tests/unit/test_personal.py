@@ -24,7 +24,7 @@ from kafkalake.personal import (
     schema_personal_fields,
 )
 from kafkalake.topic_catalog import load_topic_catalog
-from kafkalake_dev.cli import app
+from kafkalake_dev.cli.app import app
 from spark_jobs.keyed_hash import keyed_hash
 
 SCHEMA: dict[str, Any] = {

@@ -10,8 +10,9 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from kafkalake.glue import table_input
-from kafkalake.layout import Partition, TablePrefix, s3_uri
+from kafkalake.layout import Partition, TablePrefix
 from kafkalake.naming import TableInference
+from kafkalake.s3_location import s3_uri
 from lambdas.reconciler.handler import summary
 from lambdas.reconciler.logic import reconcile_tables
 from lambdas.tables import LakeTable, tables_from_document

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from infra.repo import environments_file
 from kafkalake.environments import load_environments
-from kafkalake.jobspec import JobArtifacts, archiver_run
-from kafkalake_dev.local import local_endpoints
-from kafkalake_dev.runner import MACHINE_TIME_ZONE, parse_submit_parameters, submit_command
+from kafkalake.job_runs import archiver_run
+from kafkalake.jobspec import JobArtifacts
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.runner import MACHINE_TIME_ZONE, parse_submit_parameters, submit_command
 
 STAGING = load_environments(environments_file())["staging"]
 

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from kafkalake_dev.s3_events import as_s3_sends, complete_body
+from kafkalake_dev.local.s3_events import as_s3_sends, complete_body
 from lambdas.maintainer.models import MalformedBody, parse_body
 
 KEY = "data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=07/card-authorized+0+5-9.parquet"

@@ -8,7 +8,8 @@ import pytest
 from infra.repo import environments_file
 from kafkalake.endpoints import ENV_VARS, Endpoints, EndpointsError
 from kafkalake.environments import load_environments
-from kafkalake.jobspec import JobArtifacts, archiver_run, compactor_run, pascal_case
+from kafkalake.job_runs import archiver_run, compactor_run
+from kafkalake.jobspec import JobArtifacts, pascal_case
 from kafkalake.lambda_env import LambdaEnvironmentError, MaintainerEnvironment
 
 STAGING = load_environments(environments_file())["staging"]

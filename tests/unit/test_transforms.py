@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from kafkalake.topic_catalog import TimeCandidate, TimeFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat
 from kafkalake.wire import encode
 from spark_jobs.archiver import transform
 

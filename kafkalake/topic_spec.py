@@ -1,0 +1,86 @@
+"""What a topic's YAML file in the catalog may say (``TopicSpec``), with its defaults: formats, business-time
+candidates, the archive policy, personal data and erasure. The catalog (``kafkalake.topic_catalog``) loads the files
+into these models, validates them against each other and the schemas, and derives every per-topic name."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kafkalake.lftags import Sensitivity
+from kafkalake.naming import TableInference
+from kafkalake.personal import PiiAction, QuarantineMode
+
+
+class ValueFormat(StrEnum):
+    AVRO = "avro"
+    JSON = "json"
+
+
+class TimeFormat(StrEnum):
+    EPOCH = "epoch"
+    ISO8601 = "iso8601"
+    AVRO_TIMESTAMP = "avro_timestamp"
+
+
+class TimeCandidate(BaseModel):
+    """One candidate business-time field; ``path`` may be nested (``event.meta.ts``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    format: TimeFormat
+    unit: Literal["s", "ms", "us", "ns"] | None = None
+    default_zone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _unit_only_for_epoch(self) -> TimeCandidate:
+        if self.format == TimeFormat.EPOCH and self.unit is None:
+            raise ValueError("epoch candidates must declare unit: s, ms, us or ns")
+        if self.format != TimeFormat.EPOCH and self.unit is not None:
+            raise ValueError("unit applies to epoch candidates only; remove it")
+        return self
+
+
+class ArchivePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_records_per_run: int = Field(default=1_000_000, ge=1)
+    max_records_per_file: int = Field(default=500_000, ge=1)
+    compression: Literal["snappy", "zstd"] = "snappy"
+    accept_data_loss: bool = False
+    include_key: bool = False
+    include_headers: bool = False
+
+
+class TopicSpec(BaseModel):
+    """What a topic's YAML file may say; every field has a default or is derived."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kafka_topic: str | None = None
+    value_format: ValueFormat = ValueFormat.AVRO
+    time_fields: tuple[TimeCandidate, ...] = ()
+    tombstones: Literal["drop", "keep"] = "drop"
+    retention_days: int | None = Field(default=None, ge=1)
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
+    table_inference: TableInference = TableInference.CRAWLER
+    database: str | None = None
+    table: str | None = None
+    crawler_name: str | None = None
+    archive: ArchivePolicy = ArchivePolicy()
+    description: str = ""
+    pii: dict[str, PiiAction] = {}
+    """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
+    quarantine: QuarantineMode | None = None
+    """What becomes of undecodable records' raw bytes; by default restricted when the topic has personal fields."""
+    owner: str = ""
+    """The team answering for the topic (shown in the inventory)."""
+    erasure: Literal["none", "by_key"] = "none"
+    """``by_key``: the Kafka key identifies the subject, and each tombstone asks to erase the key's earlier rows."""
+    subject_fields: tuple[str, ...] = ()
+    """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
+    erasure_within_days: int = Field(default=1, ge=1)
+    """The deadline of an erasure request: rows and their object versions physically gone within this many days."""

@@ -1,0 +1,217 @@
+"""What is in the lake, for people: every table's owner, schema versions, partitions, freshness, drift, files and
+quarantine.
+
+Read from the same places a query engine and the compactor use: Glue partitions (and the locations they hold),
+S3 listings, compaction manifests and Parquet footers; the drift status from ``kafkalake.drift``. The page is
+``kafkalake_dev.checks.inventory_page``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kafkalake.aws import list_objects, read_json
+from kafkalake.drift import Drift
+from kafkalake.footer import newest_time, read_footer
+from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
+from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key
+from kafkalake.s3_location import parse_s3_uri
+from kafkalake.topic_catalog import Topic
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    values: tuple[str, ...]
+    location: str
+    complete: bool
+    compacted: bool
+    files_before: int
+    """Raw files the archiver wrote (the inputs of the latest compaction, once compacted)."""
+    files: int
+    """Files at the location Glue holds: what a reader opens."""
+    bytes: int
+
+    @property
+    def label(self) -> str:
+        version, dt, hour = self.values
+        return f"v{version} {dt} {hour}h"
+
+
+@dataclass
+class TableInventory:
+    database: str
+    table: str
+    kafka_topic: str
+    columns_added: dict[int, list[str]]
+    """Schema version → the columns that version added (the first version: all its columns)."""
+    partitions: list[PartitionFiles] = field(default_factory=list)
+    quarantined_rows: int = 0
+    owner: str = ""
+    newest_kafka_time: datetime | None = None
+    """The newest Kafka time of the data Glue holds (footer statistics of the newest objects)."""
+    drift: str = ""
+    """How the topic's catalog entry compares with the cluster (``Drift.status``); empty when not compared."""
+    taken_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def freshness(self) -> str:
+        """The age of the newest data queryable through Glue, with its Kafka time."""
+        if self.newest_kafka_time is None:
+            return "-"
+        minutes = (self.taken_at - self.newest_kafka_time).total_seconds() / 60
+        age = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+        return f"{age} (Kafka time {self.newest_kafka_time:%Y-%m-%d %H:%M} UTC)"
+
+    @property
+    def schema_versions(self) -> list[int]:
+        return sorted(self.columns_added)
+
+    @property
+    def latest_complete_hour(self) -> str | None:
+        complete = [(p.values[1], p.values[2]) for p in self.partitions if p.complete]
+        return f"{max(complete)[0]} {max(complete)[1]}:00" if complete else None
+
+    @property
+    def files(self) -> int:
+        return sum(p.files for p in self.partitions)
+
+    @property
+    def files_before(self) -> int:
+        return sum(p.files_before for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def compacted(self) -> int:
+        return sum(p.compacted for p in self.partitions)
+
+
+def table_objects(s3: Any, bucket: str, prefix: TablePrefix) -> tuple[dict[str, int], dict[str, int]]:
+    """A table's live Parquet objects, key → size: the raw files, and the compaction output (under the table's
+    location, and under the legacy root for partitions compacted before it moved)."""
+    listed = list_objects(s3, bucket, prefix.data_prefix(), ".parquet")
+    raw = {k: size for k, size in listed.items() if not is_compaction_output(k)}
+    legacy = list_objects(s3, bucket, prefix.legacy_compacted_prefix(), ".parquet")
+    return raw, {**{k: size for k, size in listed.items() if k not in raw}, **legacy}
+
+
+def newest_kafka_time(s3: Any, bucket: str, keys: list[str]) -> datetime | None:
+    """The newest Kafka time in ``keys``: per Kafka partition the raw object with the highest offsets (Kafka times
+    grow with offsets), and every compacted object, by their footers' statistics."""
+    newest: dict[int, tuple[int, str]] = {}
+    compacted = []
+    for key in keys:
+        try:
+            parsed = parse_data_key(key)
+        except LayoutError:
+            compacted.append(key)
+            continue
+        if parsed.last_offset >= newest.get(parsed.kafka_partition, (-1, ""))[0]:
+            newest[parsed.kafka_partition] = (parsed.last_offset, key)
+    times = [newest_time(read_footer(s3, bucket, k)) for k in [*(k for _, k in newest.values()), *compacted]]
+    return max((t for t in times if t is not None), default=None)
+
+
+def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
+    raw, compacted = table_objects(s3, bucket, topic.prefix)
+    quarantine = list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet")
+    partitions, columns_by_version, held = [], {}, list[str]()
+    files = {**raw, **compacted}
+    for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
+        values = tuple(glue_partition["Values"])
+        partition = Partition.from_values(list(values))
+        location = parse_s3_uri(glue_partition["StorageDescriptor"]["Location"]).as_prefix()
+        current = {k: s for k, s in files.items() if k.startswith(location)}
+        held += current
+        is_compacted = is_compaction_output(location)
+        manifest = read_json(s3, bucket, topic.prefix.compaction_manifest_key(partition)) if is_compacted else None
+        raw_here = [k for k in raw if k.startswith(topic.prefix.data_prefix() + partition.path())]
+        partitions.append(
+            PartitionFiles(
+                values=values,
+                location=glue_partition["StorageDescriptor"]["Location"],
+                complete=glue_partition.get("Parameters", {}).get(COMPLETE_PARAMETER) == "true",
+                compacted=is_compacted,
+                files_before=len(manifest["inputs"]) if manifest else len(raw_here),
+                files=len(current),
+                bytes=sum(current.values()),
+            )
+        )
+        version = int(values[0])
+        if version not in columns_by_version and current:
+            schema = read_footer(s3, bucket, min(current)).schema.to_arrow_schema()
+            columns_by_version[version] = list(schema.names)
+    added, seen = {}, set[str]()
+    for version in sorted(columns_by_version):
+        added[version] = [c for c in columns_by_version[version] if c not in seen]
+        seen |= set(columns_by_version[version])
+    quarantined = sum(read_footer(s3, bucket, key).num_rows for key in quarantine)
+    return TableInventory(
+        topic.database,
+        topic.table,
+        topic.kafka_topic,
+        added,
+        partitions,
+        quarantined,
+        owner=topic.spec.owner,
+        newest_kafka_time=newest_kafka_time(s3, bucket, held),
+    )
+
+
+def take_inventory(
+    s3: Any, glue: Any, bucket: str, topics: list[Topic], drift: Drift | None = None
+) -> list[TableInventory]:
+    """Every table of ``topics``; with ``drift``, each one's drift status."""
+    found = [table_inventory(s3, glue, bucket, topic) for topic in topics]
+    for item in found:
+        item.drift = drift.status(item.kafka_topic) if drift else ""
+    return found
+
+
+COLUMNS = (
+    "database",
+    "table",
+    "topic",
+    "schema versions",
+    "columns added per version",
+    "partitions",
+    "latest complete hour",
+    "files before → now",
+    "bytes",
+    "rows quarantined",
+    "owner",
+    "freshness",
+    "drift",
+)
+
+
+def rows(inventory: list[TableInventory]) -> list[list[str]]:
+    """One row of strings per table, in the order of ``COLUMNS`` (the terminal and the page show the same)."""
+    return [
+        [
+            item.database,
+            item.table,
+            item.kafka_topic,
+            ", ".join(str(v) for v in item.schema_versions) or "-",
+            "; ".join(
+                f"v{v}: {', '.join(c for c in cols if not c.startswith('_')) or '(metadata only)'}"
+                if v == item.schema_versions[0]
+                else f"v{v}: +{', '.join(cols) or 'nothing'}"
+                for v, cols in sorted(item.columns_added.items())
+            )
+            or "-",
+            f"{len(item.partitions)} ({item.compacted} compacted)",
+            item.latest_complete_hour or "-",
+            f"{item.files_before} → {item.files}",
+            f"{item.bytes:,}",
+            str(item.quarantined_rows),
+            item.owner or "-",
+            item.freshness,
+            item.drift or "-",
+        ]
+        for item in inventory
+    ]

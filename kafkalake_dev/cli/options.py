@@ -1,0 +1,39 @@
+"""The options the ``kafkalake`` commands share, with their defaults, and how a command reaches its environment and
+the local stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from infra.repo import catalog_dir, environments_file
+from kafkalake.environments import EnvironmentConfig, load_environments
+from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
+
+if TYPE_CHECKING:
+    from kafkalake.endpoints import Endpoints
+
+CatalogOption = Annotated[Path, typer.Option("--catalog", help="Topic catalog folder.")]
+DEFAULT_CATALOG = catalog_dir()
+EnvOption = Annotated[str, typer.Option("--env", help="Environment from environments.yaml.")]
+LeaseTtlOption = Annotated[
+    float, typer.Option(help="A run's lease on a topic or table is stale this long after its last renewal.")
+]
+
+
+def environment(name: str) -> EnvironmentConfig:
+    """One entry of environments.yaml (or of the file KAFKALAKE_ENVIRONMENTS names)."""
+    found = load_environments(environments_file())
+    if name not in found:
+        raise typer.BadParameter(f"unknown environment {name!r}; {environments_file()} has: {', '.join(sorted(found))}")
+    return found[name]
+
+
+def on_local_stack(ctx: typer.Context, bucket: str | None = None) -> Endpoints:
+    """The local stack's endpoints (``bucket`` instead of the local one when given), with moto's credentials in
+    the process environment until the command ``ctx`` runs ends (boto3's clients and the Spark started here read
+    them)."""
+    ctx.with_resource(local_credentials())
+    return local_endpoints(bucket)

@@ -1,0 +1,102 @@
+"""Create on the local AWS endpoint what ``cdk deploy`` creates in AWS, from the same catalog and settings."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from kafkalake.environments import EnvironmentConfig
+from kafkalake.lftags import TAG_VALUES, pairs
+from kafkalake.naming import TableInference
+from kafkalake.permissions import AccessModel, access_model
+from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
+from kafkalake.s3_location import notification_filter
+from kafkalake.topic_catalog import TopicCatalog
+from kafkalake_dev.local.endpoints import LOCAL_PSEUDONYM_SECRET
+
+GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
+PROVISIONED_SERVICES = ("s3", "sqs", "glue", "events", "secretsmanager", "lakeformation")
+"""The clients ``provision`` takes, by service name."""
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    bucket: str
+    queue_url: str
+    dlq_url: str
+    event_bus: str
+    databases: tuple[str, ...]
+    crawlers: tuple[str, ...]
+
+
+def _ignore_exists(call: Any, **kwargs: Any) -> None:
+    try:
+        call(**kwargs)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] not in (
+            "AlreadyExistsException",
+            "BucketAlreadyOwnedByYou",
+            "ResourceAlreadyExistsException",
+            "ResourceExistsException",
+        ):
+            raise
+
+
+def ensure_pseudonym_key(secretsmanager: Any) -> None:
+    """The local stack's pseudonym key: random bytes, made once (pseudonyms stay stable while the stack runs)."""
+    _ignore_exists(
+        secretsmanager.create_secret,
+        Name=LOCAL_PSEUDONYM_SECRET,
+        SecretString=PseudonymKey.secret_string("local-1", secrets.token_bytes(MIN_KEY_BYTES)),
+    )
+
+
+def provision(clients: dict[str, Any], region: str, env: EnvironmentConfig, catalog: TopicCatalog) -> Provisioned:
+    """Idempotent: bucket, DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, the LF-tags
+    and their databases' tags, bus, and the pseudonym key (random bytes, made once: pseudonyms stay stable while the
+    stack runs). Consumer grants and the data location are AWS's only (the local endpoint enforces neither)."""
+    s3, sqs, glue, events = clients["s3"], clients["sqs"], clients["glue"], clients["events"]
+    ensure_pseudonym_key(clients["secretsmanager"])
+    _ignore_exists(s3.create_bucket, Bucket=env.bucket, CreateBucketConfiguration={"LocationConstraint": region})
+    dlq_url = sqs.create_queue(QueueName=env.dead_letter_queue_name)["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue_url = sqs.create_queue(
+        QueueName=env.queue_name,
+        Attributes={
+            "VisibilityTimeout": str(env.queue_visibility_timeout_seconds),
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": env.max_receive_count}),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    s3.put_bucket_notification_configuration(
+        Bucket=env.bucket,
+        NotificationConfiguration={
+            "QueueConfigurations": [
+                {"QueueArn": queue_arn, "Events": ["s3:ObjectCreated:*"], "Filter": notification_filter()}
+            ]
+        },
+    )
+    topics = catalog.for_env(env.name)
+    databases = sorted({t.database for t in topics})
+    for database in databases:
+        _ignore_exists(glue.create_database, DatabaseInput={"Name": database})
+    _tag_databases(clients["lakeformation"], access_model(env, topics))
+    crawlers = []
+    for topic in topics:
+        if topic.spec.table_inference == TableInference.CRAWLER:
+            _ignore_exists(glue.create_crawler, **topic.crawler(env.bucket).request(GLUE_ROLE))
+            crawlers.append(topic.crawler_name)
+    _ignore_exists(events.create_event_bus, Name=env.event_bus_name)
+    return Provisioned(env.bucket, queue_url, dlq_url, env.event_bus_name, tuple(databases), tuple(crawlers))
+
+
+def _tag_databases(lakeformation: Any, model: AccessModel) -> None:
+    """The LF-tags and each database's, as ``infra.constructs.lake_access`` creates them."""
+    for tag_key, values in TAG_VALUES.items():
+        _ignore_exists(lakeformation.create_lf_tag, TagKey=tag_key, TagValues=list(values))
+    for database, tags in model.databases.items():
+        lakeformation.add_lf_tags_to_resource(Resource={"Database": {"Name": database}}, LFTags=pairs(tags))

@@ -1,0 +1,155 @@
+"""Run a job exactly as EMR Serverless runs its job-run specification, with ``spark-submit`` on this machine.
+
+The specification (``kafkalake.jobspec.JobRun``) is rendered with the locally built assets in place of their S3
+URLs: the same entry point, the jobs zip, the catalog and environment archives (unpacked into the working
+directory under their ``#alias`` as EMR unpacks them), the connector jars (no Maven resolution at run time), the
+``KAFKALAKE_*`` settings and the Python launcher of the environment archive (``./environment/bin/python``). What the
+platform provides on EMR the runner provides here: PySpark (from this virtualenv's ``spark-submit``), S3 support
+(S3A on the local endpoint) and a machine time zone that is not UTC.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+from infra.assets import connector_jars, job_environment, jobs_bundle, platform_jars
+from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import JobArtifacts, JobRun
+from kafkalake_dev.local.endpoints import CREDENTIALS
+from kafkalake_dev.local.spark import LOCAL_CONF, s3a_conf
+
+MACHINE_TIME_ZONE = "America/New_York"
+"""The jobs must not depend on the machine's zone: the local runs use one that is not UTC."""
+OFFLINE_JAVA_OPTIONS = (
+    "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=9 -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=9 "
+    "-Dhttp.nonProxyHosts=127.0.0.1|localhost"
+)
+"""Every HTTP(S) download the JVM tried (Maven/Ivy resolution) would go to a closed port and fail; the local
+stack's own addresses (the AWS endpoint) are reached directly."""
+DRIVER_ENV = "spark.emr-serverless.driverEnv."
+
+
+class JobFailed(RuntimeError):
+    """The job resolved something at run time (it must not: the jobs run without internet in AWS)."""
+
+
+@dataclass(frozen=True)
+class LocalAssets:
+    """The stack's job assets, built here as ``cdk synth`` builds them."""
+
+    artifacts: JobArtifacts
+
+    @classmethod
+    def build(cls, folder: Path, catalog: Path) -> LocalAssets:
+        """The assets for ``catalog`` (the stack's catalog, or a test's copy of it)."""
+        bundle = jobs_bundle(folder / "jobs", catalog)
+        environment = job_environment(folder / "environment")
+        return cls(
+            JobArtifacts(
+                entry_point=str(bundle / "entrypoint.py"),
+                py_files=str(bundle / "kafkalake_jobs.zip"),
+                catalog_archive=str(bundle / "catalog.zip"),
+                environment_archive=str(environment),
+                jars=tuple(str(p) for p in connector_jars()),
+            )
+        )
+
+
+def parse_submit_parameters(parameters: str) -> tuple[list[str], dict[str, str]]:
+    """(spark-submit options other than ``--conf``, the ``--conf`` settings) of a rendered specification."""
+    words, options, conf = shlex.split(parameters), [], {}
+    while words:
+        word = words.pop(0)
+        if word == "--conf":
+            key, _, value = words.pop(0).partition("=")
+            conf[key] = value
+        else:
+            options += [word, words.pop(0)]
+    return options, conf
+
+
+def unpack_archives(archives: str, work: Path) -> None:
+    """``path#alias,...`` unpacked into ``work/alias`` (zip or tar.gz, by extension, as Spark does)."""
+    for item in filter(None, archives.split(",")):
+        path, _, alias = item.partition("#")
+        target = work / (alias or Path(path).name)
+        if path.endswith(".zip"):
+            with zipfile.ZipFile(path) as archive:
+                archive.extractall(target)  # noqa: S202 - our own asset, built by infra.assets
+        else:
+            with tarfile.open(path) as archive:
+                archive.extractall(target, filter="data")
+
+
+def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, str], str]:
+    """The spark-submit command line, the driver's environment and the archives (``spark.archives``, which the
+    runner unpacks into the working directory as EMR does) for ``run``: the specification's options and
+    settings, plus what the platform provides on EMR (local master, S3 support, a non-UTC machine zone, and an
+    empty Ivy home with downloads pointed at a closed port)."""
+    options, conf = parse_submit_parameters(run.spark_submit_parameters())
+    driver_env = {k.removeprefix(DRIVER_ENV): v for k, v in conf.items() if k.startswith(DRIVER_ENV)}
+    platform = {
+        **LOCAL_CONF,
+        "spark.jars.ivy": str(ivy_home),
+        "spark.driver.extraJavaOptions": f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS}",
+        "spark.jars": ",".join([conf["spark.jars"], *(str(p) for p in platform_jars())]),
+        **s3a_conf(run.endpoints),
+    }
+    settings = {k: v for k, v in {**conf, **platform}.items() if not k.startswith(DRIVER_ENV)}
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    command = [
+        spark_submit,
+        *options,
+        *(arg for k, v in settings.items() for arg in ("--conf", f"{k}={v}")),
+        run.artifacts.entry_point,
+        *run.entry_point_arguments(),
+    ]
+    return command, driver_env, conf["spark.archives"]
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    returncode: int
+    lines: list[dict[str, Any]]
+    """The JSON lines the job printed (one per topic, or per compacted partition)."""
+    stdout: str
+    stderr: str
+    """Everything the job printed: its own lines, Spark's and the JVM's logs."""
+
+    @property
+    def output(self) -> str:
+        """The ends of both, to show with a failure."""
+        return f"{self.stdout[-4000:]}\n{self.stderr[-4000:]}"
+
+
+def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print) -> JobOutcome:
+    """Run ``run`` (rendered with local artifacts) against ``endpoints`` as EMR Serverless would run it."""
+    run = replace(run, endpoints=endpoints)
+    with tempfile.TemporaryDirectory(prefix="kafkalake-job-") as folder:
+        work = Path(folder)
+        ivy = work / ".ivy"
+        command, driver_env, archives = submit_command(run, ivy)
+        unpack_archives(archives, work)
+        spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
+        environ = {**os.environ, **CREDENTIALS, **driver_env, "TZ": MACHINE_TIME_ZONE, "SPARK_HOME": spark_home}
+        arguments = " ".join(run.entry_point_arguments())
+        say(f"runner: {run.name}: spark-submit {Path(run.artifacts.entry_point).name} {arguments} (in {work})")
+        done = subprocess.run(command, cwd=work, env=environ, capture_output=True, text=True, check=False)
+        downloaded = sorted(str(p.relative_to(ivy)) for p in ivy.rglob("*.jar")) if ivy.exists() else []
+    if downloaded:
+        raise JobFailed(f"{run.name} resolved jars at run time: {downloaded}")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return JobOutcome(done.returncode, lines, done.stdout, done.stderr)

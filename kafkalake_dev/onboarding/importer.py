@@ -1,0 +1,294 @@
+"""``kafkalake catalog import``: the catalog files a human would have written for the cluster's topics.
+
+Per Kafka topic of the environment: its place in the catalog by the environment's naming convention
+(``kafkalake.convention``), its value format from the bytes of a sample (``onboarding.infer.sampled_format``: most
+values Confluent-framed → Avro, most JSON → JSON; the registry decides only when nothing was sampled), its schemas
+(every version of a registered value subject; for JSON without one, an Avro schema inferred from the sample), its
+ranked business-time candidates with their evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had
+keys and tombstones. Topics off the convention are summarised by reason (``off_convention_lines``). The sample is
+read with ``assign`` from each partition's start: the client needs a ``group.id``, but it never joins the group and
+never commits an offset. ``write_proposals`` never overwrites a file: a file that exists and differs is shown as a
+diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import io
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+import fastavro
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from kafkalake.convention import OffConvention, TopicName, parse_topic_name
+from kafkalake.drift import ClusterView
+from kafkalake.kafka import watermarks
+from kafkalake.kafka_access import KafkaAccess
+from kafkalake.registry import RegisteredSchema
+from kafkalake.topic_catalog import TopicCatalog
+from kafkalake.topic_spec import ValueFormat
+from kafkalake.wire import split_header
+from kafkalake_dev.onboarding.infer import NotInferable, RankedTime, infer_avro, rank_time_fields, sampled_format
+
+SAMPLE_RECORDS: Final = 200
+"""Records sampled per topic (spread over its partitions)."""
+SAMPLE_SECONDS: Final = 20.0
+SAMPLE_GROUP: Final = "kafkalake-catalog-import"
+"""librdkafka requires a group id; an assigned consumer that never commits leaves no offset under it."""
+OFF_CONVENTION_EXAMPLES: Final = 3
+"""Topics named per reason in the summary of those off the naming convention."""
+
+
+@dataclass
+class Sample:
+    """What a sample of a topic's records showed."""
+
+    values: list[bytes] = field(default_factory=list)
+    records: int = 0
+    keys: int = 0
+    tombstones: int = 0
+
+
+def read_sample(access: KafkaAccess, kafka_topic: str, limit: int = SAMPLE_RECORDS) -> Sample:
+    """Up to ``limit`` records from the start of the topic's partitions, committing nothing."""
+    consumer = Consumer(
+        {
+            **access.client_config(),
+            "group.id": SAMPLE_GROUP,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+    )
+    sample = Sample()
+    try:
+        partitions = consumer.list_topics(kafka_topic, timeout=10).topics[kafka_topic].partitions
+        ends = {p: watermarks(consumer, TopicPartition(kafka_topic, p)) for p in partitions}
+        share = max(1, limit // max(1, len(ends)))
+        wanted = {p: min(high, low + share) for p, (low, high) in ends.items() if high > low}
+        consumer.assign([TopicPartition(kafka_topic, p, ends[p][0]) for p in wanted])
+        deadline = time.monotonic() + SAMPLE_SECONDS
+        while wanted and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None or message.error() is not None:
+                continue
+            partition, offset = message.partition(), message.offset()
+            if partition in wanted and offset is not None and offset < wanted[partition]:
+                _count(sample, message.key(), message.value())
+                if offset + 1 >= wanted[partition]:
+                    del wanted[partition]
+    finally:
+        consumer.close()
+    return sample
+
+
+def _count(sample: Sample, key: bytes | None, value: bytes | None) -> None:
+    sample.records += 1
+    sample.keys += key is not None
+    if value is None:
+        sample.tombstones += 1
+    else:
+        sample.values.append(value)
+
+
+def decode_avro(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -> list[Any]:
+    """The sampled values written with one of ``registered``, decoded (others left out)."""
+    schemas = {r.schema_id: fastavro.parse_schema(json.loads(r.schema)) for r in registered}
+    decoded = []
+    for value in values:
+        try:
+            schema_id, payload = split_header(value)
+            if schema_id in schemas:
+                decoded.append(fastavro.schemaless_reader(io.BytesIO(payload), schemas[schema_id], None))
+        except (ValueError, EOFError, StopIteration):
+            continue
+    return decoded
+
+
+class Action(StrEnum):
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    WOULD_CHANGE = "would change (not written)"
+    WOULD_WRITE = "would write"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The files one topic's catalog entry would consist of, and the candidates behind its time fields."""
+
+    name: TopicName
+    files: dict[Path, str]
+    value_format: ValueFormat
+    format_evidence: str
+    """What the format was decided on: the sampled bytes (``SampledFormat.evidence``) and the registry."""
+    times: tuple[RankedTime, ...]
+    sample: Sample
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A topic the import writes nothing for, and why."""
+
+    kafka_topic: str
+    reason: str
+
+
+def propose(
+    name: TopicName,
+    *,
+    env: str,
+    root: Path,
+    catalog: TopicCatalog,
+    registered: tuple[RegisteredSchema, ...],
+    sample: Sample,
+) -> Proposal | Flagged:
+    """The catalog files for one topic (pure: the registry's versions and the sample are given)."""
+    known = next((t for t in catalog.for_env(env) if t.kafka_topic == name.kafka_topic), None)
+    folder = known.source.parent if known else root / name.company / name.domain / env
+    stem = known.name if known else name.topic
+    namespace = f"{name.company}.{name.domain}".replace("-", "_")
+    found = sampled_format(sample.values)
+    if found.value_format is None and sample.values:
+        if not (registered or found.framed or found.json_values):
+            return Flagged(name.kafka_topic, "no value subject in the registry, and the values are not JSON")
+        return Flagged(name.kafka_topic, f"the sampled bytes show no one format ({found.evidence()})")
+    subject = f"a value subject with {len(registered)} version(s)" if registered else "no value subject"
+    evidence = f"{found.evidence()}; {subject} in the registry"
+    value_format = found.value_format or (ValueFormat.AVRO if registered else ValueFormat.JSON)
+    schemas = [json.loads(r.schema) for r in registered]
+    if value_format == ValueFormat.AVRO:
+        if not registered:
+            return Flagged(
+                name.kafka_topic, f"Confluent-framed values ({found.evidence()}), but no value subject in the registry"
+            )
+        records = decode_avro(sample.values, registered)
+    else:
+        records = list(found.json_values)
+        try:
+            schemas = schemas or [infer_avro(records, name.topic, namespace)]
+        except NotInferable as exc:
+            return Flagged(name.kafka_topic, f"JSON without a registered schema, and {exc}: write its .avsc by hand")
+    times = tuple(rank_time_fields(schemas[-1], records))
+    files = {
+        folder / f"{stem}.yaml": topic_yaml(
+            name, env, value_format=value_format, format_evidence=evidence, times=times, sample=sample
+        )
+    }
+    for number, schema in enumerate(schemas, 1):
+        files[folder / f"{stem}.v{number}.avsc"] = json.dumps(schema, indent=2) + "\n"
+    return Proposal(name, files, value_format, evidence, times, sample)
+
+
+def topic_yaml(
+    name: TopicName,
+    env: str,
+    *,
+    value_format: ValueFormat,
+    format_evidence: str,
+    times: tuple[RankedTime, ...],
+    sample: Sample,
+) -> str:
+    """The topic file, with what the import saw as comments for the reviewer."""
+    spec: dict[str, Any] = {"description": f"Imported from Kafka topic {name.kafka_topic}; describe it."}
+    if name.kafka_topic != f"{env}.{name.company}.{name.domain}.{name.topic}":
+        spec["kafka_topic"] = name.kafka_topic
+    spec["value_format"] = value_format.value
+    spec["time_fields"] = [t.candidate.model_dump(mode="json", exclude_defaults=True) for t in times]
+    if sample.tombstones:
+        spec["tombstones"] = "keep"
+        spec["archive"] = {"include_key": True}
+    comments = [
+        f"Written by `kafkalake catalog import` from {name.kafka_topic}: review it before merging.",
+        f"Sampled {sample.records} records: {sample.keys} with a key, {sample.tombstones} tombstones.",
+        f"Value format {value_format}: {format_evidence}.",
+        "Business-time candidates, best first (score 3 = Avro timestamp type, 2 = name and sample, 1 = name only):",
+        *(
+            f"  {t.candidate.path} ({t.candidate.format}{f', {t.candidate.unit}' if t.candidate.unit else ''}): "
+            f"score {t.score}, {t.evidence}"
+            for t in times
+        ),
+    ]
+    if not times:
+        comments.append("  none found: the archiver uses the Kafka timestamp; add time_fields if the records have one.")
+    if sample.tombstones:
+        comments.append("Tombstones were seen: kept as a delete log with the record key; set tombstones: drop if not.")
+    header = "".join(f"# {line}\n" for line in comments)
+    return header + str(yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120))
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    proposals: list[Proposal]
+    flagged: list[Flagged]
+    off_convention: list[OffConvention]
+
+
+def off_convention_lines(off: list[OffConvention], examples: int = OFF_CONVENTION_EXAMPLES) -> list[str]:
+    """The topics off the naming convention summarised: a count per reason (most frequent first), each with up to
+    ``examples`` of its topics (in name order) and their particular reasons."""
+    by_kind: dict[str, list[OffConvention]] = {}
+    for topic in sorted(off, key=lambda o: o.kafka_topic):
+        by_kind.setdefault(topic.kind, []).append(topic)
+    lines = [f"{len(off)} topics off the naming convention, not imported:"] if off else []
+    for kind, topics in sorted(by_kind.items(), key=lambda item: (-len(item[1]), item[0])):
+        hidden = len(topics) - examples
+        lines.append(f"  {len(topics)} {kind}{f' ({hidden} more not shown)' if hidden > 0 else ''}:")
+        lines += [f"    not imported: {t.kafka_topic}: {t.reason}" for t in topics[:examples]]
+    return lines
+
+
+def import_topics(
+    access: KafkaAccess, view: ClusterView, *, env: str, convention: str, root: Path, catalog: TopicCatalog, match: str
+) -> ImportResult:
+    """A proposal (or the reason for none) for every topic of ``view`` whose name matches the glob ``match``."""
+    result = ImportResult([], [], [])
+    for kafka_topic in view.topics:
+        if not fnmatch.fnmatchcase(kafka_topic, match):
+            continue
+        parsed = parse_topic_name(kafka_topic, env, convention)
+        if isinstance(parsed, OffConvention):
+            result.off_convention.append(parsed)
+            continue
+        sample = read_sample(access, kafka_topic)
+        registered = view.versions.get(kafka_topic, ())
+        found = propose(parsed, env=env, root=root, catalog=catalog, registered=registered, sample=sample)
+        if isinstance(found, Proposal):
+            result.proposals.append(found)
+        else:
+            result.flagged.append(found)
+    return result
+
+
+def write_proposals(proposals: list[Proposal], *, dry_run: bool = False) -> Iterator[tuple[Path, Action, str]]:
+    """Write each proposed file that does not exist yet; (path, action, unified diff for a file that differs)."""
+    for proposal in proposals:
+        for path, text in proposal.files.items():
+            if not path.exists():
+                if not dry_run:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text)
+                yield path, Action.WOULD_WRITE if dry_run else Action.WRITTEN, ""
+            elif _same(path, text):
+                yield path, Action.UNCHANGED, ""
+            else:
+                diff = difflib.unified_diff(
+                    path.read_text().splitlines(), text.splitlines(), str(path), "import", lineterm=""
+                )
+                yield path, Action.WOULD_CHANGE, "\n".join(diff)
+
+
+def _same(path: Path, text: str) -> bool:
+    existing = path.read_text()
+    if path.suffix == ".avsc":
+        try:
+            return bool(json.loads(existing) == json.loads(text))
+        except json.JSONDecodeError:
+            return False
+    return existing == text
