@@ -22,7 +22,8 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, SchemaDriftMetric
 from kafkalake.registry import RegistryClient, value_subject
-from kafkalake.topic_catalog import DEFAULTS_FILE, ValueFormat, load_topic_catalog
+from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
+from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
