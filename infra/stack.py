@@ -1,5 +1,5 @@
 """One kafkalake environment, composed of its parts: storage, personal data (restricted key, pseudonym key),
-notifications, Glue catalog, maintainer, jobs, monitoring, access by sensitivity (Lake Formation)."""
+notifications, Glue databases and crawlers, maintainer, jobs, monitoring, access by sensitivity (Lake Formation)."""
 
 from __future__ import annotations
 
@@ -52,13 +52,15 @@ class KafkalakeStack(Stack):
         bucket = self.storage.bucket
         self.personal = PersonalData(self, "PersonalData", settings=settings, bucket=bucket, lake_key=self.key)
         self.notifications = Notifications(self, "Notifications", settings=settings, bucket=bucket)
-        self.catalog = GlueDatabases(self, "Catalog", settings=settings, topics=topics, bucket=bucket, key=self.key)
+        self.glue_databases = GlueDatabases(
+            self, "Catalog", settings=settings, topics=topics, bucket=bucket, key=self.key
+        )
         self.maintainer = Maintainer(
             self,
             "Maintainer",
             settings=settings,
             topics=topics,
-            databases=self.catalog.databases,
+            databases=self.glue_databases.databases,
             bucket=bucket,
             lake_key=self.key,
             queue_key=self.notifications.key,
@@ -72,7 +74,7 @@ class KafkalakeStack(Stack):
             "Jobs",
             settings=settings,
             topics=topics,
-            databases=self.catalog.databases,
+            databases=self.glue_databases.databases,
             bucket=bucket,
             key=self.key,
             queue_key=self.notifications.key,
@@ -87,7 +89,7 @@ class KafkalakeStack(Stack):
             self,
             "Reconciler",
             settings=settings,
-            databases=self.catalog.databases,
+            databases=self.glue_databases.databases,
             bucket=bucket,
             key=self.key,
             queue_key=self.notifications.key,
@@ -119,11 +121,11 @@ class KafkalakeStack(Stack):
             "Access",
             settings=settings,
             topics=topics,
-            catalog=self.catalog,
+            glue_databases=self.glue_databases,
             bucket=bucket,
             key=self.key,
             writers={
-                "Crawlers": self.catalog.crawler_role,
+                "Crawlers": self.glue_databases.crawler_role,
                 "Maintainer": self.maintainer.role,
                 "Reconciler": self.reconciler.role,
                 "Compactor": self.jobs.compactor_role,

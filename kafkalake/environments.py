@@ -50,8 +50,8 @@ class EnvironmentConfig(BaseModel):
     maintainer_timeout_seconds: int = Field(default=300, ge=30, le=900)
     maintainer_schedule_minutes: int = Field(default=6, ge=1)
     archiver_schedule_minutes: int = Field(default=10, ge=5)
-    """With the maintainer's 6 minutes: a new topic's first record is queryable within 30 minutes (docs/catalog.md,
-    Freshness)."""
+    """With ``maintainer_schedule_minutes`` at its default, a new topic's first record is queryable within 30
+    minutes (docs/catalog.md, Freshness)."""
     cache_ttl_seconds: int = Field(default=600, ge=0)
     completeness_delay_seconds: int = Field(default=900, ge=0)
     reconcile_schedule: str = Field(default="cron(30 3 * * ? *)", pattern=r"^(rate|cron)\(.+\)$")

@@ -1,6 +1,6 @@
-"""What both jobs need and neither owns: the Spark session of a job run, the run's identity for the leases it takes,
-and the S3 client of an executor's Python worker. ``spark_jobs.archiver`` and ``spark_jobs.compaction`` import this
-module and never each other."""
+"""What the jobs need and none of them owns: the Spark session of a job run, the run's identity for the leases it
+takes, and the S3 client of an executor's Python worker. Every job (``spark_jobs.archiver``, ``spark_jobs.compaction``,
+``spark_jobs.erasure``) may import this module; it imports none of them."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class Run:
 
 
 def add_lease_argument(parser: argparse.ArgumentParser) -> None:
-    """``--lease-ttl-seconds``, the same for both jobs (``Run.lease_ttl``)."""
+    """``--lease-ttl-seconds``, the same for every job (``Run.lease_ttl``)."""
     parser.add_argument(
         "--lease-ttl-seconds",
         type=float,

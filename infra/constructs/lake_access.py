@@ -49,7 +49,7 @@ class LakeAccess(Construct):
         *,
         settings: EnvironmentConfig,
         topics: list[Topic],
-        catalog: GlueDatabases,
+        glue_databases: GlueDatabases,
         bucket: s3.IBucket,
         key: kms.IKey,
         writers: Mapping[str, iam.IRole],
@@ -61,7 +61,7 @@ class LakeAccess(Construct):
             lf.CfnTag(self, f"Tag-{tag_key}", catalog_id=self.catalog_id, tag_key=tag_key, tag_values=list(values))
             for tag_key, values in TAG_VALUES.items()
         ]
-        self.associations = [self._tag_database(catalog, database) for database in self.model.databases]
+        self.associations = [self._tag_database(glue_databases, database) for database in self.model.databases]
         self.location = self._register(bucket, key)
         self.grants = [
             self._grant(grant.consumer.name, grant.consumer.role_arn, resource_type, expression, permissions)
@@ -72,14 +72,14 @@ class LakeAccess(Construct):
             )
         ]
         for name, role in writers.items():
-            self._writer(name, role, catalog)
+            self._writer(name, role, glue_databases)
         self._deny_direct_reads(bucket, [c.consumer.role_arn for c in self.model.grants])
 
     def _depends_on_tags(self, resource: CfnResource) -> None:
         for tag in self.tags:
             resource.add_resource_dependency(tag)
 
-    def _tag_database(self, catalog: GlueDatabases, database: str) -> lf.CfnTagAssociation:
+    def _tag_database(self, glue_databases: GlueDatabases, database: str) -> lf.CfnTagAssociation:
         association = lf.CfnTagAssociation(
             self,
             f"Tags-{database}",
@@ -92,7 +92,7 @@ class LakeAccess(Construct):
             ],
         )
         self._depends_on_tags(association)
-        association.add_resource_dependency(catalog.database_resources[database])
+        association.add_resource_dependency(glue_databases.database_resources[database])
         return association
 
     def _register(self, bucket: s3.IBucket, key: kms.IKey) -> lf.CfnResource:
@@ -164,12 +164,12 @@ class LakeAccess(Construct):
             grant.add_resource_dependency(association)
         return grant
 
-    def _writer(self, name: str, role: iam.IRole, catalog: GlueDatabases) -> None:
+    def _writer(self, name: str, role: iam.IRole, glue_databases: GlueDatabases) -> None:
         """A pipeline role: its databases, every table in them, and (for table creators) the data location; the
         maintainer also associates the LF-tags with the tables it creates."""
         creates = name in TABLE_CREATORS
         resource = lf.CfnPrincipalPermissions.ResourceProperty
-        for database, cfn_database in catalog.database_resources.items():
+        for database, cfn_database in glue_databases.database_resources.items():
             on_database = resource(
                 database=lf.CfnPrincipalPermissions.DatabaseResourceProperty(catalog_id=self.catalog_id, name=database)
             )

@@ -1,4 +1,4 @@
-"""The reconciler: a Lambda that compares S3 with Glue on a schedule (daily by default) and adds the partitions
+"""The reconciler: a Lambda that compares S3 with Glue on a schedule (``reconcile_schedule``) and adds the partitions
 whose S3 events were lost; its metric ``ReconcilePartitionsRepaired`` has an alarm in ``Monitoring``."""
 
 from __future__ import annotations

@@ -120,7 +120,9 @@ def maintain(
     from kafkalake_dev.local.maintainer import invoke_locally
 
     if not once:
-        raise typer.BadParameter("only --once is supported locally; in AWS the schedule runs it every 6 minutes")
+        raise typer.BadParameter(
+            "only --once is supported locally; in AWS its schedule runs it (maintainer_schedule_minutes)"
+        )
     settings = environment(env)
     report = invoke_locally(on_local_stack(ctx), settings, load_topic_catalog(catalog), native=native)
     for name, value in sorted(report["counts"].items()):
@@ -135,13 +137,17 @@ def reconcile(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOp
     """Add the partitions S3 has and Glue lacks (lost notifications); report Glue partitions with no objects."""
     from kafkalake.aws import make_client
     from kafkalake.topic_catalog import tables_document
+    from lambdas.reconciler.dal import GluePartitions, LakeFolders
     from lambdas.reconciler.logic import reconcile_tables
     from lambdas.tables import tables_from_document
 
     endpoints = on_local_stack(ctx, environment(env).bucket)
-    s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
+    lake, glue = (
+        LakeFolders(make_client(endpoints, "s3"), endpoints.bucket),
+        GluePartitions(make_client(endpoints, "glue")),
+    )
     tables = tables_from_document(tables_document(load_topic_catalog(catalog).for_env(env)))  # as the Lambda reads them
-    results = reconcile_tables(s3, glue, endpoints.bucket, tables)
+    results = reconcile_tables(lake, glue, tables)
     for line in render.reconcile_lines(results):
         typer.echo(line)
     if any(done.failed for done in results):

@@ -1,4 +1,5 @@
-"""The Lambda entry point: the Powertools decorator stack over ``logic.drain`` (run every 10 minutes).
+"""The Lambda entry point: the Powertools decorator stack over ``logic.drain`` (run on the schedule
+``maintainer_schedule_minutes`` in environments.yaml sets).
 
 The function's environment is read once, at the first invocation, into a ``Runtime`` (settings, clients,
 caches) kept while the execution environment stays warm. ``entry_point`` puts the decorator stack over a runtime:

@@ -1,4 +1,5 @@
-"""The reconciler Lambda: a Powertools decorator stack over ``logic.reconcile_tables`` (scheduled, daily by default).
+"""The reconciler Lambda: a Powertools decorator stack over ``logic.reconcile_tables`` (run on the schedule
+``reconcile_schedule`` in environments.yaml sets).
 
 Publishes ``ReconcilePartitionsRepaired`` (non-zero means S3 events were lost; an alarm watches it),
 ``ReconcileEmptyLocations`` and ``ReconcileTablesFailed``, logs each repair and each empty location, and fails the
@@ -23,6 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from kafkalake.aws import make_client
 from kafkalake.lambda_env import ReconcilerEnvironment
 from kafkalake.metrics import NAMESPACE, RECONCILER_SERVICE, ReconcileMetric
+from lambdas.reconciler.dal import GluePartitions, LakeFolders
 from lambdas.reconciler.logic import TableReconciliation, reconcile_tables
 from lambdas.tables import LakeTable, read_tables
 
@@ -37,16 +39,15 @@ class TablesFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Runtime:
-    bucket: str
     tables: list[LakeTable]
-    s3: Any
-    glue: Any
+    lake: LakeFolders
+    glue: GluePartitions
 
     @classmethod
     def build(cls, environment: ReconcilerEnvironment) -> Runtime:
-        """The bundled catalog's tables and the clients, for ``environment``."""
-        s3, glue = make_client(environment, "s3"), make_client(environment, "glue")
-        return cls(environment.bucket, read_tables(environment.tables_file), s3, glue)
+        """The bundled catalog's tables and the data access, for ``environment``."""
+        lake = LakeFolders(make_client(environment, "s3"), environment.bucket)
+        return cls(read_tables(environment.tables_file), lake, GluePartitions(make_client(environment, "glue")))
 
 
 @cache
@@ -74,7 +75,7 @@ def entry_point(runtime: Callable[[], Runtime]) -> Callable[[dict[str, Any], Lam
     @logger.inject_lambda_context(log_event=False)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         current = runtime()
-        return publish(summary(reconcile_tables(current.s3, current.glue, current.bucket, current.tables)))
+        return publish(summary(reconcile_tables(current.lake, current.glue, current.tables)))
 
     return handler
 

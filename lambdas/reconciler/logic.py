@@ -4,16 +4,17 @@ Glue partitions whose location holds no object are reported.
 
 S3 is listed with a delimiter, level by level (schema_version=, dt=, hour=), never object by object; the table's
 compaction output (``_compacted/``, beside the partitions) is not a partition and is not descended into.
+
+Plain values and the data access in (``lambdas.reconciler.dal``: every S3 and Glue call), results out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
 
-from kafkalake.glue import batch_create_partitions, partition_input, table_partitions
+from kafkalake.glue import partition_input
 from kafkalake.layout import (
     COMPACTED_DIR,
     PARTITION_KEYS,
@@ -22,6 +23,7 @@ from kafkalake.layout import (
     partition_segment_value,
 )
 from kafkalake.s3_location import parse_s3_uri, s3_uri
+from lambdas.reconciler.dal import GluePartitions, LakeFolders
 from lambdas.tables import LakeTable
 
 
@@ -38,21 +40,14 @@ class TableReconciliation:
     """What went wrong (access denied, throttling that outlasted the retries); the other tables went on."""
 
 
-def _folders(s3: Any, bucket: str, prefix: str) -> Iterator[str]:
-    """The sub-folder names directly under ``prefix`` (one delimiter listing, all pages)."""
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
-        for common in page.get("CommonPrefixes", []):
-            yield common["Prefix"][len(prefix) :]
-
-
-def s3_partitions(s3: Any, bucket: str, data_prefix: str) -> set[Partition]:
+def s3_partitions(lake: LakeFolders, data_prefix: str) -> set[Partition]:
     """Every partition folder of a table on S3, level by level; folders of another shape are left out."""
     found = set()
-    for version in _folders(s3, bucket, data_prefix):
+    for version in lake.folders(data_prefix):
         if version == f"{COMPACTED_DIR}/":
             continue
-        for day in _folders(s3, bucket, data_prefix + version):
-            for hour in _folders(s3, bucket, data_prefix + version + day):
+        for day in lake.folders(data_prefix + version):
+            for hour in lake.folders(data_prefix + version + day):
                 try:
                     values = [
                         partition_segment_value(name, segment)
@@ -65,39 +60,36 @@ def s3_partitions(s3: Any, bucket: str, data_prefix: str) -> set[Partition]:
 
 
 def reconcile_table(
-    s3: Any, glue: Any, bucket: str, *, database: str, table: str, data_prefix: str
+    lake: LakeFolders, glue: GluePartitions, *, database: str, table: str, data_prefix: str
 ) -> TableReconciliation:
     """Add the partitions S3 has and Glue lacks; report Glue partitions with an empty location."""
     result = TableReconciliation(f"{database}.{table}")
-    existing = table_partitions(glue, database, table)
+    existing = glue.partitions(database, table)
     if existing is None:
         result.skipped = "no table in Glue yet (the maintainer creates it from the first event)"
         return result
     in_glue = {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for p in existing}
-    on_s3 = s3_partitions(s3, bucket, data_prefix)
+    on_s3 = s3_partitions(lake, data_prefix)
     missing = sorted(p for p in on_s3 if tuple(p.values()) not in in_glue)
     if missing:
-        table_description = glue.get_table(DatabaseName=database, Name=table)["Table"]
-        inputs = [partition_input(table_description, s3_uri(bucket, data_prefix + p.path()), p) for p in missing]
-        outcome = batch_create_partitions(glue, database, table, inputs)
-        result.added = sorted(outcome.done)
-    raw_folders = {s3_uri(bucket, data_prefix + p.path()) for p in on_s3}
+        table_description = glue.table(database, table)
+        inputs = [partition_input(table_description, s3_uri(lake.bucket, data_prefix + p.path()), p) for p in missing]
+        result.added = sorted(glue.create(database, table, inputs).done)
+    raw_folders = {s3_uri(lake.bucket, data_prefix + p.path()) for p in on_s3}
     for values, location in sorted(in_glue.items()):
-        if not _holds_objects(s3, location, raw_folders):
+        if not _holds_objects(lake, location, raw_folders):
             result.empty_locations.append(values)
     return result
 
 
-def _holds_objects(s3: Any, location: str, raw_folders: set[str]) -> bool:
+def _holds_objects(lake: LakeFolders, location: str, raw_folders: set[str]) -> bool:
     """A raw partition folder holds objects exactly when the level-by-level listing found it (a delimiter listing
     shows only folders with objects); any other location (a compaction run directory) takes one listing call."""
     where = parse_s3_uri(location)
-    if s3_uri(where.bucket, where.as_prefix()) in raw_folders:
-        return True
-    return bool(s3.list_objects_v2(Bucket=where.bucket, Prefix=where.as_prefix(), MaxKeys=1).get("KeyCount"))
+    return s3_uri(where.bucket, where.as_prefix()) in raw_folders or lake.holds_objects(where)
 
 
-def reconcile_tables(s3: Any, glue: Any, bucket: str, tables: Iterable[LakeTable]) -> list[TableReconciliation]:
+def reconcile_tables(lake: LakeFolders, glue: GluePartitions, tables: Iterable[LakeTable]) -> list[TableReconciliation]:
     """``reconcile_table`` for each table of the catalog; one table's failure is recorded in its result and never
     stops the others."""
     results = []
@@ -105,7 +97,7 @@ def reconcile_tables(s3: Any, glue: Any, bucket: str, tables: Iterable[LakeTable
         try:
             results.append(
                 reconcile_table(
-                    s3, glue, bucket, database=table.database, table=table.table, data_prefix=table.prefix.data_prefix()
+                    lake, glue, database=table.database, table=table.table, data_prefix=table.prefix.data_prefix()
                 )
             )
         except Exception as exc:  # noqa: BLE001 - reported in the result; the other tables go on

@@ -16,12 +16,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-
-from pyspark.sql import SparkSession
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import (
@@ -39,22 +37,7 @@ from spark_jobs.compaction.work import Action, Knobs, PartitionResult, Rewriter,
 
 
 class Compactor(Rewriter):
-    """The rewriter whose work is every due partition of ``topics`` (``run``)."""
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        endpoints: Endpoints,
-        topics: Sequence[Topic],
-        knobs: Knobs,
-        *,
-        run: Run | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        say: Callable[[str], None] = print,
-    ) -> None:
-        super().__init__(spark, endpoints, knobs, now=now, say=say)
-        self.topics = topics
-        self.identity = run or Run.new(spark)
+    """The rewriter whose work is every due partition of its tables (``run``)."""
 
     def run(self) -> list[PartitionResult]:
         """Every due partition of every table this run holds, those with late data first; failures are in the

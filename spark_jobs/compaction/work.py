@@ -10,11 +10,11 @@ of one task per item, isolation of one partition's failure, manifest state chang
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -23,6 +23,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, COMPACTOR_MIN_INPUT_FILES, COMPACTOR_TARGET_FILE_MB
 from kafkalake.lease import Lease
 from kafkalake.topic_catalog import Topic
+from spark_jobs.common import Run
 from spark_jobs.compaction.manifest import Manifest, ManifestState, ManifestStore
 
 MAX_REASON = 500
@@ -94,20 +95,35 @@ class Work:
         self.failure = self.failure or reason
 
 
+class RewriterOptions(TypedDict, total=False):
+    """What a rewriting job may be given beside its tables, with ``Rewriter``'s defaults: the run (its id and lease
+    TTL; a new one when absent), the clock and where progress is said."""
+
+    run: Run | None
+    now: Callable[[], datetime]
+    say: Callable[[str], None]
+
+
 class Rewriter:
     """What the write, verify, swap and clean steps use. A job that rewrites partitions is a ``Rewriter`` with its
-    own selection (``spark_jobs.compaction.job.Compactor``)."""
+    own selection (``spark_jobs.compaction.job.Compactor``, ``spark_jobs.erasure.job.Eraser``): this constructor is
+    theirs."""
 
     def __init__(
         self,
         spark: SparkSession,
         endpoints: Endpoints,
+        topics: Sequence[Topic],
         knobs: Knobs,
         *,
+        run: Run | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
         self.spark, self.endpoints, self.knobs, self.now, self.say = spark, endpoints, knobs, now, say
+        self.topics = list(topics)
+        """The tables this job may rewrite."""
+        self.identity = run or Run.new(spark)
         self.s3, self.glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
         self.bucket = endpoints.bucket
         self.manifests = ManifestStore(self.s3, self.bucket)

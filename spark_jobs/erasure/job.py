@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pyspark.sql import SparkSession
@@ -43,7 +43,7 @@ from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import ManifestState
 from spark_jobs.compaction.protocol import carry_forward
 from spark_jobs.compaction.selection import plan_partition
-from spark_jobs.compaction.work import Knobs, Rewriter, Work, describe, table_name
+from spark_jobs.compaction.work import Knobs, Rewriter, RewriterOptions, Work, describe, table_name
 from spark_jobs.erasure import index, matching
 from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch
 from spark_jobs.erasure.purge import purge_partition, purge_quarantine
@@ -74,14 +74,11 @@ class Eraser(Rewriter):
         env: str,
         topics: Sequence[Topic],
         knobs: Knobs,
-        *,
-        run: Run | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        say: Callable[[str], None] = print,
+        **options: Unpack[RewriterOptions],
     ) -> None:
-        super().__init__(spark, endpoints, knobs, now=now, say=say)
-        self.env, self.topics = env, [t for t in topics if t.erasable]
-        self.identity = run or Run.new(spark)
+        """The ``Rewriter`` of ``env``'s erasable ``topics``."""
+        super().__init__(spark, endpoints, [t for t in topics if t.erasable], knobs, **options)
+        self.env = env
         self.store = RequestStore(self.s3, self.bucket, env)
 
     def run(self) -> Outcome:

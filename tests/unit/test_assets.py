@@ -56,6 +56,7 @@ LAMBDA = CORE | {
     "lambdas/tables.json",
     "lambdas/tables.py",
     "lambdas/reconciler/__init__.py",
+    "lambdas/reconciler/dal.py",
     "lambdas/reconciler/handler.py",
     "lambdas/reconciler/logic.py",
 }

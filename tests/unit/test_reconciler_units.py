@@ -13,6 +13,7 @@ from kafkalake.glue import table_input
 from kafkalake.layout import Partition, TablePrefix
 from kafkalake.naming import TableInference
 from kafkalake.s3_location import s3_uri
+from lambdas.reconciler.dal import GluePartitions, LakeFolders
 from lambdas.reconciler.handler import summary
 from lambdas.reconciler.logic import reconcile_tables
 from lambdas.tables import LakeTable, tables_from_document
@@ -70,7 +71,7 @@ def test_one_failing_table_is_reported_and_the_others_are_reconciled() -> None:
                 crawler_name=f"kafkalake-acme-{name}",
             )
         )
-    results = reconcile_tables(s3, DeniedFor(glue, "denied"), "lake", targets)
+    results = reconcile_tables(LakeFolders(s3, "lake"), GluePartitions(DeniedFor(glue, "denied")), targets)
     done = summary(results)
     assert done["failed"] == {
         "acme.denied": "ClientError: An error occurred (AccessDeniedException) when calling "
