@@ -56,7 +56,7 @@ class OffConvention:
         """The reason without this topic's particulars, which the topics off the convention for the same reason
         share (a summary's heading)."""
         if self.other_env is not None:
-            return f"belong to environment {self.other_env!r}"
+            return "belong to another environment"
         if self.part is not None:
             return f"have a {self.part} that is not a catalog name"
         return "do not match the naming convention"

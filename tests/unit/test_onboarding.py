@@ -321,7 +321,7 @@ def test_topics_off_the_convention_are_summarised_by_reason() -> None:
     names = [
         *(f"legacy_{n}" for n in ("e", "a", "d", "c", "b")),
         "production.acme.sales.orders",
-        "production.acme.sales.refunds",
+        "t0a1b2c3d4.acme.sales.refunds",
         "staging.Acme.sales.orders",
     ]
     off = [o for o in (parse_topic_name(n, "staging") for n in names) if isinstance(o, OffConvention)]
@@ -333,9 +333,9 @@ def test_topics_off_the_convention_are_summarised_by_reason() -> None:
         f"    not imported: legacy_a: {no_match}",
         f"    not imported: legacy_b: {no_match}",
         f"    not imported: legacy_c: {no_match}",
-        "  2 belong to environment 'production':",
+        "  2 belong to another environment:",
         "    not imported: production.acme.sales.orders: belongs to environment 'production', not 'staging'",
-        "    not imported: production.acme.sales.refunds: belongs to environment 'production', not 'staging'",
+        "    not imported: t0a1b2c3d4.acme.sales.refunds: belongs to environment 't0a1b2c3d4', not 'staging'",
         "  1 have a company that is not a catalog name:",
         "    not imported: staging.Acme.sales.orders: its company 'Acme' is not a catalog name "
         "(lower case letters, digits, '-', '_')",
