@@ -48,6 +48,18 @@ class OffConvention:
     reason: str
     other_env: str | None = None
     """The environment the name says, when it follows the convention for another one."""
+    part: str | None = None
+    """The convention's group (company, domain, topic) whose value is not a catalog name."""
+
+    @property
+    def kind(self) -> str:
+        """The reason without this topic's particulars, which the topics off the convention for the same reason
+        share (a summary's heading)."""
+        if self.other_env is not None:
+            return "belong to another environment"
+        if self.part is not None:
+            return f"have a {self.part} that is not a catalog name"
+        return "do not match the naming convention"
 
 
 def is_internal(kafka_topic: str) -> bool:
@@ -68,5 +80,6 @@ def parse_topic_name(kafka_topic: str, env: str, pattern: str = DEFAULT_TOPIC_NA
             return OffConvention(
                 kafka_topic,
                 f"its {group} {groups[group]!r} is not a catalog name (lower case letters, digits, '-', '_')",
+                part=group,
             )
     return TopicName(kafka_topic, groups["company"], groups["domain"], groups["topic"])

@@ -27,7 +27,7 @@ def catalog_import(
 ) -> None:
     """Write the catalog files for the cluster's topics (Kafka + registry) for review; never overwrite a file."""
     from kafkalake.drift import observe
-    from kafkalake_dev.onboarding.importer import Action, import_topics, write_proposals
+    from kafkalake_dev.onboarding.importer import Action, import_topics, off_convention_lines, write_proposals
 
     access = kafka_access(on_local_stack(ctx))
     settings = environment(env)
@@ -39,19 +39,21 @@ def catalog_import(
     changed = 0
     for proposal in found.proposals:
         times = ", ".join(t.candidate.path for t in proposal.times) or "none (Kafka time)"
-        typer.echo(f"{proposal.name.kafka_topic}: {proposal.value_format}, business time: {times}")
+        typer.echo(
+            f"{proposal.name.kafka_topic}: {proposal.value_format} ({proposal.format_evidence}), business time: {times}"
+        )
         for path, action, diff in write_proposals([proposal], dry_run=dry_run):
             typer.echo(f"  {action:<26} {path}")
             if diff:
                 changed += 1
                 typer.echo(diff)
-    skipped = [(f.kafka_topic, f.reason) for f in found.flagged] + [
-        (o.kafka_topic, o.reason) for o in found.off_convention
-    ]
-    for kafka_topic, reason in skipped:
-        typer.echo(f"not imported: {kafka_topic}: {reason}")
+    for flagged in found.flagged:
+        typer.echo(f"not imported: {flagged.kafka_topic}: {flagged.reason}")
+    for line in off_convention_lines(found.off_convention):
+        typer.echo(line)
+    imported = "would be imported (dry run: nothing written)" if dry_run else "imported"
     typer.echo(
-        f"{len(found.proposals)} topics imported into {catalog}, {len(found.flagged)} flagged, "
+        f"{len(found.proposals)} topics {imported} into {catalog}, {len(found.flagged)} flagged, "
         f"{len(found.off_convention)} off the naming convention; {changed} existing files {Action.WOULD_CHANGE}"
     )
 

@@ -1,11 +1,14 @@
 """``kafkalake catalog import``: the catalog files a human would have written for the cluster's topics.
 
 Per Kafka topic of the environment: its place in the catalog by the environment's naming convention
-(``kafkalake.convention``), its value format from the registry (a value subject → Avro, with every registered
-version; none → JSON with an Avro schema inferred from a sample), its ranked business-time candidates with their
-evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had keys and tombstones. The sample is read with
-``assign`` from each partition's start: the client needs a ``group.id``, but it never joins the group and never
-commits an offset. ``write_proposals`` never overwrites a file: a file that exists and differs is shown as a diff.
+(``kafkalake.convention``), its value format from the bytes of a sample (``onboarding.infer.sampled_format``: most
+values Confluent-framed → Avro, most JSON → JSON; the registry decides only when nothing was sampled), its schemas
+(every version of a registered value subject; for JSON without one, an Avro schema inferred from the sample), its
+ranked business-time candidates with their evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had
+keys and tombstones. Topics off the convention are summarised by reason (``off_convention_lines``). The sample is
+read with ``assign`` from each partition's start: the client needs a ``group.id``, but it never joins the group and
+never commits an offset. ``write_proposals`` never overwrites a file: a file that exists and differs is shown as a
+diff.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import TopicCatalog
 from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import split_header
-from kafkalake_dev.onboarding.infer import NotInferable, RankedTime, infer_avro, rank_time_fields
+from kafkalake_dev.onboarding.infer import NotInferable, RankedTime, infer_avro, rank_time_fields, sampled_format
 
 SAMPLE_RECORDS: Final = 200
 """Records sampled per topic (spread over its partitions)."""
 SAMPLE_SECONDS: Final = 20.0
 SAMPLE_GROUP: Final = "kafkalake-catalog-import"
 """librdkafka requires a group id; an assigned consumer that never commits leaves no offset under it."""
+OFF_CONVENTION_EXAMPLES: Final = 3
+"""Topics named per reason in the summary of those off the naming convention."""
 
 
 @dataclass
@@ -107,14 +112,6 @@ def decode_avro(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -
     return decoded
 
 
-def decode_json(values: list[bytes]) -> list[Any] | None:
-    """The sampled values parsed as JSON, or None when any is not JSON."""
-    try:
-        return [json.loads(v) for v in values]
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-
-
 class Action(StrEnum):
     WRITTEN = "written"
     UNCHANGED = "unchanged"
@@ -129,6 +126,8 @@ class Proposal:
     name: TopicName
     files: dict[Path, str]
     value_format: ValueFormat
+    format_evidence: str
+    """What the format was decided on: the sampled bytes (``SampledFormat.evidence``) and the registry."""
     times: tuple[RankedTime, ...]
     sample: Sample
 
@@ -155,28 +154,46 @@ def propose(
     folder = known.source.parent if known else root / name.company / name.domain / env
     stem = known.name if known else name.topic
     namespace = f"{name.company}.{name.domain}".replace("-", "_")
-    if registered:
-        schemas = [json.loads(r.schema) for r in registered]
-        records = decode_avro(sample.values, registered)
-        value_format = ValueFormat.AVRO
-    else:
-        records = decode_json(sample.values) or []
-        if sample.values and not records:
+    found = sampled_format(sample.values)
+    if found.value_format is None and sample.values:
+        if not (registered or found.framed or found.json_values):
             return Flagged(name.kafka_topic, "no value subject in the registry, and the values are not JSON")
+        return Flagged(name.kafka_topic, f"the sampled bytes show no one format ({found.evidence()})")
+    subject = f"a value subject with {len(registered)} version(s)" if registered else "no value subject"
+    evidence = f"{found.evidence()}; {subject} in the registry"
+    value_format = found.value_format or (ValueFormat.AVRO if registered else ValueFormat.JSON)
+    schemas = [json.loads(r.schema) for r in registered]
+    if value_format == ValueFormat.AVRO:
+        if not registered:
+            return Flagged(
+                name.kafka_topic, f"Confluent-framed values ({found.evidence()}), but no value subject in the registry"
+            )
+        records = decode_avro(sample.values, registered)
+    else:
+        records = list(found.json_values)
         try:
-            schemas = [infer_avro(records, name.topic, namespace)]
+            schemas = schemas or [infer_avro(records, name.topic, namespace)]
         except NotInferable as exc:
             return Flagged(name.kafka_topic, f"JSON without a registered schema, and {exc}: write its .avsc by hand")
-        value_format = ValueFormat.JSON
     times = tuple(rank_time_fields(schemas[-1], records))
-    files = {folder / f"{stem}.yaml": topic_yaml(name, env, value_format, times, sample)}
+    files = {
+        folder / f"{stem}.yaml": topic_yaml(
+            name, env, value_format=value_format, format_evidence=evidence, times=times, sample=sample
+        )
+    }
     for number, schema in enumerate(schemas, 1):
         files[folder / f"{stem}.v{number}.avsc"] = json.dumps(schema, indent=2) + "\n"
-    return Proposal(name, files, value_format, times, sample)
+    return Proposal(name, files, value_format, evidence, times, sample)
 
 
 def topic_yaml(
-    name: TopicName, env: str, value_format: ValueFormat, times: tuple[RankedTime, ...], sample: Sample
+    name: TopicName,
+    env: str,
+    *,
+    value_format: ValueFormat,
+    format_evidence: str,
+    times: tuple[RankedTime, ...],
+    sample: Sample,
 ) -> str:
     """The topic file, with what the import saw as comments for the reviewer."""
     spec: dict[str, Any] = {"description": f"Imported from Kafka topic {name.kafka_topic}; describe it."}
@@ -190,6 +207,7 @@ def topic_yaml(
     comments = [
         f"Written by `kafkalake catalog import` from {name.kafka_topic}: review it before merging.",
         f"Sampled {sample.records} records: {sample.keys} with a key, {sample.tombstones} tombstones.",
+        f"Value format {value_format}: {format_evidence}.",
         "Business-time candidates, best first (score 3 = Avro timestamp type, 2 = name and sample, 1 = name only):",
         *(
             f"  {t.candidate.path} ({t.candidate.format}{f', {t.candidate.unit}' if t.candidate.unit else ''}): "
@@ -210,6 +228,20 @@ class ImportResult:
     proposals: list[Proposal]
     flagged: list[Flagged]
     off_convention: list[OffConvention]
+
+
+def off_convention_lines(off: list[OffConvention], examples: int = OFF_CONVENTION_EXAMPLES) -> list[str]:
+    """The topics off the naming convention summarised: a count per reason (most frequent first), each with up to
+    ``examples`` of its topics (in name order) and their particular reasons."""
+    by_kind: dict[str, list[OffConvention]] = {}
+    for topic in sorted(off, key=lambda o: o.kafka_topic):
+        by_kind.setdefault(topic.kind, []).append(topic)
+    lines = [f"{len(off)} topics off the naming convention, not imported:"] if off else []
+    for kind, topics in sorted(by_kind.items(), key=lambda item: (-len(item[1]), item[0])):
+        hidden = len(topics) - examples
+        lines.append(f"  {len(topics)} {kind}{f' ({hidden} more not shown)' if hidden > 0 else ''}:")
+        lines += [f"    not imported: {t.kafka_topic}: {t.reason}" for t in topics[:examples]]
+    return lines
 
 
 def import_topics(

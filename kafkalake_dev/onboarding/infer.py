@@ -1,6 +1,9 @@
-"""What ``kafkalake catalog import`` concludes from a topic's schema and a sample of its records: an Avro schema
-inferred from JSON values, and the business-time candidates ranked with the evidence for each. Pure: the sample is
-read by ``kafkalake_dev.onboarding.importer``.
+"""What ``kafkalake catalog import`` concludes from a topic's schema and a sample of its records: the value format
+its bytes show, an Avro schema inferred from JSON values, and the business-time candidates ranked with the evidence
+for each. Pure: the sample is read by ``kafkalake_dev.onboarding.importer``.
+
+Format: a value in Confluent framing (magic byte 0, then a 4-byte schema id) is Avro, a value that parses as JSON is
+JSON (no JSON text starts with byte 0, so no value is both); the topic's format is the one most sampled values have.
 
 Ranking: an Avro timestamp logical type first (score 3), then a field whose name says time (``*_at``, ``*_at_ms``,
 ``*time*``, ``timestamp``, ``ts``, ``*date*``, ``created*``, ``occurred*``, ...) and whose sampled values are all
@@ -11,6 +14,8 @@ before update-like ones, shallow before nested.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,7 +23,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kafkalake.personal import schema_fields
-from kafkalake.topic_spec import TimeCandidate, TimeFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
+from kafkalake.wire import split_header
 
 TIME_NAME: Final = re.compile(
     r"(_at$|_at_|time|timestamp|^ts$|_ts$|^ts_|date|created|occurred|updated|modified|emitted|published)",
@@ -35,6 +41,56 @@ UNIT_SUFFIX: Final = {
 PLAUSIBLE: Final = (datetime(2000, 1, 1, tzinfo=UTC).timestamp(), datetime(2100, 1, 1, tzinfo=UTC).timestamp())
 AVRO_TIMESTAMPS: Final = frozenset({"timestamp-millis", "timestamp-micros", "timestamp-nanos"})
 JSON_TYPES: Final = {bool: "boolean", int: "long", float: "double", str: "string"}
+
+
+@dataclass(frozen=True)
+class SampledFormat:
+    """What the bytes of a topic's sampled values say about its value format."""
+
+    framed: int
+    """Values in Confluent framing: magic byte 0, then a 4-byte schema id."""
+    schema_ids: tuple[int, ...]
+    """The schema ids the framed values name, ascending."""
+    json_values: tuple[Any, ...]
+    """The values that parse as JSON, parsed."""
+    neither: int
+
+    @property
+    def value_format(self) -> ValueFormat | None:
+        """The format most sampled values have; None when no value was sampled, none is framed or JSON, or as many
+        are framed as are JSON."""
+        if self.framed > len(self.json_values):
+            return ValueFormat.AVRO
+        if len(self.json_values) > self.framed:
+            return ValueFormat.JSON
+        return None
+
+    def evidence(self) -> str:
+        """The counts behind the format, for the reviewer (``3 sampled values: 2 JSON, 1 neither framed nor JSON``)."""
+        total = self.framed + len(self.json_values) + self.neither
+        if total == 0:
+            return "no sampled value"
+        ids = ", ".join(map(str, self.schema_ids))
+        counts = [
+            f"{self.framed} Confluent-framed (schema ids {ids})" if self.framed else "",
+            f"{len(self.json_values)} JSON" if self.json_values else "",
+            f"{self.neither} neither framed nor JSON" if self.neither else "",
+        ]
+        return f"{total} sampled values: {', '.join(c for c in counts if c)}"
+
+
+def sampled_format(values: list[bytes]) -> SampledFormat:
+    """Each sampled value classified by its bytes: Confluent-framed, JSON, or neither."""
+    ids: list[int] = []
+    parsed: list[Any] = []
+    for value in values:
+        try:
+            ids.append(split_header(value)[0])
+        except ValueError:
+            with contextlib.suppress(UnicodeDecodeError, json.JSONDecodeError):
+                parsed.append(json.loads(value))
+    neither = len(values) - len(ids) - len(parsed)
+    return SampledFormat(len(ids), tuple(sorted(set(ids))), tuple(parsed), neither)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, SchemaDriftMetric
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
+from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
@@ -196,3 +197,38 @@ def test_import_validate_archive_then_drift(
         Statistics=["Maximum"],
     )["Datapoints"]
     assert [p["Maximum"] for p in points] == [3.0]  # the late topic and the two flagged ones
+
+
+def test_a_json_topic_with_a_registered_subject_is_imported_as_json(
+    local_stack: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The format comes from the sampled bytes, not from the subject: JSON records under a registered value subject
+    (as the demo's JSON topics have) are JSON, with the registered schema; a dry run writes nothing and says so."""
+    env, _, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    catalog = tmp_path / "fleet-catalog"
+    catalog.mkdir()
+    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    cluster = Cluster(local_stack, env.name)
+    schema = avro("Shipment", ("id", "string"), ("scanned_at", "string"))
+    kafka_topic = cluster.registered_only("{env}.acme.logistics.shipments", schema)
+    cluster.topic(
+        kafka_topic,
+        [json.dumps({"id": f"s{i}", "scanned_at": cluster.moment(i).isoformat()}).encode() for i in range(RECORDS)],
+    )
+    args = ["catalog", "import", "--env", env.name, "--catalog", str(catalog), "--match", kafka_topic]
+
+    dry = cli(*args, "--dry-run")
+
+    assert f"{kafka_topic}: json ({RECORDS} sampled values: {RECORDS} JSON; a value subject with 1 version(s)" in dry
+    assert "1 topics would be imported (dry run: nothing written)" in dry and "would write" in dry
+    assert sorted(p.name for p in catalog.rglob("*")) == [DEFAULTS_FILE]
+
+    cli(*args)
+
+    topic = load_topic_catalog(catalog).get(kafka_topic)
+    assert topic.spec.value_format == ValueFormat.JSON
+    assert [json.loads(s) for s in topic.schemas] == [json.loads(schema)]  # the registered version, not inferred
+    assert topic.spec.time_fields[0].path == "scanned_at"
+    assert f"{RECORDS} sampled values parse as ISO 8601" in topic.source.read_text()  # the JSON values were read
+    cli("catalog", "check", "--catalog", str(catalog), "--env", env.name, "--registry")

@@ -18,8 +18,17 @@ from kafkalake.environments import EnvironmentConfig
 from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
-from kafkalake_dev.onboarding.importer import Action, Flagged, Proposal, Sample, propose, write_proposals
-from kafkalake_dev.onboarding.infer import NotInferable, infer_avro, rank_time_fields
+from kafkalake.wire import encode
+from kafkalake_dev.onboarding.importer import (
+    Action,
+    Flagged,
+    Proposal,
+    Sample,
+    off_convention_lines,
+    propose,
+    write_proposals,
+)
+from kafkalake_dev.onboarding.infer import NotInferable, infer_avro, rank_time_fields, sampled_format
 
 NOW_S = 1_763_600_000  # 2025-11-20
 NAME = TopicName("staging.acme.sales.orders", "acme", "sales", "orders")
@@ -242,3 +251,93 @@ def test_drift_compares_the_cluster_with_the_catalog() -> None:
     }
     in_sync = ClusterView(tuple(t.kafka_topic for t in catalog.for_env("staging")), {card.kafka_topic: registered})
     assert compare(in_sync, catalog.topics, "staging").clean
+
+
+def test_the_format_is_what_most_sampled_bytes_show() -> None:
+    framed = [encode(5, AVRO, {"id": "a", "placed_at": NOW_S * 1000}), encode(6, AVRO, {"id": "b", "placed_at": 0})]
+    as_json = [json.dumps({"id": i}).encode() for i in range(3)]
+    poison = [b"\x07not a framed value", b"\x00\x01"]  # the second is too short for a frame
+    avro = sampled_format([*framed, framed[0], poison[0]])
+    assert (avro.value_format, avro.framed, avro.schema_ids, avro.neither) == (ValueFormat.AVRO, 3, (5, 6), 1)
+    assert avro.evidence() == "4 sampled values: 3 Confluent-framed (schema ids 5, 6), 1 neither framed nor JSON"
+    mostly_json = sampled_format([*as_json, framed[0], *poison])
+    assert mostly_json.value_format == ValueFormat.JSON and mostly_json.json_values == ({"id": 0}, {"id": 1}, {"id": 2})
+    assert mostly_json.evidence() == (
+        "6 sampled values: 1 Confluent-framed (schema ids 5), 3 JSON, 2 neither framed nor JSON"
+    )
+    assert sampled_format([*framed, *as_json[:2]]).value_format is None  # as many of each: no one format
+    assert sampled_format(poison).value_format is None
+    nothing = sampled_format([])
+    assert nothing.value_format is None and nothing.evidence() == "no sampled value"
+
+
+def test_a_json_topic_with_a_registered_subject_is_json(tmp_path: Path) -> None:
+    catalog = load_topic_catalog(catalog_dir())
+    schema = json.dumps(
+        {**json.loads(AVRO), "fields": [{"name": "id", "type": "string"}, {"name": "placed_at", "type": "long"}]}
+    )
+    registered = (RegisteredSchema("s", 1, 5, schema),)
+    values = [json.dumps({"id": f"o{i}", "placed_at": (NOW_S + i) * 1000}).encode() for i in range(4)]
+    sample = Sample([*values, b"\x07not a framed value"], records=5, keys=5)
+    found = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=sample)
+    assert isinstance(found, Proposal) and found.value_format == ValueFormat.JSON
+    assert found.format_evidence == (
+        "5 sampled values: 4 JSON, 1 neither framed nor JSON; a value subject with 1 version(s) in the registry"
+    )
+    folder = tmp_path / "acme" / "sales" / "staging"
+    assert json.loads(found.files[folder / "orders.v1.avsc"]) == json.loads(schema)  # the registered schema
+    text = found.files[folder / "orders.yaml"]
+    assert "value_format: json\n" in text and f"# Value format json: {found.format_evidence}.\n" in text
+    assert found.times[0].candidate == TimeCandidate(path="placed_at", format=TimeFormat.EPOCH, unit="ms")
+    assert found.times[0].evidence.startswith("4 sampled values")  # the JSON values were read
+
+
+def test_framed_values_are_avro_and_the_subject_decides_only_an_empty_sample(tmp_path: Path) -> None:
+    catalog = load_topic_catalog(catalog_dir())
+    registered = (RegisteredSchema("s", 1, 5, AVRO),)
+    framed = [encode(5, AVRO, {"id": f"o{i}", "placed_at": NOW_S * 1000}) for i in range(3)]
+    avro = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=Sample(framed, 3))
+    assert isinstance(avro, Proposal) and avro.value_format == ValueFormat.AVRO
+    assert avro.format_evidence.startswith("3 sampled values: 3 Confluent-framed (schema ids 5); a value subject")
+    unregistered = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=(), sample=Sample(framed))
+    assert unregistered == Flagged(
+        NAME.kafka_topic,
+        "Confluent-framed values (3 sampled values: 3 Confluent-framed (schema ids 5)), "
+        "but no value subject in the registry",
+    )
+    empty = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=Sample())
+    assert isinstance(empty, Proposal) and empty.value_format == ValueFormat.AVRO
+    assert empty.format_evidence == "no sampled value; a value subject with 1 version(s) in the registry"
+    mixed = Sample([*framed[:1], json.dumps({"id": "x"}).encode()], 2)
+    assert propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=mixed) == (
+        Flagged(
+            NAME.kafka_topic,
+            "the sampled bytes show no one format (2 sampled values: 1 Confluent-framed (schema ids 5), 1 JSON)",
+        )
+    )
+
+
+def test_topics_off_the_convention_are_summarised_by_reason() -> None:
+    names = [
+        *(f"legacy_{n}" for n in ("e", "a", "d", "c", "b")),
+        "production.acme.sales.orders",
+        "t0a1b2c3d4.acme.sales.refunds",
+        "staging.Acme.sales.orders",
+    ]
+    off = [o for o in (parse_topic_name(n, "staging") for n in names) if isinstance(o, OffConvention)]
+    assert len(off) == len(names)
+    no_match = f"does not match the naming convention {DEFAULT_TOPIC_NAMING}"
+    assert off_convention_lines(off, examples=3) == [
+        "8 topics off the naming convention, not imported:",
+        "  5 do not match the naming convention (2 more not shown):",
+        f"    not imported: legacy_a: {no_match}",
+        f"    not imported: legacy_b: {no_match}",
+        f"    not imported: legacy_c: {no_match}",
+        "  2 belong to another environment:",
+        "    not imported: production.acme.sales.orders: belongs to environment 'production', not 'staging'",
+        "    not imported: t0a1b2c3d4.acme.sales.refunds: belongs to environment 't0a1b2c3d4', not 'staging'",
+        "  1 have a company that is not a catalog name:",
+        "    not imported: staging.Acme.sales.orders: its company 'Acme' is not a catalog name "
+        "(lower case letters, digits, '-', '_')",
+    ]
+    assert off_convention_lines([]) == []
