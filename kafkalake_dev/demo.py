@@ -207,14 +207,12 @@ def run_demo(
     submit: Submit = run_job,
 ) -> DemoReport:
     """Every step of the pipeline once; each step skips what an earlier run already did. The archiver, the
-    compactor and the erasure job run as EMR Serverless runs them: their job-run specifications, through
-    ``kafkalake_dev.local.runner``.
+    compactor and the erasure job run their job-run specifications through ``submit``: as EMR Serverless runs them
+    by default, ``run_in_process`` for checks whose subject is not the jobs' packaging.
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
     (the interop check reads them there with another engine); ``erase=False`` leaves the erasure step out (checks
-    that count the tables before and after compaction against the plan); ``submit`` runs the jobs' specifications
-    (``run_in_process`` for checks whose subject is not the jobs' packaging)."""
+    that count the tables before and after compaction against the plan)."""
     import dataclasses
-
     from kafkalake.registry import RegistryClient
     from kafkalake_dev.local.maintainer import invoke_locally
     from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
