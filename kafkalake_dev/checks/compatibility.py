@@ -199,14 +199,14 @@ def check_versions(schemas: tuple[str, ...] | list[str], mode: Mode = Mode.BACKW
     return refusals
 
 
-def glue_type(schema: Any, names: _Names) -> str:
+def avro_glue_type(schema: Any, names: _Names) -> str:
     """The Glue column type the archiver's Parquet gives an Avro type (through Spark's Avro reader)."""
     schema = names.deref(schema)
     if isinstance(schema, list):
         branches = [b for b in schema if b != "null"]
         if len(branches) == 1:
-            return glue_type(branches[0], names)
-        return "struct<" + ",".join(f"member{i}:{glue_type(b, names)}" for i, b in enumerate(branches)) + ">"
+            return avro_glue_type(branches[0], names)
+        return "struct<" + ",".join(f"member{i}:{avro_glue_type(b, names)}" for i, b in enumerate(branches)) + ">"
     if not isinstance(schema, dict):
         return GLUE_PRIMITIVE[schema]
     logical = schema.get("logicalType")
@@ -214,10 +214,10 @@ def glue_type(schema: Any, names: _Names) -> str:
         return f"decimal({schema['precision']},{schema.get('scale', 0)})"
     complex_types = {
         "record": lambda: (
-            "struct<" + ",".join(f"{f['name']}:{glue_type(f['type'], names)}" for f in schema["fields"]) + ">"
+            "struct<" + ",".join(f"{f['name']}:{avro_glue_type(f['type'], names)}" for f in schema["fields"]) + ">"
         ),
-        "array": lambda: f"array<{glue_type(schema['items'], names)}>",
-        "map": lambda: f"map<string,{glue_type(schema['values'], names)}>",
+        "array": lambda: f"array<{avro_glue_type(schema['items'], names)}>",
+        "map": lambda: f"map<string,{avro_glue_type(schema['values'], names)}>",
     }
     if schema["type"] in complex_types:
         return complex_types[schema["type"]]()
@@ -229,7 +229,7 @@ def _columns(text: str) -> dict[str, tuple[str, bool]]:
     schema = json.loads(text)
     names = _Names(schema)
     return {
-        f["name"]: (glue_type(f["type"], names), isinstance(f["type"], list) and "null" in f["type"])
+        f["name"]: (avro_glue_type(f["type"], names), isinstance(f["type"], list) and "null" in f["type"])
         for f in schema["fields"]
     }
 

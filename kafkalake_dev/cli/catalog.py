@@ -27,7 +27,7 @@ def catalog_import(
 ) -> None:
     """Write the catalog files for the cluster's topics (Kafka + registry) for review; never overwrite a file."""
     from kafkalake.drift import observe
-    from kafkalake_dev.onboarding.importer import Action, import_topics, off_convention_lines, write_proposals
+    from kafkalake_dev.onboarding.importer import WriteOutcome, import_topics, off_convention_lines, write_proposals
 
     access = kafka_access(on_local_stack(ctx))
     settings = environment(env)
@@ -54,7 +54,7 @@ def catalog_import(
     imported = "would be imported (dry run: nothing written)" if dry_run else "imported"
     typer.echo(
         f"{len(found.proposals)} topics {imported} into {catalog}, {len(found.flagged)} flagged, "
-        f"{len(found.off_convention)} off the naming convention; {changed} existing files {Action.WOULD_CHANGE}"
+        f"{len(found.off_convention)} off the naming convention; {changed} existing files {WriteOutcome.WOULD_CHANGE}"
     )
 
 

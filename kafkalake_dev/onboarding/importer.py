@@ -112,7 +112,9 @@ def decode_avro(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -
     return decoded
 
 
-class Action(StrEnum):
+class WriteOutcome(StrEnum):
+    """What writing a proposed file did, or would do in a dry run."""
+
     WRITTEN = "written"
     UNCHANGED = "unchanged"
     WOULD_CHANGE = "would change (not written)"
@@ -266,7 +268,7 @@ def import_topics(
     return result
 
 
-def write_proposals(proposals: list[Proposal], *, dry_run: bool = False) -> Iterator[tuple[Path, Action, str]]:
+def write_proposals(proposals: list[Proposal], *, dry_run: bool = False) -> Iterator[tuple[Path, WriteOutcome, str]]:
     """Write each proposed file that does not exist yet; (path, action, unified diff for a file that differs)."""
     for proposal in proposals:
         for path, text in proposal.files.items():
@@ -274,14 +276,14 @@ def write_proposals(proposals: list[Proposal], *, dry_run: bool = False) -> Iter
                 if not dry_run:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(text)
-                yield path, Action.WOULD_WRITE if dry_run else Action.WRITTEN, ""
+                yield path, WriteOutcome.WOULD_WRITE if dry_run else WriteOutcome.WRITTEN, ""
             elif _same(path, text):
-                yield path, Action.UNCHANGED, ""
+                yield path, WriteOutcome.UNCHANGED, ""
             else:
                 diff = difflib.unified_diff(
                     path.read_text().splitlines(), text.splitlines(), str(path), "import", lineterm=""
                 )
-                yield path, Action.WOULD_CHANGE, "\n".join(diff)
+                yield path, WriteOutcome.WOULD_CHANGE, "\n".join(diff)
 
 
 def _same(path: Path, text: str) -> bool:

@@ -20,10 +20,10 @@ from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.onboarding.importer import (
-    Action,
     Flagged,
     Proposal,
     Sample,
+    WriteOutcome,
     off_convention_lines,
     propose,
     write_proposals,
@@ -187,17 +187,17 @@ def test_proposals_make_a_valid_catalog_and_never_overwrite(tmp_path: Path) -> N
     found = propose(odd, env="staging", root=root, catalog=catalog, registered=(), sample=json_sample)
     assert isinstance(found, Proposal) and found.value_format == ValueFormat.JSON
     assert [(p.name, a) for p, a, _ in write_proposals([found])] == [
-        ("orders-feed.yaml", Action.WRITTEN),
-        ("orders-feed.v1.avsc", Action.WRITTEN),
+        ("orders-feed.yaml", WriteOutcome.WRITTEN),
+        ("orders-feed.v1.avsc", WriteOutcome.WRITTEN),
     ]
     topic = load_topic_catalog(root).get("orders-feed", "staging")
     assert topic.kafka_topic == "orders-feed"
     assert topic.spec.time_fields == (TimeCandidate(path="ts", format=TimeFormat.EPOCH, unit="s"),)
-    assert [a for _, a, _ in write_proposals([found])] == [Action.UNCHANGED, Action.UNCHANGED]
+    assert [a for _, a, _ in write_proposals([found])] == [WriteOutcome.UNCHANGED, WriteOutcome.UNCHANGED]
     yaml_path = next(iter(found.files))
     yaml_path.write_text(yaml_path.read_text() + "retention_days: 30\n")
     (_, action, diff), _ = write_proposals([found])
-    assert action == Action.WOULD_CHANGE and "-retention_days: 30" in diff
+    assert action == WriteOutcome.WOULD_CHANGE and "-retention_days: 30" in diff
     assert yaml_path.read_text().endswith("retention_days: 30\n")
     known = TopicName("staging.acme.payments.card-authorized", "acme", "payments", "card-authorized")
     registered = tuple(
@@ -205,8 +205,8 @@ def test_proposals_make_a_valid_catalog_and_never_overwrite(tmp_path: Path) -> N
     )
     again = propose(known, env="staging", root=root, catalog=catalog, registered=registered, sample=Sample())
     actions = {p.name: a for p, a, _ in write_proposals([again], dry_run=True)}  # type: ignore[list-item]
-    assert actions["card-authorized.v1.avsc"] == actions["card-authorized.v2.avsc"] == Action.UNCHANGED
-    assert actions["card-authorized.yaml"] == Action.WOULD_CHANGE
+    assert actions["card-authorized.v1.avsc"] == actions["card-authorized.v2.avsc"] == WriteOutcome.UNCHANGED
+    assert actions["card-authorized.yaml"] == WriteOutcome.WOULD_CHANGE
 
 
 def test_flagged_when_no_schema_can_be_had(tmp_path: Path) -> None:
