@@ -1,5 +1,5 @@
-"""Settings are validated once, name what is missing, and carry no defaults that point anywhere; the job-run
-specification renders the same request for boto3 and for the Scheduler."""
+"""Endpoints and Lambda environments are validated once, name what is missing, and carry no defaults that point
+anywhere; the job-run specification renders the same request for boto3 and for the Scheduler."""
 
 from __future__ import annotations
 
