@@ -39,6 +39,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         stack.down(started)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The seconds each tier's tests took (set-up, call and tear-down, summed over the workers): what a change to
+    the suite's speed is measured by, per tier."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                parts = Path(report.nodeid.split("::")[0]).parts
+                tier = parts[1] if len(parts) > 2 else parts[0]
+                seconds[tier] = seconds.get(tier, 0.0) + report.duration
+    if seconds:
+        tiers = ", ".join(f"{tier} {total:.0f} s" for tier, total in sorted(seconds.items()))
+        terminalreporter.write_line(f"test seconds per tier (summed over workers): {tiers}")
+
+
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[Endpoints]:
     """The real local stack (Kafka, registry, moto server); started if needed, stopped if this session started it.
