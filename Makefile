@@ -52,7 +52,9 @@ TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 test: install browser lint synth iac-scan
-	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
+	@# a process of their own: a worker's Spark JVM must start inside the stack tests' moto credentials
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/integration tests/e2e
 
 # The edit loop: lint, the unit tests, and the integration tests that run no Spark (on the local stack).
 test-fast: install fetch lint
