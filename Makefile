@@ -51,10 +51,13 @@ lint: install
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-test: install browser lint synth iac-scan
+# lint (mypy) and iac-scan (checkov) are one process each: side by side they use both cores. Then the unit tests,
+# then the stack tests in a pytest run of their own (a worker's Spark JVM must start inside the stack tests' moto
+# credentials), the end-to-end tests first (the longest).
+test: install browser synth
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint iac-scan
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
-	@# a process of their own: a worker's Spark JVM must start inside the stack tests' moto credentials
-	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/integration tests/e2e
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/e2e tests/integration
 
 # The edit loop: lint, the unit tests, and the integration tests that run no Spark (on the local stack).
 test-fast: install fetch lint

@@ -39,7 +39,7 @@ from tests.integration.archive_helpers import (
 )
 
 pytestmark = pytest.mark.stack
-RECORDS = 6000
+RECORDS = 3000
 
 
 LEASE_TTL_SECONDS = 3
