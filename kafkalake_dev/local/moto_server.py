@@ -1,26 +1,58 @@
 """moto's server as the local stack runs it: ``python -m kafkalake_dev.local.moto_server -H host -p port``.
 
-moto's own ``main``, less two costs its development server pays on every request, which the suite's tens of
-thousands of requests add up (seen with py-spy: about a sixth of the server's CPU): the names of moto's service
-folders, listed from disk by ``get_backend_for_host`` for each request, are listed once; werkzeug's access log (a
-line per request) is off, its warnings and errors stay.
+moto's own ``main``, less three costs of its server that the suite's tens of thousands of requests add up (seen
+with py-spy on the server during the stack tests; the answers are unchanged):
+
+- ``ListObjectVersions`` deep-copies every version of every key in the bucket, its bytes included, to mark the
+  copies' ``is_latest`` (61% of the server's CPU during the erasure tests, which list versions to follow a run's
+  progress). Here each version is copied without its bytes: a new object of a subclass sharing the original's
+  attributes (its buffer included, which the copy never closes), so setting ``is_latest`` on it leaves the stored
+  version alone.
+- The names of moto's service folders, listed from disk by ``get_backend_for_host`` for each request, are listed
+  once.
+- werkzeug's access log (a line per request) is off; its warnings and errors stay.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+from types import SimpleNamespace
+from typing import Any
 
 from moto import backends
+from moto.s3 import models as s3_models
 from moto.server import main
 
 SERVICE_FOLDERS = tuple(backends.list_of_moto_modules())
+TWINS: dict[type[Any], type[Any]] = {}
 
 
 def listed_once() -> tuple[str, ...]:
     return SERVICE_FOLDERS
 
 
+def versions_without_bytes(versions: list[Any]) -> list[Any]:
+    """What ``list_object_versions`` deep-copies (one key's versions), copied as the listing needs them."""
+    copies = []
+    for version in versions:
+        twin = object.__new__(listing_twin(type(version)))
+        twin.__dict__.update(version.__dict__)
+        copies.append(twin)
+    return copies
+
+
+def listing_twin(kind: type[Any]) -> type[Any]:
+    """``kind`` whose objects leave the shared bytes open when they go: a stored key closes its buffer in
+    ``__del__``, and the buffer is the stored version's own."""
+    if kind not in TWINS:
+        TWINS[kind] = type(kind.__name__, (kind,), {"__del__": lambda _self: None, "__module__": kind.__module__})
+    return TWINS[kind]
+
+
 if __name__ == "__main__":
     backends.list_of_moto_modules = listed_once
+    # moto.s3.models uses the copy module twice: copy.copy (kept) and, in list_object_versions only, copy.deepcopy
+    s3_models.copy = SimpleNamespace(copy=copy.copy, deepcopy=versions_without_bytes)  # type: ignore[attr-defined,assignment]
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     main()

@@ -31,7 +31,7 @@ from kafkalake_dev.local.workload import ensure_topic
 from kafkalake_dev.onboarding.importer import SAMPLE_GROUP
 from tests.integration.archive_helpers import read_back
 
-pytestmark = [pytest.mark.stack, pytest.mark.spark]
+pytestmark = pytest.mark.stack
 RECORDS = 12
 MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
 
