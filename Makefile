@@ -15,11 +15,12 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	@echo "[install] Python packages (wheels cached in $(PIP_CACHE_DIR))"
 	@$(BIN)/pip install -q --upgrade pip
-	@$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
+	@# --no-compile: Python compiles what it imports on first use, not every module of pyspark, botocore and pandas
+	@$(BIN)/pip install -q --no-compile -r requirements.txt -r requirements-dev.txt
 	@# AWS SDK for pandas (the readers' tests): 3.17.1 pins pyarrow<26, the project pins pyarrow 26.0.1, so pip's
 	@# resolver would refuse it in requirements-dev.txt; it imports and reads with pyarrow 26, so it goes in without
 	@# its dependencies (all of them are in the requirements already).
-	@$(BIN)/pip install -q --no-deps awswrangler==3.17.1
+	@$(BIN)/pip install -q --no-compile --no-deps awswrangler==3.17.1
 	@$(BIN)/pip install -q --no-deps -e .
 	@touch $@
 
