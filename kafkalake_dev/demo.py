@@ -10,6 +10,7 @@ pipeline without the erasure, with Trino counting every table before and after c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import Counter
@@ -212,7 +213,6 @@ def run_demo(
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
     (the interop check reads them there with another engine); ``erase=False`` leaves the erasure step out (checks
     that count the tables before and after compaction against the plan)."""
-    import dataclasses
     from kafkalake.registry import RegistryClient
     from kafkalake_dev.local.maintainer import invoke_locally
     from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision

@@ -208,4 +208,3 @@ def run_in_process(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], No
     stdout = printed.getvalue()
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     return JobOutcome(returncode, lines, stdout, "")
-
