@@ -44,7 +44,9 @@ status: install
 
 lint: install
 	@echo "[lint] ruff"; $(BIN)/ruff check .
-	@echo "[lint] mypy"; $(BIN)/mypy $(wildcard kafkalake kafkalake_dev lambdas spark_jobs infra app.py bench tests)
+	@# mypy's cache outside the clone: a fresh clone re-checks only the files whose contents differ
+	@echo "[lint] mypy"; $(BIN)/mypy --cache-dir "$(KAFKALAKE_CACHE)/mypy" \
+		$(wildcard kafkalake kafkalake_dev lambdas spark_jobs infra app.py bench tests)
 	@echo "[lint] import direction (import-linter)"; $(BIN)/lint-imports --no-cache --no-logo
 
 # pytest-xdist workers (2 on this 2-core machine: the suite waits on Kafka, S3 and JVM starts as much as it computes);
