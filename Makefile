@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install fetch browser up down status lint test test-fast test-unit demo interop bench synth iac-scan clean
+.PHONY: install fetch browser up down status lint test test-fast test-unit demo interop bench synth iac-scan scan-templates clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -54,11 +54,11 @@ lint: install
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
-# lint (mypy) and iac-scan (checkov) are one process each: side by side they use both cores. Then the unit tests,
+# lint and the IaC scan of the templates synth wrote, side by side (each mostly one process). Then the unit tests,
 # then the stack tests in a pytest run of their own (a worker's Spark JVM must start inside the stack tests' moto
-# credentials), the end-to-end tests first (the longest).
+# credentials), the longest test files first (LONGEST_FIRST in tests/conftest.py).
 test: install browser synth
-	@$(MAKE) --no-print-directory -j2 --output-sync=target lint iac-scan
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint scan-templates
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/e2e tests/integration
 
@@ -91,4 +91,7 @@ synth: install fetch node_modules/.installed
 	@echo "[synth] templates for every environment in cdk.out/ (kafkalake-<env>.template.json)"
 
 iac-scan: synth
+	@$(MAKE) --no-print-directory scan-templates
+
+scan-templates:
 	@bash scripts/iac-scan.sh
