@@ -21,6 +21,12 @@ LONGEST_FIRST = (
     "e2e/test_readers.py",
     "integration/test_archiver.py",
     "integration/test_faults.py",
+    "integration/test_overlap.py",
+    "integration/test_maintainer.py",
+    "integration/test_job_environment.py",
+    "e2e/test_onboarding_latency.py",
+    "integration/test_personal_data.py",
+    "integration/test_erasure_index.py",
 )
 """The files whose tests take longest in all (``make test`` prints the slowest tests), handed to the workers first so
 that no long file is left running alone at the end; the rest keep their order. A hint: a file missing here is only

@@ -133,10 +133,20 @@ class Service:
         return state_dir() / f"{self.name}.log"
 
     def pid(self) -> int | None:
+        """The recorded process while it runs. One this process started and that has exited is reaped here:
+        until then it is a zombie, which ``kill(pid, 0)`` still finds (``stop`` would wait its whole timeout)."""
         try:
             pid = int(self.pid_file.read_text())
-            os.kill(pid, 0)
         except (OSError, ValueError):
+            return None
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return None
+        except ChildProcessError:  # not this process's child: whoever started it reaps it
+            pass
+        try:
+            os.kill(pid, 0)
+        except OSError:
             return None
         return pid
 
