@@ -183,8 +183,7 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
         downloaded = sorted(str(p.relative_to(ivy)) for p in ivy.rglob("*.jar")) if ivy.exists() else []
     if downloaded:
         raise JobFailed(f"{run.name} resolved jars at run time: {downloaded}")
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return JobOutcome(done.returncode, lines, done.stdout, done.stderr)
+    return JobOutcome(done.returncode, json_lines(done.stdout), done.stdout, done.stderr)
 
 
 def run_in_process(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print) -> JobOutcome:
@@ -205,6 +204,9 @@ def run_in_process(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], No
                 returncode = 0
             except SystemExit as exited:
                 returncode = exited.code if isinstance(exited.code, int) else 1
-    stdout = printed.getvalue()
-    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-    return JobOutcome(returncode, lines, stdout, "")
+    return JobOutcome(returncode, json_lines(printed.getvalue()), printed.getvalue(), "")
+
+
+def json_lines(stdout: str) -> list[dict[str, Any]]:
+    """The JSON lines a job printed (one per topic, or per compacted partition), among Spark's other output."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
