@@ -5,7 +5,8 @@ Data objects live under a deterministic, Hive-style layout::
     data/<env>/<company>/<domain>/<topic>/schema_version=<n>/dt=<YYYY-MM-DD>/hour=<HH>/
         <topic>+<kafka partition>+<first offset>-<last offset>.parquet
 
-The formatter and the parser are both generated from ``_DATA_SEGMENTS`` so they cannot drift apart.
+The formatter and the parser are both generated from ``_DATA_SEGMENTS`` so they cannot drift apart; the file is
+past 400 lines because every key the system writes stays here beside that one parser.
 Quarantine and the durable records live under their own top-level prefixes, which the data parser never matches.
 Compaction output lives under the table's location, in a hidden tree beside the raw partitions. Per topic
 (``TablePrefix``)::
