@@ -50,6 +50,16 @@ def secret_arn(name: SecretName, where: Deployment = DEPLOYED) -> str:
     return f"arn:{where.partition}:secretsmanager:{where.region}:{where.account}:secret:kafkalake/{name}"
 
 
+def queue_arn(name: str, where: Deployment = DEPLOYED) -> str:
+    """A queue the template creates, by role: ``notifications`` (S3 events for the maintainer)."""
+    return f"arn:{where.partition}:sqs:{where.region}:{where.account}:{name}"
+
+
+def bus_arn(where: Deployment = DEPLOYED) -> str:
+    """The environment's EventBridge bus (``kafkalake-<env>``), where the maintainer publishes completeness events."""
+    return f"arn:{where.partition}:events:{where.region}:{where.account}:event-bus/kafkalake-{where.env}"
+
+
 @dataclass(frozen=True)
 class IamRequest:
     """One IAM authorization: ``principal`` asks for ``action`` on ``resource`` with ``context`` (condition keys, as
