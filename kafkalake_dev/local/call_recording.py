@@ -36,6 +36,7 @@ REQUEST_HEADERS: Final = (
     "if-match",
     "if-none-match",
     "x-amz-metadata-directive",
+    "user-agent",
 )
 RESPONSE_HEADERS: Final = ("x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id")
 MAX_BODY: Final = 1 << 18

@@ -68,9 +68,9 @@ def deployed_key(key: str, where: Deployment) -> str:
     return "/".join(parts)
 
 
-TEST_ENV_SUFFIX: Final = re.compile(r"_(?:t|test)[0-9a-f]{6,}$|_staging$|_production$")
+TEST_ENV_SUFFIX: Final = re.compile(r"_[a-z]{1,4}[0-9a-f]{6,}$|_staging$|_production$")
 """A database's environment suffix (``kafkalake.naming.default_names``: ``<company>_<env>``); the tests' environments
-are ``t<hex>`` or ``test<hex>``."""
+are a letter or a word and hex digits (``t1a2b3c4d``, ``test1a2b3c4d``)."""
 
 
 def deployed_database(database: str, where: Deployment) -> str:
