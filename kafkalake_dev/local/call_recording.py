@@ -14,6 +14,7 @@ path, so a server already running (``kafkalake stack up``) records a test sessio
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -105,6 +106,8 @@ def recording_app(app: Callable[..., Iterable[bytes]], recorder: Recorder) -> Ca
         if keeps_body(service, query):
             raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0) or -1)
             environ["wsgi.input"] = io.BytesIO(raw)
+            if "gzip" in environ.get("HTTP_CONTENT_ENCODING", ""):  # botocore compresses PutMetricData
+                raw = gzip.decompress(raw)
             body = raw[:MAX_BODY].decode("utf-8", "replace")
         seen: dict[str, Any] = {}
 
