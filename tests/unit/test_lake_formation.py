@@ -19,12 +19,13 @@ from kafkalake.permissions import AccessModel, TableTags, access_model
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.checks.lake_access import NO_ACCESS, NONE, matrix_lines
 from kafkalake_dev.checks.permissions.lake_formation import (
+    ROLES,
     RULES,
     consumer_access,
     evaluate_lake_formation,
     lake_formation_of,
 )
-from kafkalake_dev.checks.permissions.requests import Deployment, GlueCall
+from kafkalake_dev.checks.permissions.requests import Deployment, GlueCall, Principal
 
 ENVIRONMENTS = load_environments(environments_file())
 CATALOG = load_topic_catalog(catalog_dir())
@@ -34,7 +35,7 @@ PRINCIPAL_PERMISSIONS = "AWS::LakeFormation::PrincipalPermissions"
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     stacks = build(App(), ENVIRONMENTS, CATALOG, tmp_path_factory.mktemp("build"))
-    return {env: Template.from_stack(stack).to_json() for env, stack in stacks.items()}
+    return {env: dict(Template.from_stack(stack).to_json()) for env, stack in stacks.items()}
 
 
 def model(env: str) -> AccessModel:
@@ -127,7 +128,7 @@ def test_finding_2_erasure_calls_are_refused_without_its_grants_and_allowed_with
     while the databases give tables created at run time none (``CreateTableDefaultPermissions: []``)."""
     table = model("staging").tables[0]
     calls = [c for c in pipeline_calls("staging") if c.principal == "erasure" and c.table == table.table]
-    as_on_main = without(templates["staging"], principal="JobsErasureJobRole")
+    as_on_main = without(templates["staging"], principal=ROLES["erasure"])
     refused = findings(as_on_main, calls)
     db_table = f"{table.database}.{table.table}"
     assert f"erasure: GetPartitions on {db_table} needs DESCRIBE on table {db_table}" in "\n".join(refused)
@@ -145,14 +146,14 @@ def test_finding_2_erasure_calls_are_refused_without_its_grants_and_allowed_with
 
 @pytest.mark.parametrize("role", ["compactor", "erasure"])
 def test_finding_4_repointing_a_partition_under_the_registered_prefix_needs_data_location_access(
-    templates: Any, role: str
+    templates: Any, role: Principal
 ) -> None:
     """ALTER: 'If the property that is being altered is a registered Amazon S3 location, the principal must have
     data location permissions on the new location'; the run directories lie under the registered ``data/``."""
     table = model("staging").tables[0]
     swap = GlueCall(role, "UpdatePartition", table.database, table.table, location("staging", table, "/_compacted/x"))
     assert findings(templates["staging"], [swap]) == []
-    logical = {"compactor": "JobsCompactorJobRole", "erasure": "JobsErasureJobRole"}[role]
+    logical = ROLES[role]
     [refused] = findings(without(templates["staging"], principal=logical, resource="DataLocation"), [swap])
     assert "needs DATA_LOCATION_ACCESS on arn:aws:s3:::kafkalake-staging-lake/data/" in refused
     assert "assumption" in refused and "registered Amazon S3 location" in refused
@@ -164,7 +165,7 @@ def test_a_table_creator_holds_everything_on_it_and_nobody_else_does(templates: 
     """'Table creators: Have all permissions on tables that they create' (implicit permissions); the maintainer
     without its table grants may still tag what it created, the reconciler not."""
     table = model("staging").tables[0]
-    bare = without(templates["staging"], principal="MaintainerRole", resource="Table")
+    bare = without(templates["staging"], principal=ROLES["maintainer"], resource="Table")
     created = GlueCall("maintainer", "CreateTable", table.database, "fresh", location("staging", table))
     tag = GlueCall("maintainer", "AddLFTagsToResource", table.database, "fresh")
     assert findings(bare, [created, tag]) == []

@@ -224,17 +224,12 @@ class LakeFormation:
         self, principal: str, database: str, table: str, *, created: bool
     ) -> tuple[frozenset[str], frozenset[str]]:
         """(permissions, grantable) of ``principal`` on a table; ``created`` when it created the table."""
-        grants = [
-            g
-            for g in self.named
-            if g.principal == principal and g.database == database and (g.wildcard or g.table == table)
-        ]
-        permissions = {p for g in grants for p in g.permissions}
+        grants = self._named_on_table(principal, database, table)
+        permissions = {p for g in grants for p in g.permissions} | self._open(database)
         permissions |= {
             p for g in self._policies(principal, "TABLE", self.table_tags(database, table)) for p in g.permissions
         }
-        implicit = created or database in self.open_databases
-        if implicit:
+        if created:
             permissions.add(ALL)
         if principal in self.admins:
             permissions.add(DESCRIBE)
@@ -247,17 +242,31 @@ class LakeFormation:
         return any(covers(arn, location) for arn in self.registered)
 
     def selectable(self, principal: str, table: TableTags) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(readable, hidden) columns of a catalog table for a consumer; readable is empty when it sees none: SELECT
-        on a column by a TABLE grant whose expression its effective tags match."""
-        readable = tuple(
-            column
-            for column in table.columns
-            if any(
-                SELECT in g.permissions
-                for g in self._policies(principal, "TABLE", self.column_tags(table.database, table.table, column))
+        """(readable, hidden) columns of a catalog table for a consumer, both empty when it reads none: SELECT on
+        the whole table by name, or on a column by a TABLE grant whose expression the column's tags match."""
+        whole = {p for g in self._named_on_table(principal, table.database, table.table) for p in g.permissions}
+        whole |= self._open(table.database)
+
+        def reads(column: str) -> bool:
+            tags = self.column_tags(table.database, table.table, column)
+            return holds(frozenset(whole), SELECT) or any(
+                SELECT in g.permissions for g in self._policies(principal, "TABLE", tags)
             )
-        )
-        return readable, tuple(c for c in table.columns if c not in readable) if readable else ()
+
+        readable = tuple(column for column in table.columns if reads(column))
+        hidden = tuple(column for column in table.columns if column not in readable)
+        return (readable, hidden) if readable else ((), ())
+
+    def _named_on_table(self, principal: str, database: str, table: str) -> list[NamedGrant]:
+        return [
+            g
+            for g in self.named
+            if g.principal == principal and g.database == database and (g.wildcard or g.table == table)
+        ]
+
+    def _open(self, database: str) -> set[str]:
+        """ALL for everyone on the tables of a database whose new tables IAM alone decides on."""
+        return {ALL} if database in self.open_databases else set()
 
     def _policies(self, principal: str, resource_type: str, tags: Mapping[str, str]) -> list[TagPolicyGrant]:
         return [
