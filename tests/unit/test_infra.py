@@ -809,7 +809,7 @@ def lake_writer_grants(tpl: Template) -> dict[str, dict[str, tuple[list[str], li
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_lake_formation_gives_each_pipeline_role_what_its_glue_calls_need(stacks: Any, env: str) -> None:
     """infra/stack.py ``_lake_writers``; tests/unit/test_lake_formation.py evaluates the calls against them."""
-    rewriter = {
+    rewriter: dict[str, tuple[list[str], list[str]]] = {
         "Database": (["DESCRIBE"], []),
         "Table": (["ALTER"], []),
         "DataLocation": (["DATA_LOCATION_ACCESS"], []),
