@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
@@ -56,6 +56,9 @@ class LocalNames:
 
     restricted_key_arns: frozenset[str] = frozenset()
     """The local restricted key (its ARN and id); any other key an object names is the lake key's stand-in."""
+    table_databases: Mapping[str, str] = field(default_factory=dict)
+    """The deployed environment's tables (Glue table name → its database, from the catalog), for the tests that give
+    a topic a database of their own."""
     where: Deployment = DEPLOYED
 
 
@@ -68,13 +71,19 @@ def deployed_key(key: str, where: Deployment) -> str:
     return "/".join(parts)
 
 
-TEST_ENV_SUFFIX: Final = re.compile(r"_[a-z]{1,4}[0-9a-f]{6,}$|_staging$|_production$")
+TEST_ENV_SUFFIX: Final = re.compile(r"_[a-z]{0,4}[0-9a-f]{6,}$|_staging$|_production$")
 """A database's environment suffix (``kafkalake.naming.default_names``: ``<company>_<env>``); the tests' environments
 are a letter or a word and hex digits (``t1a2b3c4d``, ``test1a2b3c4d``)."""
 
 
-def deployed_database(database: str, where: Deployment) -> str:
-    return TEST_ENV_SUFFIX.sub(f"_{where.env}", database)
+def deployed_database(database: str, table: str | None, names: LocalNames) -> str:
+    """A test's database as the deployed one: its environment suffix replaced, or, for a database of the test's own
+    naming, the catalog's database of the table."""
+    candidate = TEST_ENV_SUFFIX.sub(f"_{names.where.env}", database)
+    known = set(names.table_databases.values())
+    if candidate in known or table is None:
+        return candidate
+    return names.table_databases.get(table, candidate)
 
 
 def object_arn(key: str, where: Deployment) -> str:
@@ -301,15 +310,15 @@ def glue(principal: Principal, operation: str, body: dict[str, Any], names: Loca
     call = f"glue.{operation}"
     if operation in ("StartCrawler", "GetCrawler", "StopCrawler", "UpdateCrawler"):
         database, _, table_name = body["Name"].removeprefix("kafkalake-").rpartition("-")
-        crawler = f"kafkalake-{deployed_database(database, where)}-{table_name}"
+        crawler = f"kafkalake-{deployed_database(database, table_name, names)}-{table_name}"
         yield IamRequest(principal, f"glue:{operation}", f"{base}:crawler/{crawler}", call=call)
         return
-    database = deployed_database(body["DatabaseName"], where) if "DatabaseName" in body else None
     table = None
     if operation in ("CreateTable", "UpdateTable"):
         table = body["TableInput"]["Name"]
-    elif database is not None:
+    elif "DatabaseName" in body:
         table = next((body[k] for k in GLUE_TABLE_KEYS if k in body), None)
+    database = deployed_database(body["DatabaseName"], table, names) if "DatabaseName" in body else None
     if operation in ("GetTables", "SearchTables"):
         table = "*"
     resources = [f"{base}:catalog"]
@@ -391,9 +400,10 @@ def lakeformation(
     table = resource.get("Table") or resource.get("TableWithColumns")
     database = resource.get("Database")
     if table:
-        yield GlueCall(principal, operation, deployed_database(table["DatabaseName"], names.where), table.get("Name"))
+        name = table.get("Name")
+        yield GlueCall(principal, operation, deployed_database(table["DatabaseName"], name, names), name)
     elif database:
-        yield GlueCall(principal, operation, deployed_database(database["Name"], names.where))
+        yield GlueCall(principal, operation, deployed_database(database["Name"], None, names))
 
 
 def lakeformation_operation(record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
