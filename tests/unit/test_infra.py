@@ -326,8 +326,8 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "Resource": settings.kafka_secret_arn,
     } in archiver
     assert not [s for s in archiver if "s3:DeleteObject" in s["Action"]], "the archiver deletes nothing"
-    puts = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
-    assert f"/erasure/{env}/requests/*" in [r["Fn::Join"][1][1] for r in puts], "tombstones' erasure requests"
+    archiver_puts = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
+    assert f"/erasure/{env}/requests/*" in [r["Fn::Join"][1][1] for r in archiver_puts], "tombstones' requests"
     assert not any("glue:" in json.dumps(s["Action"]) for s in archiver)
     compactor = role_statements(tpl, "CompactorJobRole")
     [puts] = [s for s in compactor if "s3:PutObject" in s["Action"]]
