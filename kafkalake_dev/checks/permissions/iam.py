@@ -193,7 +193,7 @@ def ensure_simulator(cache: Path | None = None) -> Path:
     target = simulator_dir(cache)
     if (target / ".installed").exists():
         return target
-    staging = target.with_name(target.name + ".partial")
+    staging = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     for name in SIMULATOR_FILES:
@@ -205,8 +205,10 @@ def ensure_simulator(cache: Path | None = None) -> Path:
         check=True,
     )
     (staging / ".installed").touch()
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    try:
+        staging.rename(target)
+    except OSError:  # another process (a pytest-xdist worker) installed the same pins first
+        shutil.rmtree(staging)
     return target
 
 

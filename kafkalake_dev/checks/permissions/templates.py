@@ -70,7 +70,7 @@ class Role:
     def session_arn(self) -> str:
         """The assumed-role session ARN the principal signs as (``aws:PrincipalArn`` is ``arn``)."""
         account, role_name = self.arn.split(":")[4], self.arn.rsplit("/", 1)[1]
-        return f"arn:aws:sts::{account}:assumed-role/{role_name}/{self.name}"
+        return f"arn:aws:sts::{account}:assumed-role/{role_name}/{self.name.replace(':', '-')}"
 
 
 @dataclass(frozen=True)
