@@ -787,7 +787,8 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
     assert "s3:GetObject" in deny["Action"]
     permissions = [r["Properties"] for r in resources(tpl, "AWS::LakeFormation::PrincipalPermissions").values()]
     located = [p for p in permissions if "DataLocation" in p["Resource"]]
-    assert [p["Permissions"] for p in located] == [["DATA_LOCATION_ACCESS"]] * 2  # the crawlers and the maintainer
+    assert [p["Permissions"] for p in located] == [["DATA_LOCATION_ACCESS"]] * 5  # every writer (lake_writers)
+    assert all(p["Resource"]["DataLocation"]["ResourceArn"] == props["ResourceArn"] for p in located)
     associate = {
         p["Resource"]["LFTag"]["TagKey"]: p["Resource"]["LFTag"]["TagValues"]
         for p in permissions
@@ -798,7 +799,49 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
     on_tables = [p for p in permissions if "Table" in p["Resource"]]
     assert {p["Resource"]["Table"]["DatabaseName"] for p in on_tables} == databases
     assert all(p["Resource"]["Table"]["TableWildcard"] == {} for p in on_tables)
-    assert len(on_tables) == 4 * len(databases)  # crawlers, maintainer, reconciler, compactor
+    assert len(on_tables) == 5 * len(databases)  # crawlers, maintainer, reconciler, compactor, erasure
+
+
+def lake_writer_grants(tpl: Template) -> dict[str, dict[str, tuple[list[str], list[str]]]]:
+    """Role logical id (without its hash) → resource kind (Database, Table, DataLocation, LFTag) → (permissions,
+    grantable), the same on every database and tag (asserted)."""
+    found: dict[str, dict[str, tuple[list[str], list[str]]]] = {}
+    for resource in resources(tpl, "AWS::LakeFormation::PrincipalPermissions").values():
+        props = resource["Properties"]
+        principal = props["Principal"]["DataLakePrincipalIdentifier"]
+        if isinstance(principal, dict):
+            role = principal["Fn::GetAtt"][0][:-8]
+            [kind] = props["Resource"]
+            granted = (props["Permissions"], props["PermissionsWithGrantOption"])
+            assert found.setdefault(role, {}).setdefault(kind, granted) == granted
+    return found
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_lake_formation_gives_each_pipeline_role_what_its_glue_calls_need(stacks: Any, env: str) -> None:
+    """infra/stack.py ``_lake_writers``; tests/unit/test_lake_formation.py evaluates the calls against them."""
+    rewriter: dict[str, tuple[list[str], list[str]]] = {
+        "Database": (["DESCRIBE"], []),
+        "Table": (["ALTER"], []),
+        "DataLocation": (["DATA_LOCATION_ACCESS"], []),
+    }
+    tagger = ["ALTER", "DELETE", "DESCRIBE", "DROP", "INSERT", "SELECT"]
+    assert lake_writer_grants(template(stacks, env)) == {
+        "CatalogCrawlerRole": {
+            "Database": (["CREATE_TABLE", "DESCRIBE"], []),
+            "Table": (["ALTER", "DESCRIBE", "INSERT", "SELECT"], []),
+            "DataLocation": (["DATA_LOCATION_ACCESS"], []),
+        },
+        "MaintainerRole": {
+            "Database": (["CREATE_TABLE"], []),
+            "Table": (tagger, tagger),
+            "DataLocation": (["DATA_LOCATION_ACCESS"], []),
+            "LFTag": (["ASSOCIATE"], []),
+        },
+        "ReconcilerRole": rewriter,
+        "JobsCompactorJobRole": rewriter,
+        "JobsErasureJobRole": rewriter,
+    }
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
