@@ -37,6 +37,7 @@ from kafkalake_dev.checks.permissions.requests import (
 from kafkalake_dev.checks.permissions.summary import lake_writes, permissions_table
 from kafkalake_dev.checks.permissions.templates import (
     CONSUMER_PREFIX,
+    ROLES,
     Policies,
     Role,
     UnresolvedIntrinsic,
@@ -124,6 +125,52 @@ def test_an_intrinsic_it_cannot_resolve_fails_loudly(templates: dict[str, dict[s
     policy["Properties"]["PolicyDocument"]["Statement"][0]["Resource"] = {"Fn::If": ["X", "a", "b"]}
     with pytest.raises(UnresolvedIntrinsic, match="Fn::If"):
         resolve_policies(template, ENVIRONMENTS["staging"], DEPLOYED)
+
+
+def tiny_template(archiver_extra: dict[str, Any], statement: dict[str, Any]) -> dict[str, Any]:
+    """The least a template needs to resolve: the principals' roles, one policy on the archiver's."""
+    roles = {f"{path}0123ABCD": {"Type": "AWS::IAM::Role", "Properties": {}} for path in ROLES}
+    roles["JobsArchiverJobRole0123ABCD"]["Properties"] = archiver_extra
+    policy = {
+        "Type": "AWS::IAM::Policy",
+        "Properties": {
+            "PolicyName": "p",
+            "Roles": [{"Ref": "JobsArchiverJobRole0123ABCD"}],
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": [statement]},
+        },
+    }
+    return {"Resources": {**roles, "ArchiverPolicy": policy, "LakeKey0123ABCD": {"Type": "AWS::KMS::Key"}}}
+
+
+def test_sub_select_split_and_pseudo_parameters_resolve_into_deployed_terms() -> None:
+    statement = {
+        "Effect": "Allow",
+        "Action": "kms:Decrypt",
+        "Resource": [
+            {"Fn::Sub": ["arn:${AWS::Partition}:kms:${AWS::Region}:${AWS::AccountId}:${What}", {"What": "alias/a"}]},
+            {"Fn::Select": [1, {"Fn::Split": ["|", {"Fn::Sub": "a|${!Literal}|c"}]}]},
+            {"Fn::GetAtt": "LakeKey0123ABCD.Arn"},
+        ],
+    }
+    policies = resolve_policies(tiny_template({}, statement), ENVIRONMENTS["staging"], DEPLOYED)
+    [document] = policies.roles["archiver"].identity.values()
+    assert document["Statement"][0]["Resource"] == [
+        f"arn:aws:kms:{DEPLOYED.region}:{DEPLOYED.account}:alias/a",
+        "${Literal}",
+        key_arn("lake"),
+    ]
+    assert policies.roles["archiver"].arn == f"arn:aws:iam::{DEPLOYED.account}:role/JobsArchiverJobRole0123ABCD"
+    [root] = policies.resource_policies[key_arn("lake")]["Statement"]
+    assert root["Principal"] == {"AWS": f"arn:aws:iam::{DEPLOYED.account}:root"}, (
+        "a key without a policy: KMS's default"
+    )
+
+
+def test_a_managed_policy_on_a_principal_fails_loudly() -> None:
+    """Its document is not in the template: reading it as "allows nothing" would hide what it grants."""
+    extra = {"ManagedPolicyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}
+    with pytest.raises(UnresolvedIntrinsic, match="managed policies"):
+        resolve_policies(tiny_template(extra, {}), ENVIRONMENTS["staging"], DEPLOYED)
 
 
 def test_finding_1_the_archiver_may_store_erasure_requests_of_its_environment_only(

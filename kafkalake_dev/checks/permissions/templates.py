@@ -165,12 +165,19 @@ class _Resolver:
                 policy["Properties"]["PolicyDocument"]
             )
         for logical, key in self.of_type("AWS::KMS::Key").items():
-            policies[self.attribute(logical, "Arn")] = self.resolve(key["Properties"]["KeyPolicy"])
+            document = key.get("Properties", {}).get("KeyPolicy") or self.default_key_policy()
+            policies[self.attribute(logical, "Arn")] = self.resolve(document)
         for policy in self.of_type("AWS::SecretsManager::ResourcePolicy").values():
             policies[self.resolve(policy["Properties"]["SecretId"])] = self.resolve(
                 policy["Properties"]["ResourcePolicy"]
             )
         return policies
+
+    def default_key_policy(self) -> Document:
+        """What KMS gives a key created without a policy: the account's IAM policies decide."""
+        root = f"arn:{self.deployment.partition}:iam::{self.deployment.account}:root"
+        statement = {"Sid": "Enable IAM User Permissions", "Effect": "Allow", "Principal": {"AWS": root}}
+        return {"Version": "2012-10-17", "Statement": [{**statement, "Action": "kms:*", "Resource": "*"}]}
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -211,7 +218,7 @@ class _Resolver:
                 return str(self.resolve(variables[name]))
             return str(self.ref(name) if "." not in name else self.attribute(*name.split(".", 1)))
 
-        return _SUB_VARIABLE.sub(variable, text)
+        return _SUB_VARIABLE.sub(variable, text).replace("${!", "${")
 
     def ref(self, name: str) -> str:
         where = self.deployment
