@@ -69,6 +69,11 @@ def role_statements(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
     ]
 
 
+def resources_of(statement: dict[str, Any]) -> list[Any]:
+    found = statement["Resource"]
+    return found if isinstance(found, list) else [found]
+
+
 def statement_actions(statements: list[dict[str, Any]]) -> set[str]:
     return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
 
@@ -321,6 +326,8 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "Resource": settings.kafka_secret_arn,
     } in archiver
     assert not [s for s in archiver if "s3:DeleteObject" in s["Action"]], "the archiver deletes nothing"
+    archiver_puts = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
+    assert f"/erasure/{env}/requests/*" in [r["Fn::Join"][1][1] for r in archiver_puts], "tombstones' requests"
     assert not any("glue:" in json.dumps(s["Action"]) for s in archiver)
     compactor = role_statements(tpl, "CompactorJobRole")
     [puts] = [s for s in compactor if "s3:PutObject" in s["Action"]]
@@ -344,10 +351,14 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     assert reads in erasure, "the erasure job hashes requests' subjects with the pseudonym key"
     [restricted] = [s for s in erasure if "s3:DeleteObjectVersion" in s["Action"] and isinstance(s["Action"], list)]
     assert restricted["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*", "restricted quarantine rows too"
+    [restricted_key] = [k for i, k in resources(tpl, "AWS::KMS::Key").items() if "RestrictedKey" in i]
     assert any(
-        s["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"] and "RestrictedKey" in json.dumps(s["Resource"])
-        for s in erasure
-    ), "the erasure job rewrites restricted quarantine objects with the restricted key"
+        s["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"] and "ErasureJobRole" in json.dumps(s["Principal"])
+        for s in restricted_key["Properties"]["KeyPolicy"]["Statement"]
+    ), "the erasure job rewrites restricted quarantine objects with the restricted key (its key policy says so)"
+    erasure_objects = next(s for s in erasure if "s3:DeleteObject" in s["Action"] and "s3:PutObject" in s["Action"])
+    assert f"/erasure/{env}/*" in [r["Fn::Join"][1][1] for r in erasure_objects["Resource"]]
+    assert "/erasure/*" not in json.dumps(erasure), "its own environment's requests, receipts, lease and indexes"
     assert not [s for s in compactor if "s3:DeleteObjectVersion" in s["Action"]], "only erasure deletes versions"
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     assert schedules[f"kafkalake-{env}-compactor"]["ScheduleExpression"] == "rate(1 hour)"
@@ -870,12 +881,14 @@ def test_restricted_quarantine_has_its_own_key_short_retention_and_only_archiver
         "StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": {"Fn::GetAtt": [key_id, "Arn"]}}
     }
     archiver = role_statements(tpl, "ArchiverJobRole")
-    assert {"Action": "kms:GenerateDataKey", "Effect": "Allow", "Resource": {"Fn::GetAtt": [key_id, "Arn"]}} in archiver
-    [writes] = [s for s in archiver if s["Action"] == "s3:PutObject"]
-    assert writes["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*"
-    eraser = role_statements(tpl, "ErasureJobRole")
-    others = [s for s in all_statements(tpl) if s not in archiver + eraser and s.get("Effect") == "Allow"]
-    assert not [s for s in others if key_id in json.dumps(s.get("Resource"))], "only archiver and erasure use the key"
+    key_users = {s["Sid"]: s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    assert key_users["ArchiverWritesThroughS3"]["Action"] == "kms:GenerateDataKey"
+    assert "ArchiverJobRole" in json.dumps(key_users["ArchiverWritesThroughS3"]["Principal"])
+    writes = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
+    assert "/restricted/quarantine/*" in [r["Fn::Join"][1][1] for r in writes]
+    assert not [s for s in all_statements(tpl) if key_id in json.dumps(s.get("Resource"))], (
+        "no identity policy names the key: its key policy alone decides (tests/unit/test_permissions_iam.py)"
+    )
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
     assert "KAFKALAKE_RESTRICTED_KEY_ARN=" in archive_input and key_id in archive_input
