@@ -26,6 +26,7 @@ from kafkalake.jobspec import EMR_RELEASE, JobArtifacts, JobRun
 from kafkalake.layout import (
     COMPACTED_DIR,
     DATA_ROOT,
+    ERASURE_ROOT,
     LEGACY_COMPACTED_ROOT,
     QUARANTINE_ROOT,
     STATE_ROOT,
@@ -270,9 +271,15 @@ class Jobs(Construct):
         actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
         roots = (*ERASURE_ROOTS, erasure_prefix(self.settings.name).rstrip("/"))
         role = self._job_role("ErasureJobRole", roots, actions)
+        ancestors = [ERASURE_ROOT, erasure_prefix(self.settings.name).rstrip("/")]
         statements = [
             (["s3:DeleteObjectVersion"], [self.bucket.arn_for_objects(f"{root}/*") for root in ERASURE_PURGES]),
             (["s3:ListBucketVersions"], [self.bucket.bucket_arn]),
+            # Spark writes the subject indexes through Hadoop's S3 filesystem, which probes each ancestor "directory"
+            # of its output (a HEAD: s3:GetObject on these exact keys, which never hold objects) and deletes the
+            # empty-directory marker at the root after writing (seen by the permission check).
+            (["s3:GetObject"], [self.bucket.arn_for_objects(key) for key in ancestors]),
+            (["s3:DeleteObject"], [self.bucket.arn_for_objects(f"{ERASURE_ROOT}/")]),
             (
                 ["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
                 glue_table_resources(stack, self.databases),

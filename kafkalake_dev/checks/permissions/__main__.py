@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
-from kafkalake.environments import load_environments
+from kafkalake.environments import EnvironmentConfig, load_environments
 from kafkalake.permissions import TableTags, access_model
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake_dev.checks.permissions.iam import evaluate_iam
 from kafkalake_dev.checks.permissions.lake_formation import evaluate_lake_formation
 from kafkalake_dev.checks.permissions.mapping import LocalNames, Unmapped, iam_and_lake_formation
+from kafkalake_dev.checks.permissions.necessity import check_necessity
 from kafkalake_dev.checks.permissions.requests import DEPLOYED, PRINCIPALS, GlueCall, IamRequest
+from kafkalake_dev.checks.permissions.templates import load_template, resolve_policies
 
 KEYS_SUFFIX = ".keys.json"
 """Beside the calls: the local stack's restricted key (ARN and id), written when the recording stops."""
@@ -37,10 +40,10 @@ def read_calls(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def local_names(path: Path, tables: Iterable[TableTags]) -> LocalNames:
+def local_names(path: Path, environment: EnvironmentConfig, tables: Iterable[TableTags]) -> LocalNames:
     keys = Path(f"{path}{KEYS_SUFFIX}")
     restricted = json.loads(keys.read_text()).get("restricted", []) if keys.exists() else []
-    return LocalNames(frozenset(restricted), {t.table: t.database for t in tables})
+    return LocalNames(frozenset(restricted), environment.queue_name, {t.table: t.database for t in tables})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,15 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     environment = load_environments(environments_file())[env]
     tables = access_model(environment, load_topic_catalog(catalog_dir()).for_env(env)).tables
     records = read_calls(args.calls)
-    mapped = list(iam_and_lake_formation(records, local_names(args.calls, tables)))
+    mapped = list(iam_and_lake_formation(records, local_names(args.calls, environment, tables)))
     requests = list({r.key(): r for r in mapped if isinstance(r, IamRequest)}.values())
     glue_calls = list(dict.fromkeys(c for c in mapped if isinstance(c, GlueCall)))
     problems = sorted({m.message() for m in mapped if isinstance(m, Unmapped)})
     seen = Counter(r["principal"] for r in records)
     problems += [f"{p}: no call recorded (the stack tests never ran its code?)" for p in PRINCIPALS if not seen[p]]
 
-    template = json.loads((args.cdk_out / f"kafkalake-{env}.template.json").read_text())
+    template = load_template(env, args.cdk_out)
+    policies = resolve_policies(template, environment, DEPLOYED)
+    problems += [str(f) for f in evaluate_iam(requests, policies)]
     problems += [str(f) for f in evaluate_lake_formation(glue_calls, template, tables)]
+    necessity = check_necessity(requests, policies)
+    problems += [f"self-test: {line}" for line in necessity.insensitive]
+    for ref in necessity.unused:
+        print(f"  unused by the recorded calls: {ref.describe()}")
 
     summary = ", ".join(f"{p} {seen[p]}" for p in PRINCIPALS)
     print(

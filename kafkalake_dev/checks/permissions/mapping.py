@@ -56,6 +56,8 @@ class LocalNames:
 
     restricted_key_arns: frozenset[str] = frozenset()
     """The local restricted key (its ARN and id); any other key an object names is the lake key's stand-in."""
+    queue_name: str = "kafkalake-staging-notifications"
+    """The deployed notifications queue (environments.yaml ``queue_name``): the one queue a principal reads."""
     table_databases: Mapping[str, str] = field(default_factory=dict)
     """The deployed environment's tables (Glue table name → its database, from the catalog), for the tests that give
     a topic a database of their own."""
@@ -66,7 +68,7 @@ def deployed_key(key: str, where: Deployment) -> str:
     """An object key of a test environment (``test<hex>``, any env) as the deployed environment's."""
     parts = key.split("/")
     at = 2 if key.startswith(f"{RESTRICTED_ROOT}/") else 1
-    if len(parts) > at and parts[0] in ENV_ROOTS:
+    if len(parts) > at and parts[0] in ENV_ROOTS and parts[at]:
         parts[at] = where.env
     return "/".join(parts)
 
@@ -350,7 +352,7 @@ def glue_location(body: dict[str, Any], where: Deployment) -> str | None:
 def sqs(principal: Principal, operation: str, body: dict[str, Any], names: LocalNames) -> Iterator[IamRequest]:
     """SQS on the notifications queue (the only queue a principal reads), and the queue key SQS uses for it."""
     where = names.where
-    queue = queue_arn("notifications", where)
+    queue = queue_arn(names.queue_name, where)
     yield IamRequest(principal, f"sqs:{operation.removesuffix('Batch')}", queue, call=f"sqs.{operation}")
     if operation == "ReceiveMessage":
         context: dict[str, str | list[str]] = {"kms:ViaService": f"sqs.{where.region}.amazonaws.com"}

@@ -51,7 +51,7 @@ def secret_arn(name: SecretName, where: Deployment = DEPLOYED) -> str:
 
 
 def queue_arn(name: str, where: Deployment = DEPLOYED) -> str:
-    """A queue the template creates, by role: ``notifications`` (S3 events for the maintainer)."""
+    """A queue the template creates, by its name (environments.yaml names them)."""
     return f"arn:{where.partition}:sqs:{where.region}:{where.account}:{name}"
 
 
