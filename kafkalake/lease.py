@@ -303,10 +303,11 @@ def _read(s3: Any, bucket: str, key: str) -> Stored | None:
             return None
         raise
     date = got["ResponseMetadata"]["HTTPHeaders"].get("date")
-    if date is None:
-        raise RuntimeError(f"s3://{bucket}/{key}: the endpoint's answer has no Date header, S3's clock for leases")
+    read = parsedate_to_datetime(date) if date else None
+    if read is None or read.tzinfo is None:
+        raise RuntimeError(f"s3://{bucket}/{key}: the answer has no usable Date header ({date}), S3's clock for leases")
     document = LeaseDocument.parse(json.loads(got["Body"].read()))
-    return Stored(document, got["ETag"], got["LastModified"], parsedate_to_datetime(date))
+    return Stored(document, got["ETag"], got["LastModified"], read)
 
 
 def _back_off(refusal: ClientError, attempt: int) -> None:

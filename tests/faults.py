@@ -164,7 +164,9 @@ class FaultProxy:
 
             def _answer(self, status: int, headers: list[tuple[str, str]], payload: bytes, length: int) -> None:
                 try:
-                    self.send_response(status)
+                    self.send_response_only(status)  # no Server and Date of the proxy's: the upstream's pass
+                    if not any(name.lower() == "date" for name, _ in headers):
+                        self.send_header("Date", self.date_time_string())  # S3 dates every answer
                     for name, value in headers:
                         self.send_header(name, value)
                     self.send_header("Content-Length", str(length))

@@ -18,7 +18,7 @@ from botocore.config import Config
 
 from kafkalake.aws import RETRIES, RetryCount, make_client, read_json
 from kafkalake.endpoints import Endpoints
-from kafkalake.lease import Lease, LeaseLost
+from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake_dev.local.sandbox import with_bucket
 from tests.faults import CONFLICT, INTERNAL_ERROR, NO_ANSWER, FaultProxy
 
@@ -67,13 +67,16 @@ def now() -> datetime:
 
 
 def test_a_409_is_retried_after_re_reading_the_etag(endpoints: Endpoints, proxy: FaultProxy, key: str) -> None:
-    lease = Lease.acquire(through(endpoints, proxy), endpoints.bucket, key, "run-a", ttl=TTL, now=now)
+    s3 = through(endpoints, proxy)
+    lease = Lease.acquire(s3, endpoints.bucket, key, "run-a", ttl=TTL, now=now)
     proxy.inject("PUT", lease_path(endpoints, key), CONFLICT, times=1)
 
     lease.update({"plan": 1})
 
     assert proxy.injected == Counter({"409 ConditionalRequestConflict": 1})
     assert stored(endpoints, key)["work"] == {"plan": 1} and stored(endpoints, key)["run_id"] == "run-a"
+    with pytest.raises(Held, match="held by run run-a"):
+        Lease.acquire(s3, endpoints.bucket, key, "run-b", ttl=TTL, now=now)
 
 
 def test_a_write_that_landed_but_whose_answer_was_lost_is_the_holders(
