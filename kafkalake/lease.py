@@ -65,7 +65,7 @@ _IN_PROGRESS = ("ConditionalRequestConflict", "409")
 ATTEMPTS = 5
 """Conditional writes one acquisition or one step makes at most (each after re-reading the lease)."""
 BACKOFF = timedelta(milliseconds=100)
-"""The wait after a first ``409``, doubled after each next one (0.1 s to 0.8 s over ``ATTEMPTS``)."""
+"""The wait after a first ``409``, doubled after each next one."""
 RESOLUTION = timedelta(seconds=1)
 """S3's ``Date`` and ``Last-Modified`` headers are whole seconds: the margin a taker adds to ``ttl``."""
 STALE_WITHIN = 2 * RESOLUTION
@@ -97,7 +97,8 @@ class LeaseDocument:
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> LeaseDocument:
-        """A stored document; a bare work document (written before leases existed) reads as released work."""
+        """A stored document; a bare work document (written before leases existed) reads as released work, and one
+        without a writer id (written before them) as no holder's that reads it now."""
         if "token" not in raw:
             return cls(run_id=None, since="", renewed_at="", token=0, work=raw)
         return cls(
@@ -234,6 +235,7 @@ class Lease:
                 except ClientError as exc:
                     if not lost_race(exc):
                         raise
+                    _back_off(exc, attempt)
                     found = self._own_or_lost(exc)
                     if found.document.write == document.write:  # this write landed, its answer was lost
                         self._landed(found.document, found.etag, sent)
@@ -242,7 +244,6 @@ class Lease:
                     self.document, self.etag = found.document, found.etag
                     if attempt == ATTEMPTS - 1:
                         raise
-                    _back_off(exc, attempt)
                     continue
                 self._landed(document, put["ETag"], sent)
                 return
