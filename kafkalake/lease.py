@@ -24,19 +24,21 @@ after its last renewal.
 
 Time: staleness is judged on S3's clock alone, never by comparing two machines' clocks. A taker reads the lease's
 ``Last-Modified`` (when S3 stored the holder's last write) and the ``Date`` of the same GET's response (S3's now);
-both are whole seconds, so the lease is stale once they are at least ``ttl`` + 1 s apart (``RESOLUTION``): never
-earlier than ``ttl`` after S3 stored the last renewal, at most ``ttl`` + 2 s after it (``STALE_WITHIN``). The
+both are truncated to whole seconds, so the lease is stale once they are at least ``ttl`` + 1 s apart
+(``RESOLUTION``): never earlier than ``ttl`` after S3 stored the last renewal, at most ``ttl`` + 2 s after it
+(``STALE_WITHIN``; were S3 to round ``Last-Modified`` instead, half a second more). The
 holder, for its part, counts ``ttl`` on its own monotonic clock from the moment it *sent* its last write that
 landed (which is before S3 stored it): past that, it takes itself for lost (``LeaseLost`` at its next step, no more
 renewals) even if no run took over yet, so its steps stop before any taker may start. The bound assumes only that
 S3's own hosts agree on the time (AWS keeps them on its Time Sync service) and that a process does not sleep
 between checking its lease and making the step (a suspended VM is fenced at its next conditional write only).
 
-What S3 answers a conditional write, and what the lease does with it (``../shared/notes`` §6, the PutObject API
-reference): ``412`` (the ETag changed, or the object exists) and ``404`` mean another writer got there first — unless
-the object now holds this holder's own write: botocore retries a write whose answer was lost (a reset, a timeout,
-a 5xx after S3 stored it), and the retry is refused because the first attempt landed. So after a 412 the holder
-reads the object back and takes a write of its own ``writer`` for its own (acquire and every later write alike).
+What S3 answers a conditional write (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html), and what
+the lease does with it: ``412`` (the ETag changed, or the object exists) and ``404`` mean another writer got there
+first — unless the object now holds this holder's own write: botocore retries a write whose answer was lost (a
+reset, a timeout, a 5xx after S3 stored it), and the retry is refused because the first attempt landed. So after a
+412 the holder reads the object back and takes a write of its own ``writer`` for its own (when taking the lease and
+at every later write alike).
 ``409 ConditionalRequestConflict`` (a concurrent write in progress) is retried after re-reading the ETag, with
 backoff, ``ATTEMPTS`` times. A network error or 5xx left over after botocore's retries fails the step (as any S3
 error does), but the renewal thread only tries again at its next beat: it stops when the lease is really lost (the
