@@ -56,7 +56,9 @@ class IamRequest:
     the Service Authorization Reference names them). A Glue call gives one per ARN Glue requires (catalog, database,
     table); an SSE-KMS object call gives the KMS request S3 makes on the principal's behalf (``via`` = ``s3``)."""
 
-    principal: Principal
+    principal: str
+    """One of ``PRINCIPALS`` for a recorded call; the denial tests also ask as the principals ``templates.py``
+    resolves besides them (``location``, ``consumer:<name>``)."""
     action: str
     resource: str
     context: dict[str, str | list[str]] = field(default_factory=dict)
