@@ -1,0 +1,107 @@
+"""``python -m kafkalake_dev.checks.permissions`` on a sample of calls the stack tests recorded
+(``data/recorded_calls.jsonl``: every principal, every kind of call) against the synthesized staging template: it
+passes on today's template, names the role, the action and the key when the archiver's grant of its erasure requests
+is removed (finding 1 of #34), and fails on nothing recorded, a principal that made no call, or a call it cannot map."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Template
+
+from infra.app import build
+from infra.repo import REPO_ROOT, catalog_dir, environments_file
+from kafkalake.environments import load_environments
+from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake_dev.checks.permissions.__main__ import main
+
+SAMPLE = Path(__file__).parent / "data" / "recorded_calls.jsonl"
+ERASURE_REQUESTS = "erasure/staging/requests/*"
+
+
+@pytest.fixture(scope="module")
+def staging(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The staging template, synthesized with cdk.json's context as ``make synth`` does."""
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    environments = load_environments(environments_file())
+    catalog = load_topic_catalog(catalog_dir())
+    stacks = build(App(context=context), environments, catalog, tmp_path_factory.mktemp("build"))
+    return dict(Template.from_stack(stacks["staging"]).to_json())
+
+
+def check(template: dict[str, Any], calls: list[str], folder: Path) -> int:
+    (folder / "cdk.out").mkdir(exist_ok=True)
+    (folder / "cdk.out" / "kafkalake-staging.template.json").write_text(json.dumps(template))
+    (folder / "calls.jsonl").write_text("".join(calls))
+    return main([str(folder / "calls.jsonl"), "--cdk-out", str(folder / "cdk.out")])
+
+
+def sample() -> list[str]:
+    return SAMPLE.read_text().splitlines(keepends=True)
+
+
+def test_the_recorded_calls_are_allowed_by_the_template(
+    staging: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert check(staging, sample(), tmp_path) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "permission check: passed" in out
+    needed = re.search(r"self-test: (\d+) statements each needed", out)
+    assert needed and int(needed.group(1)) > 10  # removing any of them denies a recorded call
+
+
+def without_erasure_requests(template: dict[str, Any]) -> dict[str, Any]:
+    """The template as main had it before #34: the archiver may not write erasure requests."""
+    changed = copy.deepcopy(template)
+    removed = 0
+    for resource in changed["Resources"].values():
+        if resource["Type"] != "AWS::IAM::Policy":
+            continue
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            kept = [r for r in resources if ERASURE_REQUESTS not in json.dumps(r)]
+            removed += len(resources) - len(kept)
+            statement["Resource"] = kept or ["arn:aws:s3:::nothing/nothing"]
+    assert removed == 1
+    return changed
+
+
+def test_without_the_archivers_erasure_grant_it_names_the_role_the_action_and_the_key(
+    staging: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert check(without_erasure_requests(staging), sample(), tmp_path) == 1
+    denied = capsys.readouterr().err
+    assert "archiver: s3:PutObject on arn:aws:s3:::kafkalake-staging-lake/erasure/staging/requests/" in denied
+    assert "no statement of the archiver's identity policy allows it" in denied
+
+
+def test_nothing_recorded_is_a_failure(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no recorded calls"):
+        main([str(tmp_path / "absent.jsonl")])
+
+
+def test_a_principal_without_calls_and_an_unmapped_call_fail(
+    staging: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = [line for line in sample() if json.loads(line)["principal"] != "reconciler"]
+    odd = {
+        "principal": "archiver",
+        "service": "dynamodb",
+        "method": "POST",
+        "path": "/",
+        "query": "",
+        "headers": {"x-amz-target": "DynamoDB_20120810.GetItem"},
+        "body": "{}",
+        "status": 200,
+        "response": {},
+    }
+    assert check(staging, [*calls, json.dumps(odd) + "\n"], tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "reconciler: no call recorded" in err
+    assert "dynamodb POST" in err
