@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = ", ".join(f"{p} {seen[p]}" for p in PRINCIPALS)
     print(
         f"permission check: {len(records)} recorded calls ({summary}) → {len(requests)} distinct IAM requests, "
-        f"{len(glue_calls)} distinct Glue calls, evaluated against cdk.out/kafkalake-{env}.template.json"
+        f"{len(glue_calls)} distinct Glue calls, evaluated against {args.cdk_out}/kafkalake-{env}.template.json; "
+        f"self-test: {len(necessity.needed)} statements each needed by a recorded call (removing one denies it)"
     )
     report = args.calls.with_name("report.json")
     report.write_text(json.dumps({"calls": len(records), "per_principal": dict(seen), "problems": problems}, indent=2))
