@@ -44,8 +44,6 @@ def with_restricted_key(endpoints: Endpoints) -> Endpoints:
     """``endpoints`` with the local stack's restricted key (made if missing), for the jobs that write restricted
     quarantine objects: locally they do it with that key as in AWS."""
     from kafkalake.aws import make_client
-    from kafkalake_dev.local.provision import ensure_lake_keys
+    from kafkalake_dev.local.provision import ensure_restricted_key
 
-    return dataclasses.replace(
-        endpoints, restricted_key_arn=ensure_lake_keys(make_client(endpoints, "kms")).restricted_key_arn
-    )
+    return dataclasses.replace(endpoints, restricted_key_arn=ensure_restricted_key(make_client(endpoints, "kms")))

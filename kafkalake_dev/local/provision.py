@@ -17,7 +17,7 @@ from kafkalake.permissions import AccessModel, access_model
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake.s3_location import notification_filter
 from kafkalake.topic_catalog import TopicCatalog
-from kafkalake_dev.local.endpoints import LOCAL_LAKE_KEY_ALIAS, LOCAL_PSEUDONYM_SECRET, LOCAL_RESTRICTED_KEY_ALIAS
+from kafkalake_dev.local.endpoints import LOCAL_PSEUDONYM_SECRET, LOCAL_RESTRICTED_KEY_ALIAS
 
 GLUE_ROLE = "arn:aws:iam::123456789012:role/kafkalake-crawler"
 PROVISIONED_SERVICES = ("s3", "kms", "sqs", "glue", "events", "secretsmanager", "lakeformation")
@@ -34,14 +34,6 @@ class Provisioned:
     crawlers: tuple[str, ...]
     restricted_key_arn: str
     """The key the archiver writes restricted quarantine objects with (the endpoints' ``restricted_key_arn``)."""
-
-
-@dataclass(frozen=True)
-class LakeKeys:
-    """The local stack's KMS keys, by ARN: the lake bucket's default encryption and the restricted quarantine's."""
-
-    lake_key_arn: str
-    restricted_key_arn: str
 
 
 def _ignore_exists(call: Any, **kwargs: Any) -> None:
@@ -66,60 +58,40 @@ def ensure_pseudonym_key(secretsmanager: Any) -> None:
     )
 
 
-def ensure_key(kms: Any, alias: str, description: str) -> str:
-    """The ARN of the key ``alias`` names, the key made once (another process may make it at the same time: the
-    alias that won names the key both use)."""
+def ensure_restricted_key(kms: Any) -> str:
+    """The ARN of the local stack's restricted key (``LOCAL_RESTRICTED_KEY_ALIAS``), made once; another process
+    making it at the same time is fine: the alias that won names the key both use."""
     try:
-        return str(kms.describe_key(KeyId=alias)["KeyMetadata"]["Arn"])
+        return str(kms.describe_key(KeyId=LOCAL_RESTRICTED_KEY_ALIAS)["KeyMetadata"]["Arn"])
     except kms.exceptions.NotFoundException:
         pass
-    key_id = kms.create_key(Description=description)["KeyMetadata"]["KeyId"]
-    _ignore_exists(kms.create_alias, AliasName=alias, TargetKeyId=key_id)
-    return str(kms.describe_key(KeyId=alias)["KeyMetadata"]["Arn"])
+    key = kms.create_key(Description="kafkalake local: raw quarantined records with personal fields")["KeyMetadata"]
+    _ignore_exists(kms.create_alias, AliasName=LOCAL_RESTRICTED_KEY_ALIAS, TargetKeyId=key["KeyId"])
+    return str(kms.describe_key(KeyId=LOCAL_RESTRICTED_KEY_ALIAS)["KeyMetadata"]["Arn"])
 
 
-def ensure_lake_keys(kms: Any) -> LakeKeys:
-    """The local stack's lake key and restricted key, made once."""
-    return LakeKeys(
-        ensure_key(kms, LOCAL_LAKE_KEY_ALIAS, "kafkalake local: the lake buckets' default encryption"),
-        ensure_key(kms, LOCAL_RESTRICTED_KEY_ALIAS, "kafkalake local: raw quarantined records with personal fields"),
-    )
-
-
-def ensure_lake_bucket(s3: Any, kms: Any, bucket: str, region: str) -> LakeKeys:
-    """The lake bucket as the template makes it, where the local endpoint honours it: versioned, SSE-KMS with the
-    lake key by default (bucket key on); the restricted key beside it. Idempotent. Lifecycle rules are
-    ``provision``'s (they follow an environment's settings and topics); the bucket policy is never installed
-    locally: moto evaluates its Deny statements wrongly (it denies every PUT, the right key's too), so the permission
-    check evaluates it against the recorded calls instead (docs/testing.md)."""
-    keys = ensure_lake_keys(kms)
+def ensure_lake_bucket(s3: Any, bucket: str, region: str) -> None:
+    """The lake bucket as the template makes it, where the local stack can honour it: versioned. Idempotent.
+    Lifecycle rules are ``provision``'s (they follow an environment's settings and topics). Not made locally:
+    - SSE-KMS default encryption: S3A (AWS SDK v1, hadoop-aws 3.3.4) copies an SSE-KMS object, as every rename of
+      Spark's commit does, with the source's key, and that SDK refuses to send KMS parameters over plain HTTP, which
+      is what the local endpoint speaks;
+    - the bucket policy: moto evaluates its Deny statements wrongly (it would refuse every restricted PUT, the
+      right key's too).
+    The permission check evaluates both against the recorded calls instead (docs/testing.md)."""
     _ignore_exists(s3.create_bucket, Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    s3.put_bucket_encryption(
-        Bucket=bucket,
-        ServerSideEncryptionConfiguration={
-            "Rules": [
-                {
-                    "ApplyServerSideEncryptionByDefault": {
-                        "SSEAlgorithm": "aws:kms",
-                        "KMSMasterKeyID": keys.lake_key_arn,
-                    },
-                    "BucketKeyEnabled": True,
-                }
-            ]
-        },
-    )
-    return keys
 
 
 def provision(clients: dict[str, Any], region: str, env: EnvironmentConfig, catalog: TopicCatalog) -> Provisioned:
-    """Idempotent: the bucket (``ensure_lake_bucket``) with the template's lifecycle rules (``infra.lifecycle``),
+    """Idempotent: the bucket (``ensure_lake_bucket``) with the template's lifecycle rules (``infra.lifecycle``), the
+    restricted key (``ensure_restricted_key``),
     DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, the LF-tags and their databases'
     tags, bus, and the pseudonym key (random bytes, made once: pseudonyms stay stable while the stack runs).
     Consumer grants and the data location are AWS's only (the local endpoint enforces neither)."""
     s3, sqs, glue, events = clients["s3"], clients["sqs"], clients["glue"], clients["events"]
     ensure_pseudonym_key(clients["secretsmanager"])
-    keys = ensure_lake_bucket(s3, clients["kms"], env.bucket, region)
+    ensure_lake_bucket(s3, env.bucket, region)
     topics = catalog.for_env(env.name)
     s3.put_bucket_lifecycle_configuration(
         Bucket=env.bucket, LifecycleConfiguration={"Rules": [r.s3_rule() for r in lake_lifecycle(env, topics)]}
@@ -159,7 +131,7 @@ def provision(clients: dict[str, Any], region: str, env: EnvironmentConfig, cata
         env.event_bus_name,
         tuple(databases),
         tuple(crawlers),
-        keys.restricted_key_arn,
+        ensure_restricted_key(clients["kms"]),
     )
 
 
