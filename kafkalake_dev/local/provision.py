@@ -84,11 +84,11 @@ def ensure_lake_bucket(s3: Any, bucket: str, region: str) -> None:
 
 
 def provision(clients: dict[str, Any], region: str, env: EnvironmentConfig, catalog: TopicCatalog) -> Provisioned:
-    """Idempotent: the bucket (``ensure_lake_bucket``) with the template's lifecycle rules (``infra.lifecycle``), the
-    restricted key (``ensure_restricted_key``),
-    DLQ, queue with redrive, S3→SQS notifications, Glue databases and crawlers, the LF-tags and their databases'
-    tags, bus, and the pseudonym key (random bytes, made once: pseudonyms stay stable while the stack runs).
-    Consumer grants and the data location are AWS's only (the local endpoint enforces neither)."""
+    """Idempotent: the bucket (``ensure_lake_bucket``) with the template's lifecycle rules (``infra.lifecycle``),
+    the restricted key (``ensure_restricted_key``), DLQ, queue with redrive, S3→SQS notifications, Glue databases
+    and crawlers, the LF-tags and their databases' tags, bus, and the pseudonym key (random bytes, made once:
+    pseudonyms stay stable while the stack runs). Consumer grants and the data location are AWS's only (the local
+    endpoint enforces neither)."""
     s3, sqs, glue, events = clients["s3"], clients["sqs"], clients["glue"], clients["events"]
     ensure_pseudonym_key(clients["secretsmanager"])
     ensure_lake_bucket(s3, env.bucket, region)
