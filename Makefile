@@ -8,7 +8,7 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install fetch browser up down status lint test test-fast test-unit demo interop bench synth iac-scan scan-templates clean
+.PHONY: install fetch browser up down status lint test permissions test-fast test-unit demo interop bench synth iac-scan scan-templates clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
@@ -54,13 +54,23 @@ lint: install
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The pipeline principals' AWS calls during the stack tests (docs/permission-check.md), outside the clone's sources.
+CALL_LOG := $(CURDIR)/build/permission-check/calls.jsonl
+
 # lint and the IaC scan of the templates synth wrote, side by side (each mostly one process). Then the unit tests,
 # then the stack tests in a pytest run of their own (a worker's Spark JVM must start inside the stack tests' moto
-# credentials), the longest test files first (LONGEST_FIRST in tests/conftest.py).
+# credentials), the longest test files first (LONGEST_FIRST in tests/conftest.py), recording every call the pipeline's
+# roles make; then the permission check evaluates those calls against the synthesized templates.
 test: install browser synth
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint scan-templates
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
-	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/e2e tests/integration
+	@rm -f $(CALL_LOG)
+	@KAFKALAKE_CALL_LOG=$(CALL_LOG) $(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/e2e tests/integration
+	@$(MAKE) --no-print-directory permissions
+
+# The permission check over the last recorded stack tests (make test records them).
+permissions: install
+	@$(BIN)/python -m kafkalake_dev.checks.permissions $(CALL_LOG)
 
 # The edit loop: lint, the unit tests, and the integration tests that run no Spark (on the local stack).
 test-fast: install fetch lint

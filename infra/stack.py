@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import Stack, Tags
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -14,7 +15,7 @@ from constructs import Construct
 from infra.constructs.glue_databases import GlueDatabases
 from infra.constructs.iam import admit_logs
 from infra.constructs.jobs import Jobs
-from infra.constructs.lake_access import LakeAccess
+from infra.constructs.lake_access import LakeAccess, LakeWriter
 from infra.constructs.maintainer import Maintainer
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.notifications import Notifications
@@ -124,10 +125,39 @@ class KafkalakeStack(Stack):
             glue_databases=self.glue_databases,
             bucket=bucket,
             key=self.key,
-            writers={
-                "Crawlers": self.glue_databases.crawler_role,
-                "Maintainer": self.maintainer.role,
-                "Reconciler": self.reconciler.role,
-                "Compactor": self.jobs.compactor_role,
-            },
+            writers=self._lake_writers(),
         )
+
+    def _lake_writers(self) -> dict[str, LakeWriter]:
+        """Each pipeline role's Lake Formation permissions, from its Glue calls (``docs/access.md``):
+        - crawlers (not recorded, AWS's rule for crawlers): create tables, and update the tables they crawl;
+        - maintainer: CreateTable (CREATE_TABLE, the location), GetTable, UpdateTable and the partition APIs
+          (ALTER), AddLFTagsToResource on crawler-made tables too (the table permissions with the grant option);
+        - reconciler: GetTable, GetPartitions, BatchCreatePartition (ALTER, the location);
+        - compactor and erasure (one ``Rewriter``): GetPartitions, GetPartition, UpdatePartition re-pointing a
+          partition at its run directory under the data prefix (ALTER, the location).
+        ALTER implies DESCRIBE on the table; DESCRIBE on the database lets each see it."""
+        tagger = ("ALTER", "DELETE", "DESCRIBE", "DROP", "INSERT", "SELECT")
+
+        def rewriter(role: iam.IRole) -> LakeWriter:
+            return LakeWriter(role, database=("DESCRIBE",), tables=("ALTER",), locates=True)
+
+        return {
+            "Crawlers": LakeWriter(
+                self.glue_databases.crawler_role,
+                database=("CREATE_TABLE", "DESCRIBE"),
+                tables=("ALTER", "DESCRIBE", "INSERT", "SELECT"),
+                locates=True,
+            ),
+            "Maintainer": LakeWriter(
+                self.maintainer.role,
+                database=("CREATE_TABLE",),
+                tables=tagger,
+                tables_grantable=tagger,
+                locates=True,
+                tags=True,
+            ),
+            "Reconciler": rewriter(self.reconciler.role),
+            "Compactor": rewriter(self.jobs.compactor_role),
+            "Erasure": rewriter(self.jobs.erasure_role),
+        }

@@ -9,31 +9,69 @@ lease cannot store, finish or release anything — its conditional write fails. 
 store to keep consistent with S3 and a stack resource per environment; Kafka's group generation fences offset
 commits only for subscribed members, while the archiver assigns partitions itself.
 
-The document: ``run_id`` (the holder, ``None`` once released), ``since`` (when it took the lease), ``renewed_at``
-(its last durable step), ``token`` (the fencing token, one more at every acquisition) and ``work`` (what the holder
-committed to do, e.g. the archiver's plan; kept across a takeover so that the next holder redoes exactly it).
+The document: ``run_id`` (the holder, ``None`` once released), ``since`` (when it took the lease) and
+``renewed_at`` (its last durable step), both by the holder's clock and only for people to read; ``token`` (the
+fencing token, one more at every acquisition); ``work`` (what the holder committed to do, e.g. the archiver's plan;
+kept across a takeover so that the next holder redoes exactly it); ``writer`` (a random id of this acquisition) and
+``write`` (the holder's count of its writes), so that every write has a body, hence an ETag, of its own and the
+holder can recognise its own writes.
 
 A run may take the lease when there is none, when it is released, or when its holder stopped renewing it for
-longer than ``ttl`` (then it redoes the stored work); otherwise ``acquire`` raises ``Held`` and the run skips the
-resource. Every durable step renews the lease, and ``kept_alive`` renews it in the background in between (every
-third of ``ttl``), so a long step never loses it while its process lives; a holder that dies (SIGKILL, lost
-worker) leaves a lease that turns stale ``ttl`` after its last renewal.
+longer than ``ttl``; otherwise ``acquire`` raises ``Held`` and the run skips the resource. Every durable step renews
+the lease, and ``kept_alive`` renews it in the background in between (every third of ``ttl``), so a long step never
+loses it while its process lives; a holder that dies (SIGKILL, lost worker) leaves a lease that turns stale ``ttl``
+after its last renewal.
+
+Time: staleness is judged on S3's clock alone, never by comparing two machines' clocks. A taker reads the lease's
+``Last-Modified`` (when S3 stored the holder's last write) and the ``Date`` of the same GET's response (S3's now);
+both are truncated to whole seconds, so the lease is stale once they are at least ``ttl`` + 1 s apart
+(``RESOLUTION``): never earlier than ``ttl`` after S3 stored the last renewal, at most ``ttl`` + 2 s after it
+(``STALE_WITHIN``; were S3 to round ``Last-Modified`` instead, half a second more). The
+holder, for its part, counts ``ttl`` on its own monotonic clock from the moment it *sent* its last write that
+landed (which is before S3 stored it): past that, it takes itself for lost (``LeaseLost`` at its next step, no more
+renewals) even if no run took over yet, so its steps stop before any taker may start. The bound assumes only that
+S3's own hosts agree on the time (AWS keeps them on its Time Sync service) and that a process does not sleep
+between checking its lease and making the step (a suspended VM is fenced at its next conditional write only).
+
+What S3 answers a conditional write (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html), and what
+the lease does with it: ``412`` (the ETag changed, or the object exists) and ``404`` mean another writer got there
+first — unless the object now holds this holder's own write: botocore retries a write whose answer was lost (a
+reset, a timeout, a 5xx after S3 stored it), and the retry is refused because the first attempt landed. So after a
+412 the holder reads the object back and takes a write of its own ``writer`` for its own (when taking the lease and
+at every later write alike).
+``409 ConditionalRequestConflict`` (a concurrent write in progress) is retried after re-reading the ETag, with
+backoff, ``ATTEMPTS`` times. A network error or 5xx left over after botocore's retries fails the step (as any S3
+error does), but the renewal thread only tries again at its next beat: it stops when the lease is really lost (the
+object holds another writer's write) or when it could not renew before the holder's own expiry.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 _CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404")
 """What S3 answers a conditional write that lost the race: the object changed, is being changed, or is gone."""
+_IN_PROGRESS = ("ConditionalRequestConflict", "409")
+"""What S3 answers a conditional write that met another write in progress: AWS says to re-read the ETag and retry."""
+ATTEMPTS = 5
+"""Conditional writes one acquisition or one step makes at most (each after re-reading the lease)."""
+BACKOFF = timedelta(milliseconds=100)
+"""The wait after a first ``409``, doubled after each next one."""
+RESOLUTION = timedelta(seconds=1)
+"""S3's ``Date`` and ``Last-Modified`` headers are whole seconds: the margin a taker adds to ``ttl``."""
+STALE_WITHIN = 2 * RESOLUTION
+"""A lease is stale, by S3's clock, at most this long after ``ttl`` has passed since S3 stored its last write."""
 
 
 class Held(RuntimeError):
@@ -45,7 +83,8 @@ class Held(RuntimeError):
 
 
 class LeaseLost(RuntimeError):
-    """The run no longer holds the lease: another run took it over, so nothing more of this run is committed."""
+    """The run no longer holds the lease: another run took it over, or may have (the holder could not renew it in
+    time), so nothing more of this run is committed."""
 
 
 @dataclass(frozen=True)
@@ -55,57 +94,107 @@ class LeaseDocument:
     renewed_at: str
     token: int
     work: dict[str, Any] | None = None
+    writer: str = ""
+    write: int = 0
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> LeaseDocument:
-        """A stored document; a bare work document (written before leases existed) reads as released work."""
+        """A stored document; a bare work document (written before leases existed) reads as released work, and one
+        without a writer id (written before them) as no holder's that reads it now."""
         if "token" not in raw:
             return cls(run_id=None, since="", renewed_at="", token=0, work=raw)
-        return cls(raw["run_id"], raw["since"], raw["renewed_at"], int(raw["token"]), raw.get("work"))
+        return cls(
+            raw["run_id"],
+            raw["since"],
+            raw["renewed_at"],
+            int(raw["token"]),
+            raw.get("work"),
+            str(raw.get("writer", "")),
+            int(raw.get("write", 0)),
+        )
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
-    def stale(self, now: datetime, ttl: timedelta) -> bool:
-        return self.run_id is None or datetime.fromisoformat(self.renewed_at) + ttl <= now
+
+@dataclass(frozen=True)
+class Stored:
+    """The lease as read: its document and ETag, when S3 stored it (``Last-Modified``) and S3's time of the read
+    (the response's ``Date``)."""
+
+    document: LeaseDocument
+    etag: str
+    written: datetime
+    read: datetime
+
+    def stale(self, ttl: timedelta) -> bool:
+        """Released, or not written for longer than ``ttl`` by S3's clock (see the module's docstring on time)."""
+        return self.document.run_id is None or self.read - self.written >= ttl + RESOLUTION
 
 
 class Lease:
     """A held lease: ``update`` and ``release`` succeed only while this run still holds it."""
 
     def __init__(
-        self, s3: Any, bucket: str, key: str, *, document: LeaseDocument, etag: str, now: Callable[[], datetime]
+        self,
+        s3: Any,
+        bucket: str,
+        key: str,
+        *,
+        stored: tuple[LeaseDocument, str],
+        ttl: timedelta,
+        sent: float,
+        now: Callable[[], datetime],
+        monotonic: Callable[[], float],
     ) -> None:
         self.s3, self.bucket, self.key = s3, bucket, key
-        self.document, self.etag, self.now = document, etag, now
+        self.document, self.etag = stored
+        self.ttl, self.now, self.monotonic = ttl, now, monotonic
+        self.expires = sent + ttl.total_seconds()
+        """When, on ``monotonic``, the holder takes itself for lost: ``ttl`` after sending its last landed write."""
         self.requests = 0
-        """Conditional writes this holder made after acquiring (one per durable step or renewal)."""
+        """S3 requests this holder made after acquiring (one per durable step or renewal, more on a conflict)."""
+        self._writes = self.document.write
         self._lock = threading.Lock()
 
     @classmethod
     def acquire(
-        cls, s3: Any, bucket: str, key: str, run_id: str, *, ttl: timedelta, now: Callable[[], datetime]
+        cls,
+        s3: Any,
+        bucket: str,
+        key: str,
+        run_id: str,
+        *,
+        ttl: timedelta,
+        now: Callable[[], datetime],
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> Lease:
-        """Take the lease for ``run_id`` (keeping any stored work for a redo), or raise ``Held``."""
-        for _ in range(5):
-            found = _read(s3, bucket, key)
-            at = now().isoformat()
+        """Take the lease for ``run_id`` (keeping any stored work for a redo), or raise ``Held``. ``now`` dates the
+        document for people; ``monotonic`` times the holder's own expiry."""
+        found = _read(s3, bucket, key)
+        for attempt in range(ATTEMPTS):
+            at, writer = now().isoformat(), uuid.uuid4().hex
             if found is None:
-                document, condition = LeaseDocument(run_id, at, at, 1), {"IfNoneMatch": "*"}
+                document, condition = LeaseDocument(run_id, at, at, 1, writer=writer), {"IfNoneMatch": "*"}
             else:
-                stored, etag = found
-                if not stored.stale(now(), ttl) and stored.run_id != run_id:
+                stored = found.document
+                if not found.stale(ttl) and stored.run_id != run_id:
                     raise Held(key, str(stored.run_id), stored.since)
-                document = LeaseDocument(run_id, at, at, stored.token + 1, stored.work)
-                condition = {"IfMatch": etag}
+                document = LeaseDocument(run_id, at, at, stored.token + 1, stored.work, writer)
+                condition = {"IfMatch": found.etag}
+            sent = monotonic()
             try:
-                put = s3.put_object(Bucket=bucket, Key=key, Body=document.to_json(), **condition)
+                taken = document, s3.put_object(Bucket=bucket, Key=key, Body=document.to_json(), **condition)["ETag"]
             except ClientError as exc:
-                if lost_race(exc):
+                if not lost_race(exc):
+                    raise
+                _back_off(exc, attempt)
+                found = _read(s3, bucket, key)
+                if found is None or found.document.writer != writer:
                     continue
-                raise
-            return cls(s3, bucket, key, document=document, etag=put["ETag"], now=now)
-        raise RuntimeError(f"s3://{bucket}/{key}: the lease changed five times while taking it; try again")
+                taken = found.document, found.etag  # ours landed; botocore's retry of it was refused
+            return cls(s3, bucket, key, stored=taken, ttl=ttl, sent=sent, now=now, monotonic=monotonic)
+        raise RuntimeError(f"s3://{bucket}/{key}: the lease changed {ATTEMPTS} times while taking it; try again")
 
     @property
     def work(self) -> dict[str, Any] | None:
@@ -113,11 +202,11 @@ class Lease:
 
     def update(self, work: dict[str, Any] | None) -> None:
         """Store ``work`` and renew the lease, if this run still holds it (else ``LeaseLost``)."""
-        self._write(replace(self.document, work=work, renewed_at=self.now().isoformat()))
+        self._write(work=work)
 
     def renew(self) -> None:
         """Tell other runs this holder is alive (``LeaseLost`` if it no longer holds the lease)."""
-        self._write(replace(self.document, renewed_at=self.now().isoformat()))
+        self._write()
 
     def kept_alive(self, every: timedelta) -> AbstractContextManager[None]:
         """Renew the lease every ``every`` until the block ends (``kept_alive`` of one)."""
@@ -125,32 +214,68 @@ class Lease:
 
     def release(self) -> None:
         """Let the next run take the lease at once (the stored work stays for it)."""
-        self._write(replace(self.document, run_id=None, renewed_at=self.now().isoformat()))
+        self._write(run_id=None)
 
-    def _write(self, document: LeaseDocument) -> None:
+    def _write(self, **change: Any) -> None:
+        """One conditional write of the document with ``change``, done when it lands or when it is found in place
+        after its retry was refused; retried after a 409 and after finding in place an earlier write of this holder
+        (one whose step failed, but that landed); ``LeaseLost`` when another writer's write is in place, or once
+        the holder's expiry passed."""
         with self._lock:
-            self._write_held(document)
+            for attempt in range(ATTEMPTS):
+                if self.monotonic() >= self.expires:
+                    seconds = self.ttl.total_seconds()
+                    raise self._lost(f": it could not renew it within {seconds:g} s, so another run may take it over")
+                self._writes += 1
+                document = replace(self.document, renewed_at=self.now().isoformat(), write=self._writes, **change)
+                sent = self.monotonic()
+                self.requests += 1
+                try:
+                    put = self.s3.put_object(
+                        Bucket=self.bucket, Key=self.key, Body=document.to_json(), IfMatch=self.etag
+                    )
+                except ClientError as exc:
+                    if not lost_race(exc):
+                        raise
+                    _back_off(exc, attempt)
+                    found = self._own_or_lost(exc)
+                    if found.document.write == document.write:  # this write landed, its answer was lost
+                        self._landed(found.document, found.etag, sent)
+                        return
+                    # A 409, or an earlier write of this holder: its expiry counts from before it, left as it is.
+                    self.document, self.etag = found.document, found.etag
+                    if attempt == ATTEMPTS - 1:
+                        raise
+                    continue
+                self._landed(document, put["ETag"], sent)
+                return
 
-    def _write_held(self, document: LeaseDocument) -> None:
-        try:
-            put = self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=document.to_json(), IfMatch=self.etag)
-        except ClientError as exc:
-            if not lost_race(exc):
-                raise
-            holder = _read(self.s3, self.bucket, self.key)
-            who = f"run {holder[0].run_id} (token {holder[0].token})" if holder else "a run that deleted it"
-            raise LeaseLost(
-                f"run {self.document.run_id} lost s3://{self.bucket}/{self.key} (token {self.document.token}) to "
-                f"{who}; nothing more of this run is committed for it — the holder redoes the stored work"
-            ) from exc
+    def _landed(self, document: LeaseDocument, etag: str, sent: float) -> None:
+        self.document, self.etag = document, etag
+        self.expires = sent + self.ttl.total_seconds()
+
+    def _own_or_lost(self, refusal: ClientError) -> Stored:
+        """The lease as read after a refused write, when it holds a write of this holder (else ``LeaseLost``)."""
         self.requests += 1
-        self.document, self.etag = document, put["ETag"]
+        found = _read(self.s3, self.bucket, self.key)
+        if found is None:
+            raise self._lost(" to a run that deleted it") from refusal
+        if found.document.writer != self.document.writer:
+            raise self._lost(f" to run {found.document.run_id} (token {found.document.token})") from refusal
+        return found
+
+    def _lost(self, why: str) -> LeaseLost:
+        return LeaseLost(
+            f"run {self.document.run_id} lost s3://{self.bucket}/{self.key} (token {self.document.token}){why}; "
+            "nothing more of this run is committed for it — the holder redoes the stored work"
+        )
 
 
 @contextmanager
 def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
     """Renew every lease in ``leases`` each ``every`` from one background thread until the block ends. A renewal
-    that fails is left for the holder's next durable step to report (it fails the same way)."""
+    that fails on an S3 or network error is tried again at the next beat; a lease that is lost (another run took it,
+    or the holder's expiry passed) is renewed no more, and the holder's next durable step raises ``LeaseLost``."""
     stop = threading.Event()
     live = list(leases)
 
@@ -161,7 +286,7 @@ def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
                     lease.renew()
                 except LeaseLost:
                     live.remove(lease)
-                except ClientError:  # a transient S3 error: the next beat or step tries again
+                except (ClientError, BotoCoreError):  # a 5xx, timeout or reset left after botocore's retries
                     continue
 
     beating = threading.Thread(target=beat, name="lease renewals", daemon=True)
@@ -173,14 +298,25 @@ def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
         beating.join()
 
 
-def _read(s3: Any, bucket: str, key: str) -> tuple[LeaseDocument, str] | None:
+def _read(s3: Any, bucket: str, key: str) -> Stored | None:
     try:
         got = s3.get_object(Bucket=bucket, Key=key)
     except ClientError as exc:
         if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
             return None
         raise
-    return LeaseDocument.parse(json.loads(got["Body"].read())), got["ETag"]
+    date = got["ResponseMetadata"]["HTTPHeaders"].get("date")
+    read = parsedate_to_datetime(date) if date else None
+    if read is None or read.tzinfo is None:
+        raise RuntimeError(f"s3://{bucket}/{key}: the answer has no usable Date header ({date}), S3's clock for leases")
+    document = LeaseDocument.parse(json.loads(got["Body"].read()))
+    return Stored(document, got["ETag"], got["LastModified"], read)
+
+
+def _back_off(refusal: ClientError, attempt: int) -> None:
+    """Wait before retrying a write that met another in progress (409); a lost race (412, 404) is retried at once."""
+    if str(refusal.response["Error"]["Code"]) in _IN_PROGRESS:
+        time.sleep(BACKOFF.total_seconds() * 2**attempt)
 
 
 def lost_race(exc: ClientError) -> bool:

@@ -1,3 +1,6 @@
+import contextlib
+import os
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -5,7 +8,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafkalake.endpoints import Endpoints
-from kafkalake_dev.local import stack
+from kafkalake_dev.local import principals, stack
+from kafkalake_dev.local.call_recording import CONTROL_PATH
 from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
 
 UNIT_TESTS = Path(__file__).parent / "unit"
@@ -60,9 +64,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput") and CALL_LOG in os.environ:
+        with contextlib.suppress(OSError):  # the stack is not running: nothing was recorded
+            record_calls(None)
     started = session.config.stash.get(STARTED_BY_CONTROLLER, [])
     if started:
         stack.down(started)
+
+
+CALL_LOG = "KAFKALAKE_CALL_LOG"
+"""Set (``make test`` sets it): the file the local endpoint appends the pipeline principals' calls to while the tests
+run, for the permission check (``kafkalake_dev.checks.permissions``)."""
+
+
+def record_calls(path: Path | None) -> None:
+    """The local endpoint records the principals' calls to ``path`` from now on (None: stops recording)."""
+    url = f"{local_endpoints().aws_endpoint_url}{CONTROL_PATH}"
+    data, method = (str(path).encode(), "POST") if path else (None, "DELETE")
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method), timeout=10) as answer:
+        answer.read()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -85,6 +105,9 @@ def local_stack() -> Iterator[Endpoints]:
     """The real local stack (Kafka, registry, moto server); started if needed, stopped if this session started it.
     moto's credentials are in the process environment for the session (boto3, Spark's JVM and workers)."""
     with stack.running(), local_credentials():
+        principals.install()
+        if CALL_LOG in os.environ:
+            record_calls(Path(os.environ[CALL_LOG]).resolve())
         yield local_endpoints()
 
 
@@ -94,5 +117,6 @@ def spark(local_stack: Endpoints) -> Iterator[SparkSession]:
     from kafkalake_dev.local.spark import local_session
 
     session = local_session(local_stack, "kafkalake-tests")
+    principals.follow_in_spark(session)
     yield session
     session.stop()

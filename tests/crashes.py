@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import pytest
 from pyspark import cloudpickle
 
+from kafkalake.lease import STALE_WITHIN
 from spark_jobs.compaction.manifest import ManifestState, ManifestStore
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
@@ -115,8 +116,8 @@ def kill_on_progress(
 ) -> int:
     """Start ``command`` once per kill and SIGKILL its whole process group (Spark's JVM included) when the kill is
     due by ``progress()`` (the work all runs left in S3 so far), unless the run ended first; how many were killed.
-    After a kill it waits ``lease_ttl`` seconds, so the leases the killed run held are stale for the next run (a run
-    skips what a live-looking run holds).
+    After a kill it waits ``lease_ttl`` seconds and S3's clock resolution (``kafkalake.lease.STALE_WITHIN``), so the
+    leases the killed run held are stale for the next run (a run skips what a live-looking run holds).
 
     A kill keyed to the run's own progress lands in the middle of its work however long Spark takes to start."""
     killed = 0
@@ -133,5 +134,5 @@ def kill_on_progress(
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
             killed += 1
-            time.sleep(lease_ttl)
+            time.sleep(lease_ttl + STALE_WITHIN.total_seconds())
     return killed

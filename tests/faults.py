@@ -7,7 +7,9 @@ In-process (unit tests on moto's ``mock_aws``), ``s3_answers`` gives a client th
 ``FaultProxy(upstream).start()`` listens on 127.0.0.1 (a free port); point ``aws_endpoint_url`` (or the registry
 URL) at ``proxy.url``. A ``Fault`` matches a method and a path pattern and answers ``times`` matching requests
 (``None``: all of them) with its status and S3 error code, after ``delay`` seconds (a hung service: longer than the
-client waits); ``proxy.injected`` counts what was answered, ``proxy.passed`` what went through.
+client waits), or closes the connection without an answer (``NO_ANSWER``); a ``forward`` fault first passes the
+request on, so the write happens and only its answer is lost (what makes botocore retry a write that landed).
+``proxy.injected`` counts what was answered, ``proxy.passed`` what went through unanswered by a fault.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ SLOW_DOWN = (503, "SlowDown")
 INTERNAL_ERROR = (500, "InternalError")
 ACCESS_DENIED = (403, "AccessDenied")
 UNAVAILABLE = (503, "ServiceUnavailable")
+CONFLICT = (409, "ConditionalRequestConflict")
+NO_ANSWER = (0, "NoAnswer")
+"""Not an HTTP answer: the connection is closed without one (a reset, a load balancer dropping it)."""
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "expect", "te", "upgrade", "host"})
 """Request headers that describe the client's connection to the proxy, not the request; never forwarded."""
 
@@ -44,6 +49,8 @@ class Fault:
     times: int | None = None
     message: str = "injected by the test's fault proxy"
     delay: float = 0.0
+    forward: bool = False
+    """Pass the request on first (it takes effect upstream), then answer with the fault instead of the upstream."""
     seen: int = field(default=0, init=False)
 
     def takes(self, method: str, path: str) -> bool:
@@ -87,8 +94,9 @@ class FaultProxy:
         *,
         message: str | None = None,
         delay: float = 0.0,
+        forward: bool = False,
     ) -> Fault:
-        fault = Fault(method, path, *status_code, times=times, delay=delay)
+        fault = Fault(method, path, *status_code, times=times, delay=delay, forward=forward)
         if message is not None:
             fault.message = message
         with self._lock:
@@ -156,7 +164,9 @@ class FaultProxy:
 
             def _answer(self, status: int, headers: list[tuple[str, str]], payload: bytes, length: int) -> None:
                 try:
-                    self.send_response(status)
+                    self.send_response_only(status)  # no Server and Date of the proxy's: the upstream's pass
+                    if not any(name.lower() == "date" for name, _ in headers):
+                        self.send_header("Date", self.date_time_string())  # S3 dates every answer
                     for name, value in headers:
                         self.send_header(name, value)
                     self.send_header("Content-Length", str(length))
@@ -169,12 +179,17 @@ class FaultProxy:
             def _any(self) -> None:
                 body = self._body()
                 fault = proxy._fault_for(self.command, self.path)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
                 if fault is not None:
+                    if fault.forward:
+                        proxy._forward(self.command, self.path, headers, body)
                     time.sleep(fault.delay)
+                    if fault.status == NO_ANSWER[0]:
+                        self.close_connection = True
+                        return
                     error = fault.body()
                     self._answer(fault.status, [("Content-Type", "application/xml")], error, len(error))
                     return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
                 status, answer_headers, payload = proxy._forward(self.command, self.path, headers, body)
                 kept = [(k, v) for k, v in answer_headers if k.lower() not in ("transfer-encoding", "connection")]
                 length = len(payload)

@@ -30,6 +30,8 @@ from kafkalake.layout import (
     LEGACY_COMPACTED_ROOT,
     QUARANTINE_ROOT,
     STATE_ROOT,
+    erasure_prefix,
+    erasure_requests_prefix,
 )
 from kafkalake.metrics import NAMESPACE
 from kafkalake.topic_catalog import Topic
@@ -40,9 +42,10 @@ COMPACTOR_ROOTS = (DATA_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
 COMPACTOR_WRITES = (STATE_ROOT, f"{DATA_ROOT}/*/{COMPACTED_DIR}")
 """Manifests, and the output under each table's location (``kafkalake.layout``); never raw files, never the legacy
 root."""
-ERASURE_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT, ERASURE_ROOT)
-"""The erasure job reads, writes and deletes under these: rewritten partitions (as the compactor), quarantine
-objects rewritten in place, manifests and leases, requests, receipts, its lease and the subject indexes."""
+ERASURE_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
+"""The erasure job reads, writes and deletes under these and under its environment's ``erasure_prefix``: rewritten
+partitions (as the compactor), quarantine objects rewritten in place, manifests and leases; requests, receipts, its
+lease and the subject indexes."""
 ERASURE_PURGES = (DATA_ROOT, QUARANTINE_ROOT)
 """Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data and quarantine only."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
@@ -208,6 +211,12 @@ class Jobs(Construct):
     def _archiver_role(self) -> iam.Role:
         # No s3:DeleteObject: the archiver's plans live in the topic's lease, which is rewritten, never deleted.
         role = self._job_role("ArchiverJobRole", ARCHIVER_ROOTS, ["s3:GetObject", "s3:PutObject"])
+        # A by_key topic's tombstones become an erasure request (spark_jobs/archiver/topic_run.py): one plain PUT
+        # per plan into this environment's requests, never read back.
+        requests = erasure_requests_prefix(self.settings.name).rstrip("/")
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{requests}/*")])
+        )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
@@ -220,13 +229,14 @@ class Jobs(Construct):
             role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret]))
         acknowledge(
             role,
-            "The archiver writes objects it names at run time under the data, quarantine and state prefixes, and "
-            "uses the lake key for them. PutMetricData has no resource-level permissions (AWS requires *); a "
+            "The archiver writes objects it names at run time under the data, quarantine and state prefixes and "
+            "tombstones' erasure requests under this environment's requests prefix, and uses the lake key for "
+            "them. PutMetricData has no resource-level permissions (AWS requires *); a "
             "condition limits it to the kafkalake namespace.",
             "AwsSolutions-IAM5[Resource::*]",
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-            *(object_finding(self.bucket, root) for root in ARCHIVER_ROOTS),
+            *(object_finding(self.bucket, root) for root in (*ARCHIVER_ROOTS, requests)),
         )
         return role
 
@@ -259,10 +269,17 @@ class Jobs(Construct):
     def _erasure_role(self) -> iam.Role:
         stack = Stack.of(self)
         actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-        role = self._job_role("ErasureJobRole", ERASURE_ROOTS, actions)
+        roots = (*ERASURE_ROOTS, erasure_prefix(self.settings.name).rstrip("/"))
+        role = self._job_role("ErasureJobRole", roots, actions)
+        ancestors = [ERASURE_ROOT, erasure_prefix(self.settings.name).rstrip("/")]
         statements = [
             (["s3:DeleteObjectVersion"], [self.bucket.arn_for_objects(f"{root}/*") for root in ERASURE_PURGES]),
             (["s3:ListBucketVersions"], [self.bucket.bucket_arn]),
+            # Spark writes the subject indexes through Hadoop's S3 filesystem, which probes each ancestor "directory"
+            # of its output (a HEAD: s3:GetObject on these exact keys, which never hold objects) and deletes the
+            # empty-directory marker at the root after writing (seen by the permission check).
+            (["s3:GetObject"], [self.bucket.arn_for_objects(key) for key in ancestors]),
+            (["s3:DeleteObject"], [self.bucket.arn_for_objects(f"{ERASURE_ROOT}/")]),
             (
                 ["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
                 glue_table_resources(stack, self.databases),
@@ -288,7 +305,7 @@ class Jobs(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-            *(object_finding(self.bucket, root) for root in ERASURE_ROOTS),
+            *(object_finding(self.bucket, root) for root in roots),
             *glue_table_findings(stack, self.databases),
         )
         return role

@@ -8,14 +8,17 @@
   consumers temporary credentials for it, so consumers need no S3 permission of their own.
 - Per consumer role: DESCRIBE on the databases and SELECT on the tables and columns by LF-tag expression. The
   lake bucket's policy denies consumer roles reading its objects directly (IAM-only access is removed).
-- The pipeline's own roles (crawlers, maintainer, reconciler, compactor) by name on our databases and all their
-  tables, since new tables get no ``IAMAllowedPrincipals`` grant (``GlueDatabases``: ``CreateTableDefaultPermissions``
-  is empty) and Lake Formation decides on them; the maintainer may associate the tags.
+- The pipeline's own roles (``LakeWriter``: crawlers, maintainer, reconciler, compactor, erasure) by name on our
+  databases and all their tables, since new tables get no ``IAMAllowedPrincipals`` grant (``GlueDatabases``:
+  ``CreateTableDefaultPermissions`` is empty) and Lake Formation decides on them: each role what its Glue calls
+  need (``kafkalake_dev.checks.permissions.lake_formation`` states the rules; the unit tests evaluate the template
+  against them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_cdk import CfnResource, Stack
 from aws_cdk import aws_iam as iam
@@ -33,12 +36,23 @@ from kafkalake.permissions import Expression, access_model
 from kafkalake.topic_catalog import Topic
 
 CONSUMER_TABLE_PERMISSIONS = ("SELECT", "DESCRIBE")
-WRITER_TABLE_PERMISSIONS = ("ALTER", "DESCRIBE", "INSERT", "SELECT")
-"""What the pipeline does to tables it did not create: read them, add, update and list partitions, merge columns."""
-TABLE_CREATORS = ("Crawlers", "Maintainer")
-"""The roles that create tables (in our databases, with their location under the registered data prefix)."""
-TAGGER = "Maintainer"
-"""The role that tags the tables it creates or meets (``lambdas.maintainer``): ASSOCIATE on the LF-tags."""
+
+
+@dataclass(frozen=True)
+class LakeWriter:
+    """A pipeline role and the Lake Formation permissions its Glue calls need, on each of our databases and on
+    every table in them (created at run time, by another role as often as not)."""
+
+    role: iam.IRole
+    database: tuple[str, ...]
+    tables: tuple[str, ...]
+    tables_grantable: tuple[str, ...] = ()
+    """Granted with the grant option too: Lake Formation lets only a table's creator, or a holder of these with
+    the grant option, tag it."""
+    locates: bool = False
+    """DATA_LOCATION_ACCESS on the registered data prefix: it creates tables or points partitions there."""
+    tags: bool = False
+    """ASSOCIATE on the LF-tags: it tags the tables it creates or meets (``lambdas.maintainer``)."""
 
 
 class LakeAccess(Construct):
@@ -52,7 +66,7 @@ class LakeAccess(Construct):
         glue_databases: GlueDatabases,
         bucket: s3.IBucket,
         key: kms.IKey,
-        writers: Mapping[str, iam.IRole],
+        writers: Mapping[str, LakeWriter],
     ) -> None:
         super().__init__(scope, construct_id)
         self.catalog_id = Stack.of(self).account
@@ -71,8 +85,8 @@ class LakeAccess(Construct):
                 ("TABLE", grant.table_expression, CONSUMER_TABLE_PERMISSIONS),
             )
         ]
-        for name, role in writers.items():
-            self._writer(name, role, glue_databases)
+        for name, writer in writers.items():
+            self._writer(name, writer, glue_databases)
         self._deny_direct_reads(bucket, [c.consumer.role_arn for c in self.model.grants])
 
     def _depends_on_tags(self, resource: CfnResource) -> None:
@@ -136,6 +150,7 @@ class LakeAccess(Construct):
         principal: str,
         resource: lf.CfnPrincipalPermissions.ResourceProperty,
         permissions: Sequence[str],
+        grantable: Sequence[str] = (),
     ) -> lf.CfnPrincipalPermissions:
         return lf.CfnPrincipalPermissions(
             self,
@@ -143,7 +158,7 @@ class LakeAccess(Construct):
             principal=lf.CfnPrincipalPermissions.DataLakePrincipalProperty(data_lake_principal_identifier=principal),
             resource=resource,
             permissions=list(permissions),
-            permissions_with_grant_option=[],
+            permissions_with_grant_option=list(grantable),
         )
 
     def _grant(
@@ -164,11 +179,10 @@ class LakeAccess(Construct):
             grant.add_resource_dependency(association)
         return grant
 
-    def _writer(self, name: str, role: iam.IRole, glue_databases: GlueDatabases) -> None:
-        """A pipeline role: its databases, every table in them, and (for table creators) the data location; the
-        maintainer also associates the LF-tags with the tables it creates."""
-        creates = name in TABLE_CREATORS
+    def _writer(self, name: str, writer: LakeWriter, glue_databases: GlueDatabases) -> None:
+        """A pipeline role: its databases, every table in them, the data location and the LF-tags, as it needs."""
         resource = lf.CfnPrincipalPermissions.ResourceProperty
+        role_arn = writer.role.role_arn
         for database, cfn_database in glue_databases.database_resources.items():
             on_database = resource(
                 database=lf.CfnPrincipalPermissions.DatabaseResourceProperty(catalog_id=self.catalog_id, name=database)
@@ -178,31 +192,30 @@ class LakeAccess(Construct):
                     catalog_id=self.catalog_id, database_name=database, table_wildcard={}
                 )
             )
-            database_permissions = ("CREATE_TABLE", "DESCRIBE") if creates else ("DESCRIBE",)
-            for suffix, target, permissions in (
-                ("Database", on_database, database_permissions),
-                ("Tables", on_tables, WRITER_TABLE_PERMISSIONS),
+            for suffix, target, permissions, grantable in (
+                ("Database", on_database, writer.database, ()),
+                ("Tables", on_tables, writer.tables, writer.tables_grantable),
             ):
-                grant = self._principal_permissions(f"{name}-{database}-{suffix}", role.role_arn, target, permissions)
+                grant = self._principal_permissions(
+                    f"{name}-{database}-{suffix}", role_arn, target, permissions, grantable
+                )
                 grant.add_resource_dependency(cfn_database)
-        if creates:
+        if writer.locates:
             location = resource(
                 data_location=lf.CfnPrincipalPermissions.DataLocationResourceProperty(
                     catalog_id=self.catalog_id, resource_arn=self.location.resource_arn
                 )
             )
-            grant = self._principal_permissions(
-                f"{name}-DataLocation", role.role_arn, location, ["DATA_LOCATION_ACCESS"]
-            )
+            grant = self._principal_permissions(f"{name}-DataLocation", role_arn, location, ["DATA_LOCATION_ACCESS"])
             grant.add_resource_dependency(self.location)
-        if name == TAGGER:
+        if writer.tags:
             for tag_key, values in TAG_VALUES.items():
                 tag = resource(
                     lf_tag=lf.CfnPrincipalPermissions.LFTagKeyResourceProperty(
                         catalog_id=self.catalog_id, tag_key=tag_key, tag_values=list(values)
                     )
                 )
-                grant = self._principal_permissions(f"{name}-Associate-{tag_key}", role.role_arn, tag, ["ASSOCIATE"])
+                grant = self._principal_permissions(f"{name}-Associate-{tag_key}", role_arn, tag, ["ASSOCIATE"])
                 self._depends_on_tags(grant)
 
     def _deny_direct_reads(self, bucket: s3.IBucket, consumer_roles: list[str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import DefaultStackSynthesizer, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -29,6 +29,48 @@ KEY_ID_SUFFIX = "1"
 key)."""
 
 
+KEY_ADMINISTRATION = (
+    "kms:DescribeKey",
+    "kms:GetKeyPolicy",
+    "kms:PutKeyPolicy",
+    "kms:GetKeyRotationStatus",
+    "kms:EnableKeyRotation",
+    "kms:DisableKeyRotation",
+    "kms:EnableKey",
+    "kms:DisableKey",
+    "kms:UpdateKeyDescription",
+    "kms:ListResourceTags",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:CreateAlias",
+    "kms:UpdateAlias",
+    "kms:DeleteAlias",
+    "kms:ListGrants",
+    "kms:RevokeGrant",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+)
+"""What CloudFormation does to an ``AWS::KMS::Key`` and its alias, and nothing that uses the key: no
+Encrypt/Decrypt/GenerateDataKey/ReEncrypt, and no CreateGrant (a grant hands out cryptographic use outside the key
+policy)."""
+
+
+def key_administration(stack: Stack) -> iam.PolicyStatement:
+    """The restricted key's administrator: the role CloudFormation deploys the stack with (the CDK bootstrap's
+    execution role). KMS refuses a key policy that would not let the caller of CreateKey/PutKeyPolicy change it
+    again (the policy lockout safety check), and only deployments should change it: every change is a reviewed
+    template. No account-root statement: that would hand the key's use to any IAM policy of the account."""
+    synthesizer = stack.synthesizer
+    if not isinstance(synthesizer, DefaultStackSynthesizer):
+        raise TypeError("the restricted key's administrator is the CDK bootstrap's CloudFormation execution role")
+    return iam.PolicyStatement(
+        sid="DeploymentAdministersTheKey",
+        principals=[iam.ArnPrincipal(Fn.sub(synthesizer.cloud_formation_execution_role_arn))],
+        actions=list(KEY_ADMINISTRATION),
+        resources=["*"],
+    )
+
+
 class PersonalData(Construct):
     def __init__(
         self,
@@ -47,6 +89,7 @@ class PersonalData(Construct):
             enable_key_rotation=True,
             alias=f"alias/kafkalake-{settings.name}-restricted",
             description=f"kafkalake {settings.name}: raw quarantined records of topics with personal fields",
+            policy=iam.PolicyDocument(statements=[key_administration(Stack.of(self))]),
         )
         bucket.add_to_resource_policy(
             iam.PolicyStatement(
@@ -97,9 +140,7 @@ class PersonalData(Construct):
         objects = self.bucket.arn_for_objects(f"{RESTRICTED_QUARANTINE_ROOT}/*")
         actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
         role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[self.restricted_key.key_arn])
-        )
+        self._admit(role, "ErasureReadsAndWritesThroughS3", ["kms:Decrypt", "kms:GenerateDataKey"])
         role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret_arn]))
         acknowledge(
             role,
@@ -108,13 +149,25 @@ class PersonalData(Construct):
             object_finding(self.bucket, RESTRICTED_QUARANTINE_ROOT),
         )
 
+    def _admit(self, role: iam.Role, sid: str, actions: list[str]) -> None:
+        """Let ``role`` use the restricted key for ``actions``, only through S3 (SSE-KMS), by the key policy alone:
+        the key trusts no IAM policy, so no identity statement is needed or sufficient."""
+        stack = Stack.of(self)
+        self.restricted_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                principals=[iam.ArnPrincipal(role.role_arn)],
+                actions=actions,
+                resources=["*"],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}"}},
+            )
+        )
+
     def grant_archiver(self, role: iam.Role) -> None:
         """Write restricted quarantine objects with the restricted key (never read them), read the pseudonym key."""
         writes = self.bucket.arn_for_objects(f"{RESTRICTED_QUARANTINE_ROOT}/*")
         role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[writes]))
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[self.restricted_key.key_arn])
-        )
+        self._admit(role, "ArchiverWritesThroughS3", ["kms:GenerateDataKey"])
         role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret_arn]))
         acknowledge(
             role,

@@ -11,6 +11,8 @@ with py-spy on the server during the stack tests; the answers are unchanged):
 - The names of moto's service folders, listed from disk by ``get_backend_for_host`` for each request, are listed
   once.
 - werkzeug's access log (a line per request) is off; its warnings and errors stay.
+
+It also records the pipeline principals' calls for the permission check (``kafkalake_dev.local.call_recording``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from moto import backends
+from moto import server as moto_server
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.s3 import models as s3_models
 from moto.server import main
+
+from kafkalake_dev.local.call_recording import Recorder, recording_app
 
 SERVICE_FOLDERS = tuple(backends.list_of_moto_modules())
 TWINS: dict[type[Any], type[Any]] = {}
@@ -50,7 +56,17 @@ def listing_twin(kind: type[Any]) -> type[Any]:
     return TWINS[kind]
 
 
+class RecordingDispatcher(DomainDispatcherApplication):
+    """moto's dispatcher, its requests passed through ``recording_app``."""
+
+    recorder = Recorder()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        return recording_app(super().__call__, self.recorder)(environ, start_response)
+
+
 if __name__ == "__main__":
+    moto_server.DomainDispatcherApplication = RecordingDispatcher  # type: ignore[attr-defined]
     backends.list_of_moto_modules = listed_once
     # moto.s3.models uses the copy module twice: copy.copy (kept) and, in list_object_versions only, copy.deepcopy
     s3_models.copy = SimpleNamespace(copy=copy.copy, deepcopy=versions_without_bytes)  # type: ignore[attr-defined,assignment]

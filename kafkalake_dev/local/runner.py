@@ -5,7 +5,8 @@ URLs: the same entry point, the jobs zip, the catalog and environment archives (
 directory under their ``#alias`` as EMR unpacks them), the connector jars (no Maven resolution at run time), the
 ``KAFKALAKE_*`` settings and the Python launcher of the environment archive (``./environment/bin/python``). What the
 platform provides on EMR the runner provides here: PySpark (from this virtualenv's ``spark-submit``), S3 support
-(S3A on the local endpoint) and a machine time zone that is not UTC.
+(S3A on the local endpoint), the credentials of the job's role (a principal's key: ``kafkalake_dev.local.principals``)
+and a machine time zone that is not UTC.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from infra.assets import connector_jars, job_environment, jobs_bundle, platform_
 from infra.repo import cache_dir
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import CATALOG_DIR, JobArtifacts, JobRun
-from kafkalake_dev.local.endpoints import CREDENTIALS, environ_with
+from kafkalake_dev.local.endpoints import environ_with
+from kafkalake_dev.local.principals import principal_credentials
 from kafkalake_dev.local.spark import LOCAL_CONF, s3a_conf
 
 MACHINE_TIME_ZONE = "America/New_York"
@@ -132,7 +134,7 @@ def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, st
         "spark.jars.ivy": str(ivy_home),
         "spark.driver.extraJavaOptions": f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS}",
         "spark.jars": ",".join([conf["spark.jars"], *(str(p) for p in platform_jars())]),
-        **s3a_conf(run.endpoints),
+        **s3a_conf(run.endpoints, principal_credentials(run.job)["AWS_ACCESS_KEY_ID"]),
     }
     settings = {k: v for k, v in {**conf, **platform}.items() if not k.startswith(DRIVER_ENV)}
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
@@ -176,7 +178,8 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
         command, driver_env, archives = submit_command(run, ivy)
         unpack_archives(archives, work)
         spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
-        environ = {**os.environ, **CREDENTIALS, **driver_env, "TZ": MACHINE_TIME_ZONE, "SPARK_HOME": spark_home}
+        credentials = principal_credentials(run.job)  # the job's role, as EMR runs it
+        environ = {**os.environ, **credentials, **driver_env, "TZ": MACHINE_TIME_ZONE, "SPARK_HOME": spark_home}
         arguments = " ".join(run.entry_point_arguments())
         say(f"runner: {run.name}: spark-submit {Path(run.artifacts.entry_point).name} {arguments} (in {work})")
         done = subprocess.run(command, cwd=work, env=environ, capture_output=True, text=True, check=False)

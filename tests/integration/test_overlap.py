@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.lease import Lease, LeaseLost
+from kafkalake.lease import STALE_WITHIN, Lease, LeaseLost
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver.offsets import consumer_group
@@ -102,10 +102,11 @@ def test_a_stale_holder_is_taken_over_its_plan_redone_and_its_late_steps_refused
     topic = fresh("card-authorized", max_records_per_run=200, max_records_per_file=40)
     produce(endpoints, topic, 600)
     s3, key = make_client(endpoints, "s3"), topic.prefix.archive_lease_key()
-    dead = Lease.acquire(s3, endpoints.bucket, key, "dead-run", ttl=timedelta(seconds=2), now=lambda: datetime.now(UTC))
+    ttl = timedelta(seconds=2)
+    dead = Lease.acquire(s3, endpoints.bucket, key, "dead-run", ttl=ttl, now=lambda: datetime.now(UTC))
     stored = Plan(topic.kafka_topic, datetime.now(UTC).isoformat(), {0: (0, 50), 1: (0, 50), 2: (0, 50)})
     PlanLease(dead).store(stored)
-    time.sleep(2.5)  # the dead run stopped renewing: its lease is stale
+    time.sleep((ttl + STALE_WITHIN).total_seconds())  # the dead run stopped renewing: its lease is stale
 
     rescued = run(spark, endpoints, topic, "rescuer", ttl=2)
     assert rescued.ok and rescued.plans[0].redone_plan and rescued.plans[0].plan == stored.ranges

@@ -70,6 +70,11 @@ def role_statements(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
     ]
 
 
+def resources_of(statement: dict[str, Any]) -> list[Any]:
+    found = statement["Resource"]
+    return found if isinstance(found, list) else [found]
+
+
 def statement_actions(statements: list[dict[str, Any]]) -> set[str]:
     return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
 
@@ -322,6 +327,8 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "Resource": settings.kafka_secret_arn,
     } in archiver
     assert not [s for s in archiver if "s3:DeleteObject" in s["Action"]], "the archiver deletes nothing"
+    archiver_puts = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
+    assert f"/erasure/{env}/requests/*" in [r["Fn::Join"][1][1] for r in archiver_puts], "tombstones' requests"
     assert not any("glue:" in json.dumps(s["Action"]) for s in archiver)
     compactor = role_statements(tpl, "CompactorJobRole")
     [puts] = [s for s in compactor if "s3:PutObject" in s["Action"]]
@@ -345,10 +352,14 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     assert reads in erasure, "the erasure job hashes requests' subjects with the pseudonym key"
     [restricted] = [s for s in erasure if "s3:DeleteObjectVersion" in s["Action"] and isinstance(s["Action"], list)]
     assert restricted["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*", "restricted quarantine rows too"
+    [restricted_key] = [k for i, k in resources(tpl, "AWS::KMS::Key").items() if "RestrictedKey" in i]
     assert any(
-        s["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"] and "RestrictedKey" in json.dumps(s["Resource"])
-        for s in erasure
-    ), "the erasure job rewrites restricted quarantine objects with the restricted key"
+        s["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"] and "ErasureJobRole" in json.dumps(s["Principal"])
+        for s in restricted_key["Properties"]["KeyPolicy"]["Statement"]
+    ), "the erasure job rewrites restricted quarantine objects with the restricted key (its key policy says so)"
+    erasure_objects = next(s for s in erasure if "s3:DeleteObject" in s["Action"] and "s3:PutObject" in s["Action"])
+    assert f"/erasure/{env}/*" in [r["Fn::Join"][1][1] for r in erasure_objects["Resource"]]
+    assert "/erasure/*" not in json.dumps(erasure), "its own environment's requests, receipts, lease and indexes"
     assert not [s for s in compactor if "s3:DeleteObjectVersion" in s["Action"]], "only erasure deletes versions"
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     assert schedules[f"kafkalake-{env}-compactor"]["ScheduleExpression"] == "rate(1 hour)"
@@ -777,7 +788,8 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
     assert "s3:GetObject" in deny["Action"]
     permissions = [r["Properties"] for r in resources(tpl, "AWS::LakeFormation::PrincipalPermissions").values()]
     located = [p for p in permissions if "DataLocation" in p["Resource"]]
-    assert [p["Permissions"] for p in located] == [["DATA_LOCATION_ACCESS"]] * 2  # the crawlers and the maintainer
+    assert [p["Permissions"] for p in located] == [["DATA_LOCATION_ACCESS"]] * 5  # every writer (lake_writers)
+    assert all(p["Resource"]["DataLocation"]["ResourceArn"] == props["ResourceArn"] for p in located)
     associate = {
         p["Resource"]["LFTag"]["TagKey"]: p["Resource"]["LFTag"]["TagValues"]
         for p in permissions
@@ -788,7 +800,49 @@ def test_lake_formation_governs_the_data_prefix_and_consumers_have_no_direct_acc
     on_tables = [p for p in permissions if "Table" in p["Resource"]]
     assert {p["Resource"]["Table"]["DatabaseName"] for p in on_tables} == databases
     assert all(p["Resource"]["Table"]["TableWildcard"] == {} for p in on_tables)
-    assert len(on_tables) == 4 * len(databases)  # crawlers, maintainer, reconciler, compactor
+    assert len(on_tables) == 5 * len(databases)  # crawlers, maintainer, reconciler, compactor, erasure
+
+
+def lake_writer_grants(tpl: Template) -> dict[str, dict[str, tuple[list[str], list[str]]]]:
+    """Role logical id (without its hash) → resource kind (Database, Table, DataLocation, LFTag) → (permissions,
+    grantable), the same on every database and tag (asserted)."""
+    found: dict[str, dict[str, tuple[list[str], list[str]]]] = {}
+    for resource in resources(tpl, "AWS::LakeFormation::PrincipalPermissions").values():
+        props = resource["Properties"]
+        principal = props["Principal"]["DataLakePrincipalIdentifier"]
+        if isinstance(principal, dict):
+            role = principal["Fn::GetAtt"][0][:-8]
+            [kind] = props["Resource"]
+            granted = (props["Permissions"], props["PermissionsWithGrantOption"])
+            assert found.setdefault(role, {}).setdefault(kind, granted) == granted
+    return found
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_lake_formation_gives_each_pipeline_role_what_its_glue_calls_need(stacks: Any, env: str) -> None:
+    """infra/stack.py ``_lake_writers``; tests/unit/test_lake_formation.py evaluates the calls against them."""
+    rewriter: dict[str, tuple[list[str], list[str]]] = {
+        "Database": (["DESCRIBE"], []),
+        "Table": (["ALTER"], []),
+        "DataLocation": (["DATA_LOCATION_ACCESS"], []),
+    }
+    tagger = ["ALTER", "DELETE", "DESCRIBE", "DROP", "INSERT", "SELECT"]
+    assert lake_writer_grants(template(stacks, env)) == {
+        "CatalogCrawlerRole": {
+            "Database": (["CREATE_TABLE", "DESCRIBE"], []),
+            "Table": (["ALTER", "DESCRIBE", "INSERT", "SELECT"], []),
+            "DataLocation": (["DATA_LOCATION_ACCESS"], []),
+        },
+        "MaintainerRole": {
+            "Database": (["CREATE_TABLE"], []),
+            "Table": (tagger, tagger),
+            "DataLocation": (["DATA_LOCATION_ACCESS"], []),
+            "LFTag": (["ASSOCIATE"], []),
+        },
+        "ReconcilerRole": rewriter,
+        "JobsCompactorJobRole": rewriter,
+        "JobsErasureJobRole": rewriter,
+    }
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -828,12 +882,14 @@ def test_restricted_quarantine_has_its_own_key_short_retention_and_only_archiver
         "StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": {"Fn::GetAtt": [key_id, "Arn"]}}
     }
     archiver = role_statements(tpl, "ArchiverJobRole")
-    assert {"Action": "kms:GenerateDataKey", "Effect": "Allow", "Resource": {"Fn::GetAtt": [key_id, "Arn"]}} in archiver
-    [writes] = [s for s in archiver if s["Action"] == "s3:PutObject"]
-    assert writes["Resource"]["Fn::Join"][1][1] == "/restricted/quarantine/*"
-    eraser = role_statements(tpl, "ErasureJobRole")
-    others = [s for s in all_statements(tpl) if s not in archiver + eraser and s.get("Effect") == "Allow"]
-    assert not [s for s in others if key_id in json.dumps(s.get("Resource"))], "only archiver and erasure use the key"
+    key_users = {s["Sid"]: s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    assert key_users["ArchiverWritesThroughS3"]["Action"] == "kms:GenerateDataKey"
+    assert "ArchiverJobRole" in json.dumps(key_users["ArchiverWritesThroughS3"]["Principal"])
+    writes = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
+    assert "/restricted/quarantine/*" in [r["Fn::Join"][1][1] for r in writes]
+    assert not [s for s in all_statements(tpl) if key_id in json.dumps(s.get("Resource"))], (
+        "no identity policy names the key: its key policy alone decides (tests/unit/test_permissions_iam.py)"
+    )
     schedules = {r["Properties"]["Name"]: r["Properties"] for r in resources(tpl, "AWS::Scheduler::Schedule").values()}
     archive_input = json.dumps(schedules[f"kafkalake-{env}-archiver"]["Target"]["Input"])
     assert "KAFKALAKE_RESTRICTED_KEY_ARN=" in archive_input and key_id in archive_input

@@ -1,17 +1,21 @@
-"""The S3 lease that fences overlapping runs (in-process moto: conditional writes as S3 answers them)."""
+"""The S3 lease that fences overlapping runs (in-process moto: conditional writes as S3 answers them, on a clock the
+test moves: S3's, which stamps ``Last-Modified`` and dates its answers)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import pytest
 
+from kafkalake import lease as leases
 from kafkalake.lease import Held, Lease, LeaseLost
 
 KEY = "state/staging/acme/payments/orders/lease.json"
 TTL = timedelta(minutes=10)
+SECOND = timedelta(seconds=1)
 
 
 class Clock:
@@ -22,12 +26,35 @@ class Clock:
         return self.at
 
 
+@pytest.fixture
+def clock(s3: Any, monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """S3's clock: what moto stamps objects with (``Last-Modified``) and the ``Date`` of its answers, which moto in
+    process leaves out (S3 and moto's server always send it)."""
+    clock = Clock()
+    monkeypatch.setattr("moto.s3.models.utcnow", lambda: clock.at.replace(tzinfo=None))
+
+    def dated(response_dict: dict[str, Any], **_: Any) -> None:
+        response_dict["headers"]["date"] = format_datetime(clock.at, usegmt=True)
+
+    s3.meta.events.register("before-parse.s3.GetObject", dated)
+    return clock
+
+
+class Ticks:
+    """A holder's monotonic clock, in seconds."""
+
+    def __init__(self) -> None:
+        self.at = 1000.0
+
+    def __call__(self) -> float:
+        return self.at
+
+
 def stored(s3: Any) -> dict[str, Any]:
     return json.loads(s3.get_object(Bucket="lake", Key=KEY)["Body"].read())  # type: ignore[no-any-return]
 
 
-def test_a_second_run_is_refused_while_the_holder_renews(s3: Any) -> None:
-    clock = Clock()
+def test_a_second_run_is_refused_while_the_holder_renews(s3: Any, clock: Clock) -> None:
     first = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock)
     clock.at += TTL / 2
     first.update({"plan": 1})
@@ -37,11 +64,10 @@ def test_a_second_run_is_refused_while_the_holder_renews(s3: Any) -> None:
     assert stored(s3)["run_id"] == "run-a" and stored(s3)["work"] == {"plan": 1}
 
 
-def test_a_stale_lease_is_taken_over_with_its_work_and_the_old_holder_is_fenced(s3: Any) -> None:
-    clock = Clock()
+def test_a_stale_lease_is_taken_over_with_its_work_and_the_old_holder_is_fenced(s3: Any, clock: Clock) -> None:
     old = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock)
     old.update({"plan": "P1"})
-    clock.at += TTL
+    clock.at += TTL + SECOND
     new = Lease.acquire(s3, "lake", KEY, "run-b", ttl=TTL, now=clock)
     assert new.work == {"plan": "P1"}, "the next holder redoes the stored work"
     assert new.document.token == old.document.token + 1
@@ -53,8 +79,57 @@ def test_a_stale_lease_is_taken_over_with_its_work_and_the_old_holder_is_fenced(
     assert stored(s3)["run_id"] == "run-b" and stored(s3)["work"] is None
 
 
-def test_a_released_lease_is_taken_at_once_and_two_takers_cannot_both_win(s3: Any) -> None:
-    clock = Clock()
+def test_staleness_is_read_on_s3s_clock_to_its_whole_second(s3: Any) -> None:
+    """Last-Modified and Date are whole seconds: a lease ``ttl`` apart may have been written up to a second later
+    than it says, so it is stale one second after that, and at most ``STALE_WITHIN`` after ``ttl`` truly passed."""
+    written = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    held = leases.LeaseDocument("run-a", "", "", 1)
+
+    def stale(document: leases.LeaseDocument, read: datetime) -> bool:
+        return leases.Stored(document, '"etag"', written, read).stale(TTL)
+
+    assert not stale(held, written + TTL)
+    assert stale(held, written + TTL + leases.RESOLUTION)
+    assert leases.RESOLUTION < leases.STALE_WITHIN
+    assert stale(leases.LeaseDocument(None, "", "", 1), written), "a released lease is free at once"
+
+
+def test_the_holders_and_the_takers_clocks_an_hour_apart_change_nothing(s3: Any, clock: Clock) -> None:
+    """Only S3's clock counts: a taker an hour ahead of a live holder does not take its lease, and a taker an hour
+    behind takes the lease of a holder that stopped renewing."""
+    behind, ahead = (lambda: clock.at - timedelta(hours=1)), (lambda: clock.at + timedelta(hours=1))
+    holder = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=behind)
+    clock.at += TTL / 2
+    holder.renew()
+    clock.at += TTL / 2
+    with pytest.raises(Held, match="run-a"):
+        Lease.acquire(s3, "lake", KEY, "run-b", ttl=TTL, now=ahead)
+
+    clock.at += TTL + SECOND  # the holder stopped renewing
+    early = Lease.acquire(s3, "lake", KEY, "run-c", ttl=TTL, now=ahead)  # ... and so does this one
+    clock.at += TTL + SECOND
+    late = Lease.acquire(s3, "lake", KEY, "run-d", ttl=TTL, now=behind)
+    assert late.document.token == early.document.token + 1 and stored(s3)["run_id"] == "run-d"
+
+
+def test_a_holder_that_could_not_renew_before_its_expiry_commits_nothing_more(s3: Any, clock: Clock) -> None:
+    """Renewals failed (S3 unreachable) until the holder's own expiry, counted on its monotonic clock from when it
+    sent its last write: no run took the lease yet, but one may at any moment, so the holder's steps stop."""
+    ticks = Ticks()
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock, monotonic=ticks)
+    ticks.at += TTL.total_seconds() / 2
+    lease.update({"plan": 1})
+    ticks.at += TTL.total_seconds() - 1
+    lease.renew()  # in time: the expiry moves on
+    ticks.at += TTL.total_seconds()
+    with pytest.raises(LeaseLost, match=r"run run-a lost .*: it could not renew it within 600 s"):
+        lease.update({"plan": 2})
+    with pytest.raises(LeaseLost):
+        lease.release()
+    assert stored(s3)["run_id"] == "run-a" and stored(s3)["work"] == {"plan": 1}
+
+
+def test_a_released_lease_is_taken_at_once_and_two_takers_cannot_both_win(s3: Any, clock: Clock) -> None:
     lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock)
     lease.release()
     taker = Lease.acquire(s3, "lake", KEY, "run-b", ttl=TTL, now=clock)
@@ -63,22 +138,22 @@ def test_a_released_lease_is_taken_at_once_and_two_takers_cannot_both_win(s3: An
     assert taker.document.token == 2
 
 
-def test_a_plan_stored_before_leases_existed_is_adopted_for_a_redo(s3: Any) -> None:
+def test_a_plan_stored_before_leases_existed_is_adopted_for_a_redo(s3: Any, clock: Clock) -> None:
     legacy = {"kafka_topic": "t", "created_at": "2026-11-23T11:00:00+00:00", "ranges": {"0": [0, 10]}}
     s3.put_object(Bucket="lake", Key=KEY, Body=json.dumps(legacy).encode())
-    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=Clock())
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock)
     assert lease.work == legacy and lease.document.token == 1
 
 
-def test_each_durable_step_is_one_conditional_write(s3: Any) -> None:
-    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=Clock())
+def test_each_durable_step_is_one_conditional_write(s3: Any, clock: Clock) -> None:
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock)
     lease.update({"plan": 1})
     lease.update(None)
     lease.release()
     assert lease.requests == 3
 
 
-def test_kept_alive_renews_in_the_background_so_a_long_step_keeps_the_lease(s3: Any) -> None:
+def test_kept_alive_renews_in_the_background_so_a_long_step_keeps_the_lease(s3: Any, clock: Clock) -> None:
     lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=lambda: datetime.now(UTC))
     first = stored(s3)["renewed_at"]
     with lease.kept_alive(every=timedelta(milliseconds=50)):

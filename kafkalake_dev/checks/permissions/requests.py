@@ -50,13 +50,25 @@ def secret_arn(name: SecretName, where: Deployment = DEPLOYED) -> str:
     return f"arn:{where.partition}:secretsmanager:{where.region}:{where.account}:secret:kafkalake/{name}"
 
 
+def queue_arn(name: str, where: Deployment = DEPLOYED) -> str:
+    """A queue the template creates, by its name (environments.yaml names them)."""
+    return f"arn:{where.partition}:sqs:{where.region}:{where.account}:{name}"
+
+
+def bus_arn(where: Deployment = DEPLOYED) -> str:
+    """The environment's EventBridge bus (``kafkalake-<env>``), where the maintainer publishes completeness events."""
+    return f"arn:{where.partition}:events:{where.region}:{where.account}:event-bus/kafkalake-{where.env}"
+
+
 @dataclass(frozen=True)
 class IamRequest:
     """One IAM authorization: ``principal`` asks for ``action`` on ``resource`` with ``context`` (condition keys, as
     the Service Authorization Reference names them). A Glue call gives one per ARN Glue requires (catalog, database,
     table); an SSE-KMS object call gives the KMS request S3 makes on the principal's behalf (``via`` = ``s3``)."""
 
-    principal: Principal
+    principal: str
+    """One of ``PRINCIPALS`` for a recorded call; the denial tests also ask as the principals ``templates.py``
+    resolves besides them (``location``, ``consumer:<name>``)."""
     action: str
     resource: str
     context: dict[str, str | list[str]] = field(default_factory=dict)
