@@ -46,7 +46,7 @@ class Endpoints:
     has personal fields or erasure requests are hashed."""
     restricted_key_arn: str | None = None
     """The KMS key the archiver writes restricted quarantine objects with (SSE-KMS); None: the bucket's default
-    encryption (the local stack)."""
+    encryption."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Endpoints:

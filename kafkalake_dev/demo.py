@@ -222,7 +222,8 @@ def run_demo(
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
     say(f"[1/7] provisioning {settings.name} as `cdk deploy` would, from the catalog and environments.yaml")
-    provision(clients, endpoints.region, settings, catalog)
+    provisioned = provision(clients, endpoints.region, settings, catalog)
+    endpoints = dataclasses.replace(endpoints, restricted_key_arn=provisioned.restricted_key_arn)
     topics = catalog.for_env(settings.name)
     start = workload_start(settings.name, records, now())
     say(f"[2/7] workload: {records} records per topic, business times from {start:%Y-%m-%d %H:00} UTC")

@@ -8,61 +8,36 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.lifecycle import TIERED_STORAGE_CLASS, lake_lifecycle
 from infra.nag import acknowledge, skip_scanners
 from kafkalake.environments import EnvironmentConfig
-from kafkalake.layout import DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT, RESTRICTED_QUARANTINE_ROOT
 from kafkalake.topic_catalog import Topic
 
 
 def lifecycle_rules(settings: EnvironmentConfig, topics: list[Topic]) -> list[s3.LifecycleRule]:
-    """Abort stale uploads; tier data by age; expire each topic's data after its retention (GDPR), quarantined
-    records after theirs (raw records with personal data after a shorter one), and noncurrent object versions
-    after a few days. Compaction output lies under each table's data prefix (``kafkalake.layout``), so the data
-    rules tier and expire it too; output from before it moved there keeps its retention rule under the legacy root
-    until the compactor has moved it."""
-    rules = [
-        s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
+    """The lake's lifecycle rules (``infra.lifecycle``, which says what each does) as CDK rules."""
+    return [
         s3.LifecycleRule(
-            id="tier-data",
-            prefix=f"{DATA_ROOT}/",
-            transitions=[
+            id=rule.rule_id,
+            prefix=rule.prefix or None,
+            expiration=_days(rule.expiration_days),
+            transitions=None
+            if rule.transition_days is None
+            else [
                 s3.Transition(
-                    storage_class=s3.StorageClass.INTELLIGENT_TIERING,
-                    transition_after=Duration.days(settings.data_transition_days),
+                    storage_class=s3.StorageClass(TIERED_STORAGE_CLASS),
+                    transition_after=Duration.days(rule.transition_days),
                 )
             ],
-        ),
-        s3.LifecycleRule(
-            id="expire-quarantine",
-            prefix=f"{QUARANTINE_ROOT}/",
-            expiration=Duration.days(settings.quarantine_retention_days),
-        ),
-        s3.LifecycleRule(
-            id="expire-restricted-quarantine",
-            prefix=f"{RESTRICTED_QUARANTINE_ROOT}/",
-            expiration=Duration.days(settings.restricted_quarantine_retention_days),
-        ),
-        s3.LifecycleRule(
-            id="expire-noncurrent-versions",
-            noncurrent_version_expiration=Duration.days(settings.noncurrent_version_days),
-        ),
-    ]
-    for topic in topics:
-        if topic.spec.retention_days is None:
-            continue
-        prefixes = (
-            (DATA_ROOT, topic.prefix.data_prefix()),
-            (LEGACY_COMPACTED_ROOT, topic.prefix.legacy_compacted_prefix()),
+            noncurrent_version_expiration=_days(rule.noncurrent_version_days),
+            abort_incomplete_multipart_upload_after=_days(rule.abort_incomplete_upload_days),
         )
-        for root, prefix in prefixes:
-            rules.append(
-                s3.LifecycleRule(
-                    id=f"retain-{root}-{topic.database}-{topic.table}"[:255],
-                    prefix=prefix,
-                    expiration=Duration.days(topic.spec.retention_days),
-                )
-            )
-    return rules
+        for rule in lake_lifecycle(settings, topics)
+    ]
+
+
+def _days(days: int | None) -> Duration | None:
+    return None if days is None else Duration.days(days)
 
 
 class Storage(Construct):

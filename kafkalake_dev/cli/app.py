@@ -96,7 +96,8 @@ def stack_status() -> None:
 
 @app.command("provision")
 def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: CatalogOption = DEFAULT_CATALOG) -> None:
-    """Create on the local AWS endpoint what `cdk deploy` would: bucket, queue + DLQ, notifications, Glue."""
+    """Create on the local AWS endpoint what `cdk deploy` would: versioned bucket with the template's lifecycle rules
+    and KMS keys, queue + DLQ, notifications, Glue."""
     from kafkalake.aws import make_client
     from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
 
@@ -106,6 +107,7 @@ def provision_cmd(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: Catal
     typer.echo(f"provisioned {env} on {endpoints.aws_endpoint_url}:")
     typer.echo(f"  bucket     s3://{done.bucket}\n  queue      {done.queue_url}\n  dlq        {done.dlq_url}")
     typer.echo(f"  databases  {', '.join(done.databases)}\n  crawlers   {', '.join(done.crawlers) or '-'}")
+    typer.echo(f"  restricted {done.restricted_key_arn} (KMS key of restricted quarantine objects)")
 
 
 @app.command("maintain")

@@ -22,6 +22,7 @@ from kafkalake_dev.cli.options import (
     LeaseTtlOption,
     environment,
     on_local_stack,
+    with_restricted_key,
 )
 from kafkalake_dev.local.endpoints import LOCAL_ENV
 from kafkalake_dev.local.erase_requests import record_request
@@ -129,7 +130,7 @@ def erase_run(
     from spark_jobs.compaction.work import Knobs
     from spark_jobs.erasure.job import Eraser
 
-    endpoints = on_local_stack(ctx, environment(env).bucket)
+    endpoints = with_restricted_key(on_local_stack(ctx, environment(env).bucket))
     spark = local_session(endpoints, "kafkalake-erasure")
     spark.sparkContext.setLogLevel("ERROR")
     knobs = dataclasses.replace(Knobs(), grace_period=timedelta(minutes=grace_minutes))

@@ -28,6 +28,7 @@ from kafkalake_dev.cli.options import (
     LeaseTtlOption,
     environment,
     on_local_stack,
+    with_restricted_key,
 )
 from kafkalake_dev.local.endpoints import LOCAL_ENV
 
@@ -118,7 +119,7 @@ def archive(
         raise typer.BadParameter("in AWS the archiver runs on EMR Serverless (spark_jobs/archiver/job.py)")
     bucket = environment(env).bucket
     topics, unknown = archiver_job.resolve(load_topic_catalog(catalog), env, topic or [])
-    endpoints = on_local_stack(ctx, bucket)
+    endpoints = with_restricted_key(on_local_stack(ctx, bucket))
     spark = local_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     console = render.wide_console()

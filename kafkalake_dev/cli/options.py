@@ -3,6 +3,7 @@ the local stack."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -37,3 +38,12 @@ def on_local_stack(ctx: typer.Context, bucket: str | None = None) -> Endpoints:
     them)."""
     ctx.with_resource(local_credentials())
     return local_endpoints(bucket)
+
+
+def with_restricted_key(endpoints: Endpoints) -> Endpoints:
+    """``endpoints`` with the local stack's restricted key (made if missing), for the jobs that write restricted
+    quarantine objects: locally they do it with that key as in AWS."""
+    from kafkalake.aws import make_client
+    from kafkalake_dev.local.provision import ensure_restricted_key
+
+    return dataclasses.replace(endpoints, restricted_key_arn=ensure_restricted_key(make_client(endpoints, "kms")))

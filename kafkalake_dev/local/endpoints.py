@@ -30,6 +30,10 @@ ACCESS_KEY: Final = "testing"
 LOCAL_BUCKET: Final = "kafkalake-local-lake"
 LOCAL_PSEUDONYM_SECRET: Final = "kafkalake/local/pseudonym-key"  # noqa: S105 - the secret's name, not a secret
 """The local stack's HMAC key (``kafkalake.personal``), created by ``provision`` with random bytes."""
+LOCAL_RESTRICTED_KEY_ALIAS: Final = "alias/kafkalake-local-restricted"
+"""The KMS key the archiver writes restricted quarantine objects with locally, as the template's restricted key in
+AWS. moto makes key ids at random, so the local provisioning (``kafkalake_dev.local.provision``) looks the key up
+by this alias and hands its ARN on in the endpoints (``restricted_key_arn``)."""
 LOCAL_ENV: Final = "staging"
 """The environment of environments.yaml the local commands work on unless told otherwise."""
 

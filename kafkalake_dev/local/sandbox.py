@@ -30,6 +30,7 @@ from kafkalake.layout import DataKey, Partition
 from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.local.endpoints import LOCAL_ENV
+from kafkalake_dev.local.provision import ensure_lake_bucket, ensure_restricted_key
 
 
 def isolated_env(folder: Path, template: str = LOCAL_ENV) -> tuple[EnvironmentConfig, Path, Path]:
@@ -64,11 +65,11 @@ def environment_file(
 
 
 def with_bucket(endpoints: Endpoints, bucket: str) -> Endpoints:
-    """The endpoints with ``bucket`` as the lake bucket, created on the local AWS endpoint if missing."""
-    s3 = make_client(endpoints, "s3")
-    if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
-        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": endpoints.region})
-    return dataclasses.replace(endpoints, bucket=bucket)
+    """The endpoints with ``bucket`` as the lake bucket, made on the local AWS endpoint as the stack's lake bucket
+    is (``ensure_lake_bucket``: versioned), and the local restricted key as the archiver's."""
+    ensure_lake_bucket(make_client(endpoints, "s3"), bucket, endpoints.region)
+    restricted_key_arn = ensure_restricted_key(make_client(endpoints, "kms"))
+    return dataclasses.replace(endpoints, bucket=bucket, restricted_key_arn=restricted_key_arn)
 
 
 def register_complete_partitions(

@@ -123,7 +123,8 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
 
 def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
     """One receipt for the demo's request, one row removed from each table with subject fields; the tombstone
-    requests' receipts remove exactly the by_key table's tombstoned rows; no subject in clear under erasure/."""
+    requests' receipts remove exactly the by_key table's tombstoned rows; on the versioned bucket, the receipts count
+    the object versions deleted; no subject in clear under erasure/."""
     erasure = report.erasure
     assert erasure is not None and erasure.recorded
     tables = {f"{t.topic.database}.{t.topic.table}": t for t in report.tables}
@@ -137,6 +138,10 @@ def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
     by_tombstones = [r for i, r in erasure.receipts.items() if i != erasure.request_id]
     assert by_tombstones and all(set(r["tables"]) == {keyed} for r in by_tombstones)
     assert sum(r["tables"][keyed]["rows_removed"] for r in by_tombstones) == len(tombstoned)
+    assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled", "the template's bucket is versioned"
+    assert receipt["versions_deleted"] > 0 and sum(r["versions_deleted"] for r in by_tombstones) > 0, (
+        "the receipts count the object versions the erasure deleted"
+    )
     erased = tables[keyed].erased
     assert tombstoned < erased and len(erased - tombstoned) == 1, "the by_key table loses its tombstoned keys' rows"
     [person] = erased - tombstoned

@@ -73,10 +73,9 @@ resumed run has only what the killed ones left, so three kills this early each f
 
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
-    """The test bucket (versioned, as the stack's is); the local stack's pseudonym key, which ``kafkalake erase
-    run`` reads too."""
+    """The test bucket (versioned, as every local lake bucket: ``with_bucket``); the local stack's pseudonym key,
+    which ``kafkalake erase run`` reads too."""
     found = with_bucket(local_stack, BUCKET)
-    make_client(found, "s3").put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     ensure_pseudonym_key(make_client(found, "secretsmanager"))
     return found
 

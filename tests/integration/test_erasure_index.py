@@ -41,7 +41,6 @@ NO_GRACE = Knobs(min_input_files=1, grace_period=timedelta(0))
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
     found = with_bucket(local_stack, BUCKET)
-    make_client(found, "s3").put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     ensure_pseudonym_key(make_client(found, "secretsmanager"))
     return found
 

@@ -3,15 +3,21 @@
 import json
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from infra.lifecycle import lake_lifecycle
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient
+from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.wire import encode, split_header
+from kafkalake_dev.local.endpoints import LOCAL_RESTRICTED_KEY_ALIAS
+from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+from kafkalake_dev.local.sandbox import isolated_env
 from kafkalake_dev.local.workload import ensure_topic
 from tests.integration.registry_helpers import schema_by_id
 
@@ -111,3 +117,25 @@ def test_spark_reads_kafka_and_writes_parquet_to_s3(local_stack: Endpoints, spar
     back = spark.read.parquet(f"s3a://{bucket}/out/")
     assert sorted(int(r.value) for r in back.collect()) == list(range(30))
     assert {r.partition for r in back.select("partition").distinct().collect()} == {0, 1, 2}
+
+
+def test_the_provisioned_lake_bucket_is_the_templates_where_moto_honours_it(
+    local_stack: Endpoints, tmp_path: Path
+) -> None:
+    """Versioned, the lifecycle rules the template deploys (``infra.lifecycle``; tests/unit/test_infra.py compares
+    them with the template's), and the restricted key made in moto's KMS."""
+    env, catalog, _ = isolated_env(tmp_path)
+    topics = load_topic_catalog(catalog).for_env(env.name)
+    clients = {s: make_client(local_stack, s) for s in PROVISIONED_SERVICES}
+    provisioned = provision(clients, local_stack.region, env, load_topic_catalog(catalog))
+    s3, kms = clients["s3"], clients["kms"]
+    assert s3.get_bucket_versioning(Bucket=env.bucket)["Status"] == "Enabled"
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=env.bucket)["Rules"]
+    assert rules == [r.s3_rule() for r in lake_lifecycle(env, topics)]
+    assert any(r["ID"].startswith("retain-data-") for r in rules), "the topics' retention rules are there"
+    restricted = kms.describe_key(KeyId=LOCAL_RESTRICTED_KEY_ALIAS)["KeyMetadata"]
+    assert provisioned.restricted_key_arn == restricted["Arn"] and restricted["Enabled"]
+    first = s3.put_object(Bucket=env.bucket, Key="state/x", Body=b"1")["VersionId"]
+    s3.delete_object(Bucket=env.bucket, Key="state/x")
+    kept = s3.list_object_versions(Bucket=env.bucket, Prefix="state/x")
+    assert [v["VersionId"] for v in kept["Versions"]] == [first] and len(kept["DeleteMarkers"]) == 1

@@ -33,6 +33,7 @@ from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.wire import encode
+from kafkalake_dev.local.endpoints import LOCAL_RESTRICTED_KEY_ALIAS
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.runner import JobOutcome, LocalAssets, run_job
 from kafkalake_dev.local.sandbox import with_bucket
@@ -243,3 +244,21 @@ def test_no_object_log_line_or_metric_holds_a_clear_value_but_the_restricted_qua
     clear = [value for values in found.clear.values() for value in values]
     leaks = sorted({(where, value) for where, text in places.items() for value in clear if value in text})
     assert leaks == []
+
+
+def test_the_archiver_writes_the_restricted_quarantine_with_the_restricted_key(lake: tuple[Lake, JobOutcome]) -> None:
+    """As in AWS: restricted quarantine objects with SSE-KMS and the restricted key (the key the local stack made in
+    moto's KMS, its ARN handed on in the endpoints); every other object with the bucket's default encryption (none
+    locally: docs/testing.md says why)."""
+    found, _ = lake
+    s3, kms = make_client(found.endpoints, "s3"), make_client(found.endpoints, "kms")
+    restricted_key = kms.describe_key(KeyId=LOCAL_RESTRICTED_KEY_ALIAS)["KeyMetadata"]["Arn"]
+    assert found.endpoints.restricted_key_arn == restricted_key
+    encryption = {
+        key: (head.get("ServerSideEncryption"), head.get("SSEKMSKeyId"))
+        for key in found.objects()
+        for head in [s3.head_object(Bucket=BUCKET, Key=key)]
+    }
+    restricted = {k for k in encryption if k.startswith(found.orders.quarantine_prefix())}
+    assert restricted and {encryption[k] for k in restricted} == {("aws:kms", restricted_key)}
+    assert {encryption[k] for k in encryption.keys() - restricted} == {(None, None)}

@@ -23,6 +23,7 @@ from infra.app import build
 from infra.assets import maintainer_bundle
 from infra.constructs.maintainer import MAINTAINER_GLUE_ACTIONS
 from infra.constructs.personal import PersonalData
+from infra.lifecycle import lake_lifecycle
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
 from infra.stack import KafkalakeStack
 from kafkalake.environments import load_environments
@@ -929,3 +930,38 @@ def test_a_pseudonym_secret_named_in_environments_yaml_is_read_not_created() -> 
         tpl, "ArchiverJobRole"
     )
     assert personal.endpoints(settings.endpoints()).pseudonym_secret_arn == arn
+
+
+def s3_api_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """A CloudFormation lifecycle rule (``AWS::S3::Bucket`` ``LifecycleConfiguration.Rules[]``) as S3's
+    ``PutBucketLifecycleConfiguration`` takes it: the translation CloudFormation makes on deploy."""
+    translated: dict[str, Any] = {
+        "ID": rule["Id"],
+        "Status": rule["Status"],
+        "Filter": {"Prefix": rule.get("Prefix", "")},
+    }
+    if "ExpirationInDays" in rule:
+        translated["Expiration"] = {"Days": rule["ExpirationInDays"]}
+    if "Transitions" in rule:
+        translated["Transitions"] = [
+            {"Days": t["TransitionInDays"], "StorageClass": t["StorageClass"]} for t in rule["Transitions"]
+        ]
+    for same in ("NoncurrentVersionExpiration", "AbortIncompleteMultipartUpload"):
+        if same in rule:
+            translated[same] = rule[same]
+    known = {"Id", "Status", "Prefix", "ExpirationInDays", "Transitions", "NoncurrentVersionExpiration"}
+    known.add("AbortIncompleteMultipartUpload")
+    assert set(rule) <= known, f"a template rule property the comparison does not translate: {set(rule) - known}"
+    return translated
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_the_local_bucket_gets_the_lifecycle_rules_of_the_template(stacks: Any, env: str) -> None:
+    """The local stack's ``put_bucket_lifecycle_configuration`` (``kafkalake_dev.local.provision``) sends exactly
+    the rules the template deploys, in S3's terms."""
+    settings = ENVIRONMENTS[env]
+    lake = template(stacks, env).find_resources("AWS::S3::Bucket", {"Properties": {"BucketName": settings.bucket}})
+    [props] = [r["Properties"] for r in lake.values()]
+    deployed = [s3_api_rule(r) for r in props["LifecycleConfiguration"]["Rules"]]
+    assert len(deployed) > len(lake_lifecycle(settings, [])), "the template has the topics' retention rules"
+    assert [r.s3_rule() for r in lake_lifecycle(settings, CATALOG.for_env(env))] == deployed
