@@ -1,4 +1,5 @@
 import contextlib
+import json
 import os
 import urllib.request
 from collections.abc import Iterator
@@ -7,10 +8,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local import principals, stack
-from kafkalake_dev.local.call_recording import CONTROL_PATH
+from kafkalake_dev.local.call_recording import CONTROL_PATH, KEYS_SUFFIX
 from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
+from kafkalake_dev.local.provision import ensure_restricted_key
 
 UNIT_TESTS = Path(__file__).parent / "unit"
 SPARK_FIXTURES = frozenset({"spark", "bare_spark"})
@@ -67,6 +70,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput") and CALL_LOG in os.environ:
         with contextlib.suppress(OSError):  # the stack is not running: nothing was recorded
             record_calls(None)
+            write_local_keys(Path(os.environ[CALL_LOG]).resolve())
     started = session.config.stash.get(STARTED_BY_CONTROLLER, [])
     if started:
         stack.down(started)
@@ -75,6 +79,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 CALL_LOG = "KAFKALAKE_CALL_LOG"
 """Set (``make test`` sets it): the file the local endpoint appends the pipeline principals' calls to while the tests
 run, for the permission check (``kafkalake_dev.checks.permissions``)."""
+
+
+def write_local_keys(path: Path) -> None:
+    """Beside the recording, the local restricted key: the mapping tells its objects from the lake key's by it."""
+    with local_credentials():
+        arn = ensure_restricted_key(make_client(local_endpoints(), "kms"))
+    Path(f"{path}{KEYS_SUFFIX}").write_text(json.dumps({"restricted": [arn, arn.rsplit("/", 1)[1]]}))
 
 
 def record_calls(path: Path | None) -> None:

@@ -40,6 +40,9 @@ REQUEST_HEADERS: Final = (
     "user-agent",
 )
 RESPONSE_HEADERS: Final = ("x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id")
+KEYS_SUFFIX: Final = ".keys.json"
+"""Beside a recording: the local stack's restricted key (``{"restricted": [arn, key id]}``), which the mapping tells
+apart from the lake key by it."""
 MAX_BODY: Final = 1 << 18
 """Bodies kept: the JSON and query APIs' (Glue, SQS, KMS, ...) and S3's DeleteObjects lists; never object bytes."""
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]+/[^/]+/([^/]+)/")

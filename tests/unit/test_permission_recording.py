@@ -176,9 +176,7 @@ def test_the_outermost_package_of_a_principal_names_the_caller() -> None:
 def test_a_thread_runs_as_the_principal_that_started_it() -> None:
     principals.install()
     seen: list[str | None] = []
-    starter = eval(
-        "lambda t: t.start()", {"__name__": "spark_jobs.archiver.topic_run"}
-    )
+    starter = eval("lambda t: t.start()", {"__name__": "spark_jobs.archiver.topic_run"})
     thread = threading.Thread(target=lambda: seen.append(principals.current_principal()))
     starter(thread)
     thread.join()

@@ -29,9 +29,7 @@ from kafkalake_dev.checks.permissions.mapping import LocalNames, Unmapped, iam_a
 from kafkalake_dev.checks.permissions.necessity import check_necessity
 from kafkalake_dev.checks.permissions.requests import DEPLOYED, PRINCIPALS, GlueCall, IamRequest
 from kafkalake_dev.checks.permissions.templates import load_template, resolve_policies
-
-KEYS_SUFFIX = ".keys.json"
-"""Beside the calls: the local stack's restricted key (ARN and id), written when the recording stops."""
+from kafkalake_dev.local.call_recording import KEYS_SUFFIX
 
 
 def read_calls(path: Path) -> list[dict[str, Any]]:
