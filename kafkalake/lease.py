@@ -319,6 +319,33 @@ def _back_off(refusal: ClientError, attempt: int) -> None:
         time.sleep(BACKOFF.total_seconds() * 2**attempt)
 
 
+def create_once(s3: Any, bucket: str, key: str, document: dict[str, Any]) -> bool:
+    """Create ``key`` holding ``document`` unless it exists, with S3's real semantics (as the lease's writes): True
+    when this call created it. A 409 (another write in progress) is retried after a back-off; after a 412 the
+    object is read back, and is this call's when it holds the writer id this call added (its write landed, its answer
+    was lost and botocore's retry was refused)."""
+    writer = uuid.uuid4().hex
+    body = json.dumps({**document, "writer": writer}, sort_keys=True).encode()
+    for attempt in range(ATTEMPTS):
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+            return True
+        except ClientError as exc:
+            if not lost_race(exc):
+                raise
+            if str(exc.response["Error"]["Code"]) in _IN_PROGRESS:
+                _back_off(exc, attempt)
+                continue
+            try:
+                found = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            except ClientError as gone:
+                if gone.response["Error"]["Code"] not in ("NoSuchKey", "404"):
+                    raise
+                continue  # deleted since: create it again
+            return bool(found.get("writer") == writer)
+    raise RuntimeError(f"s3://{bucket}/{key}: {ATTEMPTS} conditional creates met other writes in progress (409)")
+
+
 def lost_race(exc: ClientError) -> bool:
     """Whether S3 refused a conditional write because another writer got there first (``_CONFLICT``)."""
     return str(exc.response["Error"]["Code"]) in _CONFLICT

@@ -133,6 +133,8 @@ class Maintainer(Construct):
             (["glue:GetCrawler"], [f"{glue_arn(stack)}:crawler/{crawler_name_for('*', '*')}"]),
             (["s3:GetObject"], [bucket.arn_for_objects(f"{DATA_ROOT}/*")]),
             (["s3:PutObject"], [bucket.arn_for_objects(p) for p in (LATE_DATA_MARKERS, COMPLETENESS_CLAIMS)]),
+            # A claim whose creation was refused (412) is read back: it may be this drain's own, its answer lost.
+            (["s3:GetObject"], [bucket.arn_for_objects(COMPLETENESS_CLAIMS)]),
             (["kms:GenerateDataKey"], [lake_key.key_arn]),
             (["events:PutEvents"], [bus.event_bus_arn]),
             (["lakeformation:AddLFTagsToResource"], ["*"]),

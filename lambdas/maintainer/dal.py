@@ -22,7 +22,7 @@ from kafkalake.glue import (
     chunks,
 )
 from kafkalake.layout import Partition, TablePrefix
-from kafkalake.lease import lost_race
+from kafkalake.lease import create_once
 from kafkalake.lftags import column_tags, columns_resource, pairs, table_resource, table_tags
 from kafkalake.metrics import MaintainerCount
 from lambdas.maintainer.inference import read_footer_columns
@@ -303,15 +303,7 @@ class LakeObjects:
 
     def claim_completeness_event(self, table: TablePrefix, partition: Partition, claimed_at: datetime) -> bool:
         """Create the claim on the partition's ``PartitionComplete`` event (``TablePrefix.completeness_claim_key``)
-        unless it exists: True for the one drain whose write created it, False when another drain holds it."""
+        unless it exists: True for the one drain whose write created it (also when S3's answer to it was lost),
+        False when another drain holds it (``kafkalake.lease.create_once``)."""
         claim = {"partition": partition.values(), "claimed_at": claimed_at.isoformat()}
-        body = json.dumps(claim, sort_keys=True).encode()
-        try:
-            self.s3.put_object(
-                Bucket=self.bucket, Key=table.completeness_claim_key(partition), Body=body, IfNoneMatch="*"
-            )
-        except ClientError as exc:
-            if not lost_race(exc):
-                raise
-            return False
-        return True
+        return create_once(self.s3, self.bucket, table.completeness_claim_key(partition), claim)

@@ -162,3 +162,39 @@ def test_kept_alive_renews_in_the_background_so_a_long_step_keeps_the_lease(s3: 
             pass
     assert stored(s3)["renewed_at"] > first and stored(s3)["run_id"] == "run-a"
     lease.update({"plan": 2})  # the holder's etag followed the renewals
+
+
+class Answers:
+    """An S3 client whose next ``put_object`` calls are answered as listed: ``lost`` (the write lands, its answer
+    is a 412, as botocore's retry of a write whose first answer was lost gets), ``409`` (refused, in progress)."""
+
+    def __init__(self, s3: Any, *answers: str) -> None:
+        self.s3, self.answers, self.puts = s3, list(answers), 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s3, name)
+
+    def put_object(self, **kwargs: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        self.puts += 1
+        answer = self.answers.pop(0) if self.answers else "ok"
+        if answer == "409":
+            raise ClientError({"Error": {"Code": "ConditionalRequestConflict"}}, "PutObject")
+        done = self.s3.put_object(**kwargs)
+        if answer == "lost":
+            raise ClientError({"Error": {"Code": "PreconditionFailed"}}, "PutObject")
+        return done
+
+
+def test_a_created_object_whose_answer_was_lost_is_recognised_as_ours(s3: Any) -> None:
+    assert leases.create_once(Answers(s3, "lost"), "lake", "claim.json", {"partition": "p"})
+    assert not leases.create_once(s3, "lake", "claim.json", {"partition": "p"})  # another writer: it holds it
+
+
+def test_a_create_that_met_a_write_in_progress_is_retried(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leases, "BACKOFF", timedelta(0))
+    client = Answers(s3, "409")
+    assert leases.create_once(client, "lake", "claim.json", {"partition": "p"})
+    assert client.puts == 2
+    assert json.loads(s3.get_object(Bucket="lake", Key="claim.json")["Body"].read())["partition"] == "p"
