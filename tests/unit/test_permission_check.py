@@ -18,8 +18,12 @@ from aws_cdk.assertions import Template
 from infra.app import build
 from infra.repo import REPO_ROOT, catalog_dir, environments_file
 from kafkalake.environments import load_environments
+from kafkalake.permissions import access_model
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.checks.permissions.__main__ import main
+from kafkalake_dev.checks.permissions.lake_formation import evaluate_lake_formation
+from kafkalake_dev.checks.permissions.mapping import LocalNames, iam_and_lake_formation
+from kafkalake_dev.checks.permissions.requests import GlueCall
 
 SAMPLE = Path(__file__).parent / "data" / "recorded_calls.jsonl"
 ERASURE_REQUESTS = "erasure/staging/requests/*"
@@ -105,3 +109,26 @@ def test_a_principal_without_calls_and_an_unmapped_call_fail(
     err = capsys.readouterr().err
     assert "reconciler: no call recorded" in err
     assert "dynamodb POST" in err
+
+
+PIPELINE_GRANTS = ("AccessMaintainer", "AccessReconciler", "AccessCompactor", "AccessErasure")
+
+
+def test_removing_any_pipeline_lake_formation_grant_denies_a_recorded_call(staging: dict[str, Any]) -> None:
+    """Each Lake Formation grant of a pipeline role is needed by a call the stack tests made (the crawlers' calls
+    run inside Glue and are not recorded; the consumers' grants are the denial tests' subject)."""
+    environment = load_environments(environments_file())["staging"]
+    tables = access_model(environment, load_topic_catalog(catalog_dir()).for_env("staging")).tables
+    names = LocalNames(queue_name=environment.queue_name, table_databases={t.table: t.database for t in tables})
+    records = [json.loads(line) for line in sample()]
+    calls = [c for c in iam_and_lake_formation(records, names) if isinstance(c, GlueCall)]
+    assert evaluate_lake_formation(calls, staging, tables) == []
+    grants = [g for g in staging["Resources"] if g.startswith(PIPELINE_GRANTS)]
+    assert len(grants) >= 4 * 3
+    unneeded = []
+    for grant in grants:
+        without = copy.deepcopy(staging)
+        del without["Resources"][grant]
+        if not evaluate_lake_formation(calls, without, tables):
+            unneeded.append(grant)
+    assert unneeded == []
