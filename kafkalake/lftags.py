@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from kafkalake.personal import PiiAction
+from kafkalake.personal import PiiAction, top_level
 
 
 class Sensitivity(StrEnum):
@@ -84,16 +84,17 @@ def columns_resource(database: str, table: str, columns: Iterable[str]) -> dict[
 
 def personal_columns(personal_fields: Mapping[str, PiiAction]) -> tuple[str, ...]:
     """The Glue columns holding personal data once the archiver has applied each field's action: a field's
-    top-level column (a nested ``customer.email`` makes ``customer`` personal), except where the action is
-    ``drop`` (the value never reaches Parquet) or the top-level field itself is dropped (there is no column).
-    Glue keeps column names in lower case, so they are lowered here too."""
-    dropped = {path for path, action in personal_fields.items() if action == PiiAction.DROP and "." not in path}
+    top-level column at any depth (``customer.email`` makes ``customer`` personal, ``contacts[].email`` makes
+    ``contacts`` personal, ``attributes{}.phone`` makes ``attributes``; Lake Formation tags columns, not what
+    is inside them), except where the action is ``drop`` (the value never reaches Parquet) or the top-level
+    field itself is dropped (there is no column). Glue keeps column names in lower case, so they are lowered."""
+    dropped = {path for path, action in personal_fields.items() if action == PiiAction.DROP and top_level(path) == path}
     return tuple(
         sorted(
             {
                 column.lower()
                 for path, action in personal_fields.items()
-                if action != PiiAction.DROP and (column := path.split(".")[0]) not in dropped
+                if action != PiiAction.DROP and (column := top_level(path)) not in dropped
             }
         )
     )

@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -143,23 +144,97 @@ def load_key(secrets: Any, secret_arn: str | None) -> PseudonymKey:
     return PseudonymKey.from_secret(secrets.get_secret_value(SecretId=secret_arn)["SecretString"], secret_arn)
 
 
+ELEMENTS = "[]"
+"""Appended to an array's path to name its elements: ``contacts[].email``, ``tags[]``."""
+VALUES = "{}"
+"""Appended to a map's path to name its values: ``attributes{}.phone``, ``labels{}``."""
+COMPOSITE_KINDS = ("record", "array", "map", "union")
+"""Kinds of value that are not one leaf: hashing or masking one would protect Spark's rendering of the whole."""
+_NAMED = ("record", "enum", "fixed")
+
+
+@dataclass(frozen=True)
+class SchemaPath:
+    """One addressable place of a schema: a field at any depth, or an array's elements, or a map's values."""
+
+    path: str
+    """Dotted field names, ``[]`` after an array and ``{}`` after a map: ``contacts[].email``."""
+    kind: str
+    """``record``, ``array``, ``map``, ``union`` (of several non-null types), or a leaf's Avro type or logical
+    type (``string``, ``long``, ``enum``, ``timestamp-millis``, ...); ``[null, X]`` is X."""
+    field: dict[str, Any] | None
+    """The Avro field declaring it; None for elements and map values (no field to tag)."""
+
+
+def schema_paths(schema: dict[str, Any]) -> Iterator[SchemaPath]:
+    """Every place of a record schema, parents before their children: records, ``[null, X]`` unions, arrays,
+    maps, and named types used again by name, at any depth (a recursive type is followed once)."""
+    yield from _walk(schema, "", None, {}, ())
+
+
 def schema_fields(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every field of a record schema with its dotted path, nested records (also inside ``[null, record]``
-    unions) included, parents before their children."""
-    yield from _walk(schema, "")
+    """Every field of a record schema at any depth, with its path (``schema_paths``)."""
+    return ((p.path, p.field) for p in schema_paths(schema) if p.field is not None)
 
 
-def _walk(schema: Any, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(schema, list):
-        for branch in schema:
-            yield from _walk(branch, prefix)
-    elif isinstance(schema, dict) and schema.get("type") == "record":
-        for avro_field in schema.get("fields", []):
-            path = f"{prefix}{avro_field['name']}"
-            yield path, avro_field
-            yield from _walk(avro_field["type"], f"{path}.")
-    elif isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
-        yield from _walk(schema["type"], prefix)
+def within_collection(path: str) -> bool:
+    """Whether ``path`` lies inside an array or a map (each row holds any number of its values)."""
+    return ELEMENTS in path or VALUES in path
+
+
+def top_level(path: str) -> str:
+    """The top-level field (the table's column) holding ``path``."""
+    return re.split(r"[.\[{]", path, maxsplit=1)[0]
+
+
+def is_below(path: str, parent: str) -> bool:
+    """Whether ``path`` is inside ``parent``: a field of it, its elements or values, or theirs."""
+    return path.startswith(parent) and path[len(parent) : len(parent) + 1] in (".", "[", "{")
+
+
+def _walk(
+    avro_type: Any, path: str, avro_field: dict[str, Any] | None, names: dict[str, Any], stack: tuple[str, ...]
+) -> Iterator[SchemaPath]:
+    resolved = _resolve(avro_type, names)
+    kind = _kind(resolved)
+    if path:
+        yield SchemaPath(path, kind, avro_field)
+    if kind == "record":
+        name = resolved.get("name", "")
+        if name in stack:
+            return
+        for child in resolved.get("fields", []):
+            child_path = f"{path}.{child['name']}" if path else child["name"]
+            yield from _walk(child["type"], child_path, child, names, (*stack, name))
+    elif kind == "array":
+        yield from _walk(resolved["items"], f"{path}{ELEMENTS}", None, names, stack)
+    elif kind == "map":
+        yield from _walk(resolved["values"], f"{path}{VALUES}", None, names, stack)
+
+
+def _resolve(avro_type: Any, names: dict[str, Any]) -> Any:
+    """The type itself: ``[null, X]`` is X, a name is the type it names, ``{"type": X}`` is X; named types are
+    remembered (by name and full name) for later references."""
+    if isinstance(avro_type, list):
+        branches = [b for b in avro_type if b != "null"]
+        return _resolve(branches[0], names) if len(branches) == 1 else avro_type
+    if isinstance(avro_type, str):
+        return names.get(avro_type, avro_type)
+    if isinstance(avro_type, dict) and isinstance(avro_type.get("type"), (dict, list)):
+        return _resolve(avro_type["type"], names)
+    if isinstance(avro_type, dict) and avro_type.get("type") in _NAMED and "name" in avro_type:
+        names[avro_type["name"]] = avro_type
+        if "namespace" in avro_type:
+            names[f"{avro_type['namespace']}.{avro_type['name']}"] = avro_type
+    return avro_type
+
+
+def _kind(resolved: Any) -> str:
+    if isinstance(resolved, list):
+        return "union"
+    if isinstance(resolved, dict):
+        return str(resolved.get("logicalType") or resolved.get("type"))
+    return str(resolved)
 
 
 def tagged_action(avro_field: dict[str, Any]) -> PiiAction | None:
@@ -180,12 +255,35 @@ def schema_personal_fields(schema: dict[str, Any]) -> dict[str, PiiAction]:
 
 def name_suggestions(paths: Iterable[str], personal: Collection[str]) -> list[tuple[str, str]]:
     """(path, the name part it contains) for every field whose own name contains a ``SUGGESTIVE_NAMES`` part and
-    that is not personal already, nor below a personal field."""
+    that is not personal already, nor below a personal field (elements and map values have no name of their own)."""
     found = []
     for path in sorted(paths):
-        covered = any(path == p or path.startswith(f"{p}.") for p in personal)
+        if path.endswith((ELEMENTS, VALUES)):
+            continue
+        covered = any(path == p or is_below(path, p) for p in personal)
         name = path.rsplit(".", 1)[-1].lower()
         part = next((part for part in SUGGESTIVE_NAMES if part in name), None)
         if part is not None and not covered:
             found.append((path, part))
     return found
+
+
+def action_refusal(path: str, action: PiiAction, kind: str) -> tuple[str, str] | None:
+    """Why ``action`` cannot protect the value at ``path`` (of ``kind``, ``SchemaPath.kind``), and the fix; None
+    when it can. ``hmac`` and ``mask_last4`` take one leaf: of a record, array or map they would protect Spark's
+    rendering of the whole value, which no subject's digest matches and no one can join on. ``drop`` leaves a
+    field out: an array's elements or a map's values cannot be left out of their collection."""
+    if action == PiiAction.DROP and path.endswith((ELEMENTS, VALUES)):
+        whole = path[: -len(ELEMENTS)]
+        return (
+            f"drop leaves a field out, and {path} names the elements of {whole}, not a field",
+            f"drop {whole} itself, or hash its elements ({path}: hmac)",
+        )
+    if action == PiiAction.DROP or kind not in COMPOSITE_KINDS:
+        return None
+    leaves = {"record": f"{path}.<field>", "array": f"{path}{ELEMENTS}", "map": f"{path}{VALUES}"}
+    return (
+        f"{path} is a {kind}: {action} of it would protect the text of the whole value, which no erasure "
+        "request's digest matches and no table can join on",
+        f"name its leaves instead ({leaves.get(kind, 'one branch')}: {action}), or drop {path}",
+    )

@@ -26,7 +26,15 @@ from kafkalake.glue import CrawlerSpec
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
 from kafkalake.lftags import personal_columns
 from kafkalake.naming import crawler_name_for, default_names
-from kafkalake.personal import PiiAction, QuarantineMode, needs_key, schema_fields, schema_personal_fields
+from kafkalake.personal import (
+    PiiAction,
+    QuarantineMode,
+    action_refusal,
+    needs_key,
+    schema_paths,
+    schema_personal_fields,
+    within_collection,
+)
 from kafkalake.s3_location import s3_uri
 from kafkalake.topic_spec import TopicSpec
 
@@ -107,8 +115,9 @@ class Topic:
         return needs_key(self.personal_fields) or self.spec.erasure == "by_key"
 
     def field_paths(self) -> set[str]:
-        """The dotted path of every field in any schema version."""
-        return {path for text in self.schemas for path, _ in schema_fields(json.loads(text))}
+        """The path of every field, array's elements and map's values in any schema version
+        (``kafkalake.personal.SchemaPath``)."""
+        return {p.path for text in self.schemas for p in schema_paths(json.loads(text))}
 
     def derived(self) -> dict[str, Any]:
         """The full derived configuration, as ``catalog show`` prints it."""
@@ -300,14 +309,33 @@ def _check_personal_fields(topic: Topic, problems: list[TopicCatalogProblem]) ->
             )
         )
     for path in sorted(set(topic.spec.pii) - known):
-        problems.append(
-            TopicCatalogProblem(
-                str(topic.source),
-                f"pii.{path}",
-                "no schema version has this field",
-                "use a dotted path of a field in one of the topic's .avsc files",
-            )
-        )
+        message = "no schema version has this field"
+        problems.append(TopicCatalogProblem(str(topic.source), f"pii.{path}", message, PATHS))
+    _check_actions(topic, problems)
+
+
+PATHS = (
+    "use the path of a field in one of the topic's .avsc files: dotted names, [] after an array for its elements, "
+    "{} after a map for its values (customer.email, contacts[].email, tags[], attributes{}.phone)"
+)
+"""The fix of an unknown path: the syntax of every path the catalog takes."""
+
+
+def _check_actions(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
+    """Every personal field's action must fit its kind in every schema version that has it
+    (``kafkalake.personal.action_refusal``); each refused path is reported once, for its first such version."""
+    sources = topic.personal_field_sources()
+    refused: set[str] = set()
+    for version, text in enumerate(topic.schemas, start=1):
+        for place in schema_paths(json.loads(text)):
+            if place.path not in sources or place.path in refused:
+                continue
+            action, source = sources[place.path]
+            refusal = action_refusal(place.path, action, place.kind)
+            if refusal is not None:
+                refused.add(place.path)
+                where = f"pii.{place.path}" if source == "catalog" else f"schemas (v{version}: {place.path})"
+                problems.append(TopicCatalogProblem(str(topic.source), where, refusal[0], refusal[1]))
 
 
 def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
@@ -323,6 +351,15 @@ def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
             )
         )
     known = topic.field_paths() if topic.schemas else set()
+    for path in sorted(p for p in topic.spec.subject_fields if within_collection(p)):
+        problems.append(
+            TopicCatalogProblem(
+                source,
+                f"subject_fields.{path}",
+                "a subject field holds one identifier per row; this one lies inside an array or a map",
+                "name a field outside arrays and maps (or declare erasure: by_key)",
+            )
+        )
     for path in sorted(set(topic.spec.subject_fields) - known):
         problems.append(
             TopicCatalogProblem(

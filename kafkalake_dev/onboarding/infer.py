@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kafkalake.personal import schema_fields
+from kafkalake.personal import schema_fields, within_collection
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import split_header
 
@@ -188,6 +188,8 @@ def rank_time_fields(schema: dict[str, Any], records: Iterable[Any]) -> list[Ran
     sample = list(records)
     found = []
     for path, avro_field in schema_fields(schema):
+        if within_collection(path):
+            continue  # a row holds any number of such values: none is the row's business time
         values = [v for v in (value_at(r, path) for r in sample) if v is not None]
         ranked = _candidate(path, _plain_type(avro_field["type"]), values)
         if ranked is not None:

@@ -1,11 +1,13 @@
 """Personal fields protected in a plan's rows before the writer sees them: Spark columns only, no per-row Python.
 
 ``kafkalake.personal`` says which fields are personal and what to do with each; here every schema version's value
-column that has a field gets it done: ``hmac`` replaces the value with its keyed hash (``spark_jobs.keyed_hash``,
-hex, equal to ``PseudonymKey.digest`` of the value as a string), ``drop`` removes the field, ``mask_last4``
-replaces all but the last four characters with ``*``. Nested fields (also under ``[null, record]`` unions) are
-reached with ``withField``/``dropFields``, which leave a null parent null. A table with hashed fields gets
-``_pseudonym_key_id``, the id of the key that made its pseudonyms.
+column that has a field gets it done: ``hmac`` replaces the leaf with the keyed hash of its canonical text
+(``canonical_text``, ``spark_jobs.keyed_hash``), ``drop`` removes the field, ``mask_last4`` replaces all but the
+last four characters with ``*``. Every record on the way to a personal field is rebuilt with its fields protected
+(a dropped field left out, a null record kept null); the way through an array is Spark's ``transform`` and through
+a map's values ``transform_values``, so fields inside ``array<record>``, ``map<record>``, arrays of maps and so on
+are reached at any depth. A table with hashed fields gets ``_pseudonym_key_id``, the id of the key that made its
+pseudonyms.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, BinaryType, DataType, MapType, StructType, TimestampType
 
-from kafkalake.personal import KEY_ID_COLUMN, KeyInvalid, PiiAction, PseudonymKey, needs_key
-from spark_jobs.archiver.transform import field_type
+from kafkalake.personal import ELEMENTS, KEY_ID_COLUMN, VALUES, KeyInvalid, PiiAction, PseudonymKey, is_below, needs_key
 from spark_jobs.keyed_hash import keyed_hash
 
 ALL_BUT_LAST_FOUR = r"(?s).(?=.{4})"
@@ -27,6 +28,18 @@ ALL_BUT_LAST_FOUR = r"(?s).(?=.{4})"
 def mask_last4(value: Column) -> Column:
     """All but the last four characters of the value (as a string) replaced by ``*``; four or fewer stay."""
     return F.regexp_replace(value.cast("string"), ALL_BUT_LAST_FOUR, "*")
+
+
+def canonical_text(value: Column, data_type: DataType) -> Column:
+    """The one text of a leaf that its keyed hash is taken of (docs/personal-data.md), as an erasure request
+    states its subject: a timestamp as its microseconds since the epoch (whatever the session's time zone), bytes
+    as they are; every other leaf as Spark casts it to a string (``42``, ``true``, ``12.50`` with the schema's
+    scale, ``2026-01-31``, ``1.5``, an enum's symbol)."""
+    if isinstance(data_type, TimestampType):
+        return F.unix_micros(value).cast("string")
+    if isinstance(data_type, BinaryType):
+        return value
+    return value.cast("string")
 
 
 def pseudonymise(
@@ -42,26 +55,45 @@ def pseudonymise(
             "personal fields are to be hashed (hmac) but no pseudonym key was read: set pseudonym_secret_arn for "
             "the environment in environments.yaml (KAFKALAKE_PSEUDONYM_SECRET_ARN for the jobs)"
         )
-    replaced = {column: _protected(rows, column, fields, key) for column in value_columns}
+    replaced = {
+        column: _protected(F.col(column), rows.schema[column].dataType, "", fields, key) for column in value_columns
+    }
     if hashed and key is not None:
         replaced[KEY_ID_COLUMN] = F.lit(key.key_id)
     return rows.withColumns(replaced)
 
 
-def _protected(rows: DataFrame, column: str, fields: Mapping[str, PiiAction], key: PseudonymKey | None) -> Column:
-    """One version's value column with the fields it has protected: replacements first, then drops (a dropped
-    parent takes its children with it)."""
-    schema = rows.schema[column].dataType
-    present = [p for p in sorted(fields) if isinstance(schema, StructType) and field_type(schema, p) is not None]
-    value = F.col(column)
-    for path in present:
-        original = F.col(f"{column}.{path}")
-        if fields[path] == PiiAction.HMAC and key is not None:
-            value = value.withField(path, keyed_hash(key, original))
-        elif fields[path] == PiiAction.MASK_LAST4:
-            value = value.withField(path, mask_last4(original))
-    drops = [p for p in present if fields[p] == PiiAction.DROP]
-    for path in drops:
-        if not any(path.startswith(f"{parent}.") for parent in drops):
-            value = value.dropFields(path)
+def _protected(
+    value: Column, data_type: DataType, path: str, fields: Mapping[str, PiiAction], key: PseudonymKey | None
+) -> Column:
+    """``value`` (at ``path``; the root is ``""``) with its own action applied, or every personal place below it
+    protected; untouched when nothing below it is personal."""
+    action = fields.get(path) if path else None
+    if action == PiiAction.HMAC and key is not None:
+        return keyed_hash(key, canonical_text(value, data_type))
+    if action == PiiAction.MASK_LAST4:
+        return mask_last4(value)
+    if path and not any(is_below(p, path) for p in fields):
+        return value
+    return _rebuilt(value, data_type, path, fields, key)
+
+
+def _rebuilt(
+    value: Column, data_type: DataType, path: str, fields: Mapping[str, PiiAction], key: PseudonymKey | None
+) -> Column:
+    """A record, array or map with the personal places inside it protected (``_protected``)."""
+    if isinstance(data_type, StructType):
+        kept = [
+            (f, f"{path}.{f.name}" if path else f.name)
+            for f in data_type.fields
+            if fields.get(f"{path}.{f.name}" if path else f.name) != PiiAction.DROP
+        ]
+        members = [_protected(value[f.name], f.dataType, child, fields, key).alias(f.name) for f, child in kept]
+        return F.when(value.isNotNull(), F.struct(*members))
+    if isinstance(data_type, ArrayType):
+        element = data_type.elementType
+        return F.transform(value, lambda item: _protected(item, element, f"{path}{ELEMENTS}", fields, key))
+    if isinstance(data_type, MapType):
+        values = data_type.valueType
+        return F.transform_values(value, lambda _, item: _protected(item, values, f"{path}{VALUES}", fields, key))
     return value

@@ -3,7 +3,9 @@
 so both hash the same columns the same way.
 
 A subject field the catalog pseudonymises with ``hmac`` already holds the digest and is taken as it is; any other
-subject field, and the Kafka key of an ``erasure: by_key`` table, is hashed in Spark (``spark_jobs.keyed_hash``).
+subject field, and the Kafka key of an ``erasure: by_key`` table, is hashed in Spark (``spark_jobs.keyed_hash``), a
+field of its canonical text (``spark_jobs.archiver.pseudonyms.canonical_text``), the archiver's for its ``hmac``
+fields, so a request's digest of ``42`` finds a ``long`` 42 whether the archiver hashed it or kept it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kafkalake.layout import PARTITION_PATH_RE
 from kafkalake.personal import PiiAction, PseudonymKey
 from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
+from spark_jobs.archiver.pseudonyms import canonical_text
 from spark_jobs.archiver.transform import field_type
 from spark_jobs.keyed_hash import keyed_hash
 
@@ -45,9 +48,11 @@ def subject_columns(frame: DataFrame, topic: Topic, key: PseudonymKey, *, fields
     if fields:
         personal = topic.personal_fields
         for path in topic.spec.subject_fields:
-            if field_type(frame.schema, path) is not None:
-                column = F.col(path).cast("string")
-                hashes.append(column if personal.get(path) == PiiAction.HMAC else keyed_hash(key, column))
+            if (data_type := field_type(frame.schema, path)) is not None:
+                if personal.get(path) == PiiAction.HMAC:
+                    hashes.append(F.col(path).cast("string"))
+                else:
+                    hashes.append(keyed_hash(key, canonical_text(F.col(path), data_type)))
     by_key = topic.spec.erasure == "by_key" and "_key" in frame.columns
     return SubjectColumns(hashes, keyed_hash(key, F.col("_key")) if by_key else None)
 

@@ -88,7 +88,8 @@ def test_a_pii_path_no_schema_has_is_refused(tmp_path: Path) -> None:
         load_topic_catalog(tmp_path)
     assert [str(p) for p in exc.value.problems] == [
         f"{path}: pii.customer.mail: no schema version has this field "
-        "(fix: use a dotted path of a field in one of the topic's .avsc files)"
+        "(fix: use the path of a field in one of the topic's .avsc files: dotted names, [] after an array for its "
+        "elements, {} after a map for its values (customer.email, contacts[].email, tags[], attributes{}.phone))"
     ]
 
 
