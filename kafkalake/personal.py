@@ -2,7 +2,10 @@
 
 Fields are declared personal where producers already describe their data, in the Avro schema (Confluent's
 ``"confluent:tags": ["PII"]`` on a field, or a ``"pii"`` attribute: ``true`` for the default action, or an action
-name), and the catalog file may override or add (``pii: {customer.email: hmac, card.pan: mask_last4}``).
+name), and the catalog file may override or add (``pii: {customer.email: hmac, card.pan: mask_last4}``). A field is
+found at any depth, and named by its path (``SchemaPath``): dotted names through records, ``[]`` after an array for
+its elements, ``{}`` after a map for its values (``contacts[].email``, ``attributes{}.phone``, ``tags[]``).
+``hmac`` and ``mask_last4`` take one leaf each (``action_refusal``).
 
 The keyed hash is HMAC-SHA256 under a per-environment key kept in Secrets Manager: deterministic, so pseudonyms
 still join across tables, and an erasure request's subject is stored as the same hash, never in clear. The

@@ -73,7 +73,8 @@ class TopicSpec(BaseModel):
     archive: ArchivePolicy = ArchivePolicy()
     description: str = ""
     pii: dict[str, PiiAction] = {}
-    """Personal fields by dotted path and their action; adds to or overrides the schema's own tags."""
+    """Personal fields by path (``kafkalake.personal.SchemaPath``: ``contacts[].email``) and their action; adds to or
+    overrides the schema's own tags."""
     quarantine: QuarantineMode | None = None
     """What becomes of undecodable records' raw bytes; by default restricted when the topic has personal fields."""
     owner: str = ""
