@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BinaryType, DataType, MapType, StructType, TimestampType
+from pyspark.sql.types import ArrayType, BinaryType, DataType, DecimalType, MapType, StructType, TimestampType
 
 from kafkalake.personal import ELEMENTS, KEY_ID_COLUMN, VALUES, KeyInvalid, PiiAction, PseudonymKey, is_below, needs_key
 from spark_jobs.keyed_hash import keyed_hash
@@ -33,12 +33,14 @@ def mask_last4(value: Column) -> Column:
 def canonical_text(value: Column, data_type: DataType) -> Column:
     """The one text of a leaf that its keyed hash is taken of (docs/personal-data.md), as an erasure request
     states its subject: a timestamp as its microseconds since the epoch (whatever the session's time zone), bytes
-    as they are; every other leaf as Spark casts it to a string (``42``, ``true``, ``12.50`` with the schema's
-    scale, ``2026-01-31``, ``1.5``, an enum's symbol)."""
+    as they are, a decimal in plain notation with its schema's scale (``12.50``, ``0.00000010``); every other leaf
+    as Spark casts it to a string (``42``, ``true``, ``2026-01-31``, ``1.5``, ``1.0E10``, an enum's symbol)."""
     if isinstance(data_type, TimestampType):
         return F.unix_micros(value).cast("string")
     if isinstance(data_type, BinaryType):
         return value
+    if isinstance(data_type, DecimalType):  # the cast writes 1.0E-7 and 0E-8; format_number is exact, with commas
+        return F.regexp_replace(F.format_number(value, data_type.scale), ",", "")
     return value.cast("string")
 
 

@@ -90,14 +90,15 @@ def test_dropped_fields_leave_the_element_schema(bare_spark: SparkSession) -> No
 
 
 LEAVES = (
-    "_kafka_offset long, _value_v1 struct<n:long, flag:boolean, amount:decimal(10,2), at:timestamp, day:date, "
-    "ratio:double, raw:binary, items:array<struct<n:int>>>"
+    "_kafka_offset long, _value_v1 struct<n:long, flag:boolean, amount:decimal(10,2), tiny:decimal(10,8), "
+    "at:timestamp, day:date, ratio:double, raw:binary, items:array<struct<n:int>>>"
 )
 AT = datetime(2026, 1, 2, 3, 4, 5, 600_007, tzinfo=UTC)
 CANONICAL = {
     "n": "-42",
     "flag": "true",
     "amount": "12.50",
+    "tiny": "0.00000010",
     "at": "1767323045600007",
     "day": "2026-01-31",
     "ratio": "1.0E10",
@@ -105,7 +106,7 @@ CANONICAL = {
 
 
 def leaves(spark: SparkSession) -> DataFrame:
-    row = (-42, True, Decimal("12.5"), AT, date(2026, 1, 31), 1e10, b"\xff\x00k", [(7,)])
+    row = (-42, True, Decimal("12.5"), Decimal("1E-7"), AT, date(2026, 1, 31), 1e10, b"\xff\x00k", [(7,)])
     return spark.createDataFrame([(0, row)], LEAVES)
 
 
