@@ -17,9 +17,6 @@ from pyspark.sql.column import _to_java_column, _to_seq
 
 from kafkalake.personal import PseudonymKey
 
-FUNCTION_NAME = "keyed_hash"
-"""How plans name the function."""
-
 
 def keyed_hash(key: PseudonymKey, value: Column) -> Column:
     """The keyed hash of ``value`` (cast to string, UTF-8; a binary column's own bytes) as 64 lower-case hex
@@ -29,8 +26,6 @@ def keyed_hash(key: PseudonymKey, value: Column) -> Column:
         raise RuntimeError("keyed_hash needs an active Spark session")
     jvm = context._jvm
     assert jvm is not None
-    function = jvm.org.apache.spark.sql.functions.udf(
-        jvm.kafkalake.jobs.KeyedHash(bytearray(key.secret)), jvm.org.apache.spark.sql.types.DataTypes.StringType
-    ).withName(FUNCTION_NAME)
+    function = jvm.kafkalake.jobs.KeyedHash.function(bytearray(key.secret))
     text = value.cast("string").cast("binary")
     return Column(function.apply(_to_seq(context, [text], _to_java_column)))

@@ -4,6 +4,9 @@ import java.security.GeneralSecurityException;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataTypes;
 
 /**
  * The keyed hash (HMAC-SHA256 as lower-case hex, {@code kafkalake.personal.PseudonymKey.digest}) of a binary value,
@@ -16,11 +19,22 @@ public final class KeyedHash implements UDF1<byte[], String> {
     private static final String ALGORITHM = "HmacSHA256";
     private static final char[] HEX = "0123456789abcdef".toCharArray();
 
+    /** How plans name the function. */
+    public static final String NAME = "keyed_hash";
+
     private final byte[] key;
     private transient ThreadLocal<Mac> macs;
 
-    public KeyedHash(byte[] key) {
+    private KeyedHash(byte[] key) {
         this.key = key.clone();
+    }
+
+    /**
+     * The function under {@code key}. Built here, not through py4j, so that the Java-UDF overload of
+     * {@code functions.udf} is the one chosen (it knows its input type and passes a null through as null).
+     */
+    public static UserDefinedFunction function(byte[] key) {
+        return functions.udf(new KeyedHash(key), DataTypes.StringType).withName(NAME);
     }
 
     @Override
