@@ -66,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     problems += [str(f) for f in evaluate_lake_formation(glue_calls, template, tables)]
     necessity = check_necessity(requests, policies)
     problems += [f"self-test: {line}" for line in necessity.insensitive]
+    documents = {name: doc for role in policies.roles.values() for name, doc in role.identity.items()}
     for ref in necessity.unused:
-        print(f"  unused by the recorded calls: {ref.describe()}")
+        statement = documents[ref.policy]["Statement"][ref.index]
+        print(f"  no recorded call used {ref.describe(documents[ref.policy])}: {json.dumps(statement)[:160]}")
 
     summary = ", ".join(f"{p} {seen[p]}" for p in PRINCIPALS)
     print(
