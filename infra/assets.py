@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -107,9 +108,39 @@ def _jars(name: str) -> list[Path]:
     return sorted(folder.glob("*.jar"))
 
 
+JOBS_JAVA_SOURCE = REPO_ROOT / "infra" / "java" / "KeyedHash.java"
+"""The jobs' own JVM function (the keyed hash: ``spark_jobs.keyed_hash`` says why it is Java)."""
+JAVA_RELEASE = "17"
+"""The Java release the jobs' classes target: EMR Serverless 7.x runs Spark on Java 17."""
+
+
+def compiled_jar(source: Path, folder: str, classpath: list[Path]) -> Path:
+    """One Java source compiled against ``classpath`` and pyspark's own jars, once per source, in the cache under
+    ``folder``: a reproducible jar (``_zip``), so the same source gives the same asset."""
+    import pyspark
+
+    content = source.read_bytes()
+    jar = cache_dir() / folder / hashlib.sha256(content).hexdigest()[:16] / f"{source.stem}.jar"
+    if jar.exists():
+        return jar
+    full_classpath = [str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, classpath)]
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=jar.parent) as scratch:  # beside the jar: the rename is atomic
+        classes, built = Path(scratch) / "classes", Path(scratch) / "built.jar"
+        subprocess.run(
+            ["javac", "--release", JAVA_RELEASE, "-d", str(classes), "-cp", ":".join(full_classpath), str(source)],
+            check=True,
+            capture_output=True,
+        )
+        _zip(classes, built)
+        built.replace(jar)
+    return jar
+
+
 def connector_jars() -> list[Path]:
-    """The Kafka and Avro connectors for the pinned Spark: shipped with the jobs (``spark.jars``)."""
-    return _jars("connector-jars")
+    """What the jobs ship beyond Spark (``spark.jars``): the Kafka and Avro connectors for the pinned Spark, and
+    the jobs' own JVM function, compiled here from the source (no download at build or run time)."""
+    return [*_jars("connector-jars"), compiled_jar(JOBS_JAVA_SOURCE, "jobs-jar", [])]
 
 
 def platform_jars() -> list[Path]:

@@ -108,7 +108,8 @@ class PseudonymKey:
         return hmac.new(self.secret, value, hashlib.sha256).hexdigest()
 
     def pads(self) -> tuple[bytes, bytes]:
-        """HMAC's inner and outer padded keys (RFC 2104), for engines that have SHA-256 but no HMAC."""
+        """HMAC's inner and outer padded keys (RFC 2104): key material a leak check looks for beside the key itself
+        (no job computes them: the hash is ``spark_jobs.keyed_hash``'s JVM function)."""
         block = self.secret if len(self.secret) <= HASH_BLOCK_BYTES else hashlib.sha256(self.secret).digest()
         block = block.ljust(HASH_BLOCK_BYTES, b"\x00")
         return bytes(b ^ 0x36 for b in block), bytes(b ^ 0x5C for b in block)

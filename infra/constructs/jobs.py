@@ -146,7 +146,7 @@ class Jobs(Construct):
         }
 
     def _assets(self, build_dir: Path) -> list[s3_assets.Asset]:
-        """The jobs zip, the entry point, the catalog, the Python environment, then one asset per connector jar."""
+        """The jobs zip, the entry point, the catalog, the Python environment, then one asset per jar the jobs ship."""
         bundle = jobs_bundle(build_dir)
         files = [
             ("JobPackage", bundle / "kafkalake_jobs.zip"),

@@ -237,7 +237,9 @@ def compact_submit(
     py_files: Annotated[str, typer.Option(help="s3:// URI of kafkalake_jobs.zip.")],
     catalog_archive: Annotated[str, typer.Option(help="s3:// URI of catalog.zip.")],
     environment_archive: Annotated[str, typer.Option(help="s3:// URI of environment.tgz.")],
-    jar: Annotated[list[str], typer.Option("--jar", help="s3:// URI of a connector jar; repeat for each.")],
+    jar: Annotated[
+        list[str], typer.Option("--jar", help="s3:// URI of a jar the jobs ship (connectors, KeyedHash.jar); repeat.")
+    ],
     target_file_mb: TargetFileOption = COMPACTOR_TARGET_FILE_MB,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
 ) -> None:

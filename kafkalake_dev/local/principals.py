@@ -17,11 +17,7 @@ from where it comes from:
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from infra.repo import cache_dir
+from infra.assets import compiled_jar
 from kafkalake.jobspec import Job
 from kafkalake_dev.local.call_recording import ACCESS_KEY_PREFIX, PRINCIPAL_HEADER
 from kafkalake_dev.local.endpoints import ACCESS_KEY
@@ -168,22 +164,4 @@ def follow_in_spark(spark: Any) -> None:
 
 def s3a_credentials_jar(spark_jars: list[Path]) -> Path:
     """``PrincipalCredentials`` compiled against the session's jars, once per source, in the cache."""
-    source = JAVA_SOURCE.read_bytes()
-    jar = cache_dir() / "principal-credentials" / f"{hashlib.sha256(source).hexdigest()[:16]}.jar"
-    if jar.exists():
-        return jar
-    import pyspark
-
-    classpath = [str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, spark_jars)]
-    with tempfile.TemporaryDirectory() as folder:
-        classes = Path(folder) / "classes"
-        subprocess.run(
-            ["javac", "-d", str(classes), "-cp", ":".join(classpath), str(JAVA_SOURCE)],
-            check=True,
-            capture_output=True,
-        )
-        built = Path(folder) / "built.jar"
-        subprocess.run(["jar", "cf", str(built), "-C", str(classes), "."], check=True, capture_output=True)
-        jar.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(built, jar)
-    return jar
+    return compiled_jar(JAVA_SOURCE, "principal-credentials", spark_jars)

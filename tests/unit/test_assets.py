@@ -5,7 +5,9 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from infra.assets import jobs_bundle, maintainer_bundle
+import pytest
+
+from infra.assets import JOBS_JAVA_SOURCE, compiled_jar, jobs_bundle, maintainer_bundle
 from infra.repo import catalog_dir
 from kafkalake.topic_catalog import load_topic_catalog
 
@@ -118,3 +120,15 @@ def test_the_jobs_zip_holds_exactly_the_allowlist(tmp_path: Path) -> None:
     assert shipped == JOBS, f"not allowed: {sorted(shipped - JOBS)}; missing: {sorted(JOBS - shipped)}"
     with zipfile.ZipFile(bundle / "catalog.zip") as archive:
         assert all(name.endswith((".yaml", ".avsc")) for name in archive.namelist())
+
+
+def test_the_jobs_jar_holds_the_keyed_hash_and_is_the_same_whichever_cache_built_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jars = []
+    for cache in ("one", "two"):
+        monkeypatch.setenv("KAFKALAKE_CACHE", str(tmp_path / cache))
+        jars.append(compiled_jar(JOBS_JAVA_SOURCE, "jobs-jar", []))
+    assert jars[0] != jars[1] and jars[0].read_bytes() == jars[1].read_bytes()
+    with zipfile.ZipFile(jars[0]) as archive:
+        assert archive.namelist() == ["kafkalake/jobs/KeyedHash.class"]

@@ -375,7 +375,7 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         assert "--conf spark.archives=" in rendered and "--archives" not in rendered  # (2)
         assert re.search(r'\.zip"\}, "#catalog,', rendered) and re.search(r'\.tgz"\}, "#environment ', rendered)
         assert "spark.jars.packages" not in rendered and "--conf spark.jars=" in rendered  # (1)
-        assert rendered.count('.jar"}') == 5, "one asset per connector jar"
+        assert rendered.count('.jar"}') == 6, "one asset per jar the jobs ship: five connectors and the keyed hash"
         assert "spark.sql.session.timeZone=UTC" in rendered  # (3)
         assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
         assert "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
@@ -673,7 +673,7 @@ def test_trust_policies_name_the_source_account_and_job_roles_read_only_their_as
         assert "cdk-hnb659fds-assets" in rendered
         assert not re.search(r"assets-[^\"]*/\*", rendered), "a job role may read the whole assets bucket"
         keys = re.findall(r'/([0-9a-f]{64}\.(?:zip|py|tgz|jar))"', rendered)
-        assert len(keys) == 9, keys  # jobs zip, entry point, catalog, environment, five connector jars
+        assert len(keys) == 10, keys  # jobs zip, entry point, catalog, environment, five connectors, the keyed hash
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])

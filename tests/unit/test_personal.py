@@ -1,17 +1,13 @@
 """Personal fields from schema tags and the catalog (as ``catalog validate`` lists them, with name-based
-suggestions), the quarantine they call for, and the keyed hash in Python and in Spark."""
+suggestions), the quarantine they call for, and the keyed hash in Python (in Spark: ``test_keyed_hash``)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
 from kafkalake.personal import (
@@ -25,7 +21,6 @@ from kafkalake.personal import (
 )
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.cli.app import app
-from spark_jobs.keyed_hash import keyed_hash
 
 SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -109,15 +104,6 @@ def test_the_digest_is_hmac_sha256() -> None:
     assert key.digest("what do ya want for nothing?") == (
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     )
-
-
-@pytest.mark.parametrize("secret", [bytes(range(32)), bytes(range(100))], ids=["short key", "key over one block"])
-def test_the_spark_column_equals_the_python_digest(bare_spark: SparkSession, secret: bytes) -> None:
-    key = PseudonymKey("k", secret)
-    values = ["alice@example.com", "", "Zoë Ünïcode ✓", "x" * 300, None]
-    rows = bare_spark.createDataFrame([(v,) for v in values], "v string").select(keyed_hash(key, F.col("v")).alias("h"))
-    expected = [hmac.new(secret, v.encode(), hashlib.sha256).hexdigest() if v is not None else None for v in values]
-    assert [r.h for r in rows.collect()] == expected
 
 
 def test_the_secret_is_read_and_its_key_never_shown() -> None:
