@@ -132,7 +132,9 @@ def split_groups(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[tupl
 def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones: pa.Array | None) -> pa.Table:
     """One version's rows as written: its fields (nullable, as a struct's fields are), the Kafka metadata, the
     business time, the wanted extras, ``_tombstone`` when the version carries the delete log, and dt/hour for
-    the path. Tombstone rows have null fields."""
+    the path. Tombstone rows have null fields; in a ``by_key`` topic a null ``_key`` too: the tombstone asks to
+    erase that key, so its own row must not keep it in clear (the plan's erasure request holds its keyed hash with
+    the same Kafka partition and offset)."""
     values = rows.column(value_column)
     struct = values.type
     columns: dict[str, pa.ChunkedArray | pa.Array] = {}
@@ -150,6 +152,8 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
         if "_key" not in layout.extra_columns:
             columns["_key"] = rows.column("_key")
             fields.append(rows.schema.field("_key"))
+        if layout.erasure_key is not None:  # the subject's erasure request, not the log, says whose key it was
+            columns["_key"] = pc.if_else(tombstones, pa.scalar(None, rows.schema.field("_key").type), columns["_key"])
     for name in ("dt", "hour"):
         columns[name] = rows.column(name)
         fields.append(rows.schema.field(name))

@@ -1,5 +1,5 @@
-"""Erasure requests: stored hashed, never in clear; the archiver reports a by_key topic's tombstones hashed; a
-request's state against its deadline."""
+"""Erasure requests: stored hashed, never in clear; the archiver reports a by_key topic's tombstones hashed and
+keeps no kept tombstone's key in clear; a request's state against its deadline."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from kafkalake.erasure import (
 )
 from kafkalake.layout import LayoutError, erasure_receipt_key, erasure_request_key, parse_data_key
 from kafkalake.personal import PseudonymKey
-from spark_jobs.archiver.writer import ERASE
-from tests.unit.test_writer import PLAN, layout, write
+from spark_jobs.archiver.writer import DATA, ERASE, QUARANTINE
+from tests.unit.test_writer import PLAN, layout, read, write
 
 KEY = PseudonymKey("k1", bytes(range(32)))
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
@@ -81,6 +81,22 @@ def test_the_writer_reports_a_by_key_topics_tombstones_by_keyed_hash_only(s3: An
     erasures = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in hashed if r["kind"] == ERASE]
     assert erasures == [(KEY.digest_bytes(b"k2"), 0, 2)]
     assert KEY.digest_bytes(b"k2") == KEY.digest("k2")
+
+
+def test_a_by_key_topics_kept_tombstone_keeps_its_offsets_but_not_its_key_in_clear(s3: Any) -> None:
+    """The delete-log row is the tombstone itself: in a by_key topic (which archives keys, ``catalog validate``
+    says) its ``_key`` is null, so no row, the log included, keeps the erased key once the request has erased the
+    earlier ones; the other rows keep theirs, and the request still gets the key's hash at the tombstone's offset."""
+    outcome = write(PLAN, dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_key=KEY))
+    rows = [r for k in (o["key"] for o in outcome if o["kind"] == DATA) for r in read(s3, k).to_pylist()]
+    assert [(r["_kafka_offset"], r["_key"]) for r in rows if r.get("_tombstone")] == [(2, None)]
+    kept = sorted((r["_kafka_offset"], r["_key"]) for r in rows if not r.get("_tombstone"))
+    assert kept == [(o, f"k{o}".encode()) for o in (0, 1, 3, 5, 7)]
+    bodies = [
+        s3.get_object(Bucket="lake", Key=o["key"])["Body"].read() for o in outcome if o["kind"] in (DATA, QUARANTINE)
+    ]
+    assert not [b for b in bodies if b"k2" in b]  # nor in Parquet's statistics
+    assert [(r["key"], r["first_offset"]) for r in outcome if r["kind"] == ERASE] == [(KEY.digest_bytes(b"k2"), 2)]
 
 
 def test_state_against_the_deadline() -> None:
