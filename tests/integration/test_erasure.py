@@ -83,10 +83,11 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
 def write_catalog(folder: Path, env: str) -> list[Topic]:
     """A catalog folder of the environment's two tables, each the demo's ``customer-updated`` (its schema, its
     hashed ``email``, its key stored) under a name, Kafka topic and database of its own: ``customers_a`` erased by
-    key and by ``customer_id``, ``customers_b`` by ``customer_id`` only; the tables as the jobs load them."""
+    key and by ``customer_id``, its tombstones kept as a delete log, ``customers_b`` by ``customer_id`` only; the
+    tables as the jobs load them."""
     source = catalog_dir() / "globex" / "crm" / "staging"
     spec = yaml.safe_load((source / "customer-updated.yaml").read_text())
-    tables = {"customers_a": {"erasure": "by_key"}, "customers_b": {"erasure": "none"}}
+    tables = {"customers_a": {"erasure": "by_key", "tombstones": "keep"}, "customers_b": {"erasure": "none"}}
     topics = folder / "globex" / "crm" / env
     topics.mkdir(parents=True)
     shutil.copy(catalog_dir() / "defaults.yaml", folder / "defaults.yaml")
@@ -221,6 +222,10 @@ def assert_erased(spark: SparkSession, endpoints: Endpoints, case: Scenario) -> 
         expected = {k: v for k, v in before.items() if json.loads(v)["customer_id"] not in gone}
         assert len(expected) == len(before) - {"customers_a": 3, "customers_b": 2}[topic.table]
         assert through_glue(spark, endpoints, topic) == expected
+    rows = list(every_version(endpoints, case.keyed.prefix.data_prefix()))
+    assert [r for r in rows if r["_tombstone"]], "the delete log is kept"
+    keyed = {r["customer_id"] for r in rows if r["_key"] == GONE.encode()}
+    assert keyed == {"person-z"}, "only the record after the tombstone keeps the key; the delete log's row does not"
     quarantined = list(every_version(endpoints, case.keyed.prefix.quarantine_prefix()))
     assert [r for r in quarantined if r["_key"] == GONE.encode()] == []
     receipts = case.store.receipts()
