@@ -6,10 +6,11 @@ without the catalog's YAML/Avro.
   on every database (the most restrictive level among its tables, so that a table nobody tagged yet, such as one a
   crawler has just created, inherits the strictest level of its database until it is tagged).
 - ``pii`` (``false`` / ``true``): ``false`` on every table, ``true`` on each column that holds personal data after
-  the archiver's actions, and ``true`` on every database, so that the columns of a table nobody tagged yet count
-  as personal. A grant whose expression says ``pii in (false)`` therefore leaves personal columns out, and every
-  column of an untagged table. The maintainer tags a table's personal columns before the table itself, so a
-  failure in between leaves the table untagged, never its personal columns readable.
+  the archiver's actions or identifies a data subject (a subject field's column, the stored Kafka key ``_key``),
+  and ``true`` on every database, so that the columns of a table nobody tagged yet count as personal. A grant
+  whose expression says ``pii in (false)`` therefore leaves personal columns out, and every column of an untagged
+  table. The maintainer tags a table's personal columns before the table itself, so a failure in between leaves
+  the table untagged, never its personal columns readable.
 
 Lake Formation's limits hold by construction: two keys per resource (at most 50), lower-case values, one value per
 key per resource, and grant expressions of at most two keys (1 to 5 allowed).
@@ -82,19 +83,15 @@ def columns_resource(database: str, table: str, columns: Iterable[str]) -> dict[
     return {"TableWithColumns": {"DatabaseName": database, "Name": table, "ColumnNames": sorted(columns)}}
 
 
-def personal_columns(personal_fields: Mapping[str, PiiAction]) -> tuple[str, ...]:
+def personal_columns(personal_fields: Mapping[str, PiiAction], identifying: Iterable[str] = ()) -> tuple[str, ...]:
     """The Glue columns holding personal data once the archiver has applied each field's action: a field's
     top-level column at any depth (``customer.email`` makes ``customer`` personal, ``contacts[].email`` makes
     ``contacts`` personal, ``attributes{}.phone`` makes ``attributes``; Lake Formation tags columns, not what
     is inside them), except where the action is ``drop`` (the value never reaches Parquet) or the top-level
-    field itself is dropped (there is no column). Glue keeps column names in lower case, so they are lowered."""
+    field itself is dropped (there is no column). The columns of ``identifying`` (a topic's subject fields and
+    its stored Kafka key) are personal too, whatever their action: they name a data subject, which is what
+    erasure finds them by. Glue keeps column names in lower case, so they are lowered."""
     dropped = {path for path, action in personal_fields.items() if action == PiiAction.DROP and top_level(path) == path}
-    return tuple(
-        sorted(
-            {
-                column.lower()
-                for path, action in personal_fields.items()
-                if action != PiiAction.DROP and (column := top_level(path)) not in dropped
-            }
-        )
-    )
+    kept = [path for path, action in personal_fields.items() if action != PiiAction.DROP]
+    columns = {top_level(path) for path in (*kept, *identifying)}
+    return tuple(sorted(column.lower() for column in columns - dropped))

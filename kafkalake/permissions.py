@@ -22,7 +22,6 @@ from kafkalake.lftags import (
     SENSITIVITY_KEY,
     column_tags,
     database_tags,
-    personal_columns,
     table_tags,
 )
 from kafkalake.personal import PiiAction
@@ -34,10 +33,11 @@ Expression = dict[str, tuple[str, ...]]
 
 def payload_columns(topic: Topic) -> tuple[str, ...]:
     """The topic's own columns (every schema version's top-level fields, in order of first appearance), minus
-    those the archiver drops; the Kafka metadata columns (``_kafka_*``, ...) come on top."""
+    those the archiver drops, then the Kafka key's when the table stores it (it can name a data subject, so the
+    matrix shows who reads it); the other Kafka metadata columns (``_kafka_*``, ...) come on top."""
     dropped = {path.lower() for path, action in topic.personal_fields.items() if action == PiiAction.DROP}
     names = [field["name"].lower() for text in topic.schemas for field in json.loads(text).get("fields", [])]
-    return tuple(name for name in dict.fromkeys(names) if name not in dropped)
+    return (*(name for name in dict.fromkeys(names) if name not in dropped), *topic.stored_key)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def table_tags_of(topic: Topic) -> TableTags:
         topic.database,
         topic.table,
         topic.spec.sensitivity.value,
-        personal_columns(topic.personal_fields),
+        topic.personal_columns,
         payload_columns(topic),
     )
 

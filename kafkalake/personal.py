@@ -32,6 +32,8 @@ MIN_KEY_BYTES = 32
 PII_TAG = "PII"
 CONFLUENT_TAGS = "confluent:tags"
 PII_ATTRIBUTE = "pii"
+KAFKA_KEY_COLUMN = "_key"
+"""The column holding a record's Kafka key, for a topic whose archive includes it (``archive.include_key``)."""
 KEY_ID_COLUMN = "_pseudonym_key_id"
 """The column beside a table's pseudonyms naming the key that made them, so pseudonyms of a rotated key can be told
 apart from the new key's."""

@@ -27,6 +27,7 @@ from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
 from kafkalake.lftags import personal_columns
 from kafkalake.naming import crawler_name_for, default_names
 from kafkalake.personal import (
+    KAFKA_KEY_COLUMN,
     PiiAction,
     QuarantineMode,
     action_refusal,
@@ -91,6 +92,17 @@ class Topic:
         for version, text in enumerate(self.schemas, start=1):
             found |= {p: (a, f"schema v{version}") for p, a in schema_personal_fields(json.loads(text)).items()}
         return found | {path: (action, "catalog") for path, action in self.spec.pii.items()}
+
+    @property
+    def stored_key(self) -> tuple[str, ...]:
+        """The Kafka key's column when the archive stores it (``archive.include_key``), else nothing."""
+        return (KAFKA_KEY_COLUMN,) if self.spec.archive.include_key else ()
+
+    @property
+    def personal_columns(self) -> tuple[str, ...]:
+        """The table's columns tagged ``pii`` (``kafkalake.lftags.personal_columns``): its personal fields',
+        each subject field's and the stored Kafka key."""
+        return personal_columns(self.personal_fields, (*self.spec.subject_fields, *self.stored_key))
 
     @property
     def quarantine(self) -> QuarantineMode:
@@ -450,7 +462,7 @@ def tables_document(topics: Iterable[Topic]) -> list[dict[str, Any]]:
             "inference": t.spec.table_inference.value,
             "crawler_name": t.crawler_name,
             "sensitivity": t.spec.sensitivity.value,
-            "personal_columns": list(personal_columns(t.personal_fields)),
+            "personal_columns": list(t.personal_columns),
         }
         for t in topics
     ]

@@ -16,8 +16,8 @@ def expression_text(expression: Expression) -> str:
 
 def matrix_lines(model: AccessModel) -> list[str]:
     """Per consumer role: its grant, then per table its sensitivity, the columns it reads and the personal
-    columns hidden from it. Columns are the topic's own; the Kafka metadata columns (``_kafka_*``, ...) are
-    readable wherever the table is."""
+    columns hidden from it. Columns are the topic's own and the stored Kafka key (``_key``, personal); the other
+    Kafka metadata columns (``_kafka_*``, ...) are readable wherever the table is."""
     tags = ", ".join(f"{k}=" + "|".join(v) for k, v in TAG_VALUES.items())
     lines = [f"environment {model.env}: LF-tags {tags}"]
     lines += [

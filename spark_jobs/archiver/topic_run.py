@@ -31,7 +31,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
-from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, needs_key
+from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PseudonymKey, needs_key
 from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
@@ -244,7 +244,7 @@ def plan_layout(
     for a ``by_key`` topic the key its tombstones' Kafka keys are hashed with."""
     archive = topic.spec.archive
     extras = (
-        ("_key", archive.include_key),
+        (KAFKA_KEY_COLUMN, archive.include_key),
         ("_headers", archive.include_headers),
         (KEY_ID_COLUMN, needs_key(topic.personal_fields)),
     )

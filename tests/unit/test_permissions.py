@@ -48,6 +48,30 @@ def test_a_nested_personal_field_tags_its_top_level_column_and_a_dropped_field_i
     assert personal_columns(fields) == ("card", "customer")
 
 
+def test_what_identifies_a_subject_is_personal_whatever_its_action() -> None:
+    """A subject field kept in clear and the stored Kafka key name a data subject: erasure finds rows by them."""
+    fields = {"email": PiiAction.HMAC, "phone": PiiAction.DROP}
+    assert personal_columns(fields, ("Customer.ID", "_key", "phone")) == ("_key", "customer", "email")
+
+
+def test_the_stored_kafka_key_is_a_personal_column_of_its_table() -> None:
+    record = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"}]}
+    stored = TopicSpec.model_validate({"archive": {"include_key": True}, "subject_fields": ["id"]})
+    topic = Topic("t", "acme", "crm", "staging", stored, (json.dumps(record),), Path("t.yaml"))
+    tags = table_tags_of(topic)
+    assert (tags.columns, tags.personal_columns) == (("id", "_key"), ("_key", "id"))
+    unstored = table_tags_of(Topic("t", "acme", "crm", "staging", TopicSpec(), (json.dumps(record),), Path("t.yaml")))
+    assert (unstored.columns, unstored.personal_columns) == (("id",), ())
+
+
+def test_consumers_without_pii_access_read_no_subject_field_and_no_kafka_key() -> None:
+    access = model("staging")
+    by_name = {t.name: t for t in access.tables}
+    refunds, customers = by_name["acme_staging.refund_issued"], by_name["globex_staging.customer_updated"]
+    assert "customer_id" in access.readable(grant(access, "analysts"), refunds)[1]
+    assert {"customer_id", "_key"} <= set(access.readable(grant(access, "support"), customers)[1])
+
+
 def test_a_tables_columns_are_every_versions_top_level_fields_minus_the_dropped() -> None:
     fields = [{"name": "id", "type": "string"}, {"name": "Phone", "type": "string"}]
     v1 = {"type": "record", "name": "R", "fields": fields}
@@ -67,13 +91,13 @@ def test_databases_carry_their_strictest_table_and_no_pii_tables_their_own_level
     by_name = {t.name: t for t in access.tables}
     assert {name: (t.sensitivity, t.personal_columns) for name, t in by_name.items()} == {
         "acme_staging.card_authorized": ("confidential", ()),
-        "acme_staging.refund_issued": ("internal", ()),
+        "acme_staging.refund_issued": ("internal", ("customer_id",)),
         "acme_staging.shipment_events": ("internal", ()),
-        "globex_staging.customer_updated": ("pii", ("email",)),
+        "globex_staging.customer_updated": ("pii", ("_key", "customer_id", "email")),
         "globex_staging.sensor_readings": ("public", ()),
     }
     customer = by_name["globex_staging.customer_updated"]
-    assert customer.columns == ("id", "customer_id", "email", "updated_at")
+    assert customer.columns == ("id", "customer_id", "email", "updated_at", "_key")
     assert access.column_tags(customer, "email") == {"sensitivity": "pii", "pii": "true"}
     assert access.column_tags(customer, "id") == {"sensitivity": "pii", "pii": "false"}
     assert strictest(["public", "pii", "internal"]) == "pii"
@@ -99,12 +123,12 @@ def test_the_matrix_follows_lake_formation_inheritance() -> None:
     assert access.readable(analysts, by_name["globex_staging.sensor_readings"])[1] == ()
     assert access.readable(privacy, customer) == (customer.columns, ())
     support = grant(access, "support")
-    assert access.readable(support, customer) == (("id", "customer_id", "updated_at"), ("email",))
+    assert access.readable(support, customer) == (("id", "updated_at"), ("customer_id", "email", "_key"))
     # a table nobody has tagged yet has only its database's tags: every column counts as personal
     assert not matches(support.table_expression, access.databases["globex_staging"])
     assert matches(privacy.table_expression, access.databases["globex_staging"])
     no_pii = Grant(privacy.consumer.model_copy(update={"pii": False}))
-    assert access.readable(no_pii, customer) == (("id", "customer_id", "updated_at"), ("email",))
+    assert access.readable(no_pii, customer) == (("id", "updated_at"), ("customer_id", "email", "_key"))
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
@@ -123,7 +147,8 @@ def test_lake_formation_limits_hold(env: str) -> None:
 def test_the_tables_document_carries_each_tables_tags_for_the_lambda() -> None:
     tables = {t.name: t for t in tables_from_document(tables_document(CATALOG.for_env("staging")))}
     customer = tables["globex_staging.customer_updated"]
-    assert (customer.sensitivity, customer.personal_columns) == ("pii", ("email",))
+    assert (customer.sensitivity, customer.personal_columns) == ("pii", ("_key", "customer_id", "email"))
+    assert tables["acme_staging.refund_issued"].personal_columns == ("customer_id",)
     assert tables["acme_staging.card_authorized"].sensitivity == "confidential"
 
 
@@ -177,4 +202,5 @@ def test_the_access_doc_shows_what_kafkalake_access_prints_for_the_demo_catalog(
     assert ACCESS_DOC_MARKER in doc, "docs/access.md lost its `kafkalake access` block"
     block = doc.split(ACCESS_DOC_MARKER, 1)[1].split("```", 1)[0]
     assert block == result.output, "docs/access.md's `kafkalake access` block is stale: paste the command's output"
-    assert "globex_staging.customer_updated  pii           id, customer_id, updated_at | email" in result.output
+    assert "globex_staging.customer_updated  pii           id, updated_at | customer_id, email, _key" in result.output
+    assert "acme_staging.refund_issued       internal      id, amount_cents, refunded_at | customer_id" in result.output
