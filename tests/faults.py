@@ -20,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,6 +28,8 @@ from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 from botocore.awsrequest import AWSResponse
+
+from kafkalake.endpoints import Endpoints
 
 SLOW_DOWN = (503, "SlowDown")
 INTERNAL_ERROR = (500, "InternalError")
@@ -224,3 +227,14 @@ def s3_answers(*answers: tuple[int, str]) -> Callable[..., AWSResponse | None]:
         return AWSResponse("https://s3.amazonaws.com/", status, {}, _Body(body))
 
     return answer
+
+
+@contextmanager
+def aws_proxy(endpoints: Endpoints) -> Iterator[FaultProxy]:
+    """A proxy in front of ``endpoints``' AWS endpoint, stopped after the block."""
+    assert endpoints.aws_endpoint_url is not None
+    proxy = FaultProxy(endpoints.aws_endpoint_url).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

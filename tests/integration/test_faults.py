@@ -31,7 +31,7 @@ from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.common import Run
-from tests.faults import ACCESS_DENIED, INTERNAL_ERROR, SLOW_DOWN, UNAVAILABLE, Fault, FaultProxy
+from tests.faults import ACCESS_DENIED, INTERNAL_ERROR, SLOW_DOWN, UNAVAILABLE, Fault, FaultProxy, aws_proxy
 from tests.integration.archive_helpers import audit_problems, committed_and_end, fresh, keys, produce, read_back
 
 pytestmark = pytest.mark.stack
@@ -49,10 +49,8 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
 
 @pytest.fixture
 def s3_proxy(endpoints: Endpoints) -> Iterator[FaultProxy]:
-    assert endpoints.aws_endpoint_url is not None
-    proxy = FaultProxy(endpoints.aws_endpoint_url).start()
-    yield proxy
-    proxy.stop()
+    with aws_proxy(endpoints) as proxy:
+        yield proxy
 
 
 def puts_under(endpoints: Endpoints, *prefixes: str) -> str:

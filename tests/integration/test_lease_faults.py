@@ -20,7 +20,7 @@ from kafkalake.aws import RETRIES, RetryCount, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake_dev.local.sandbox import with_bucket
-from tests.faults import CONFLICT, INTERNAL_ERROR, NO_ANSWER, FaultProxy
+from tests.faults import CONFLICT, INTERNAL_ERROR, NO_ANSWER, FaultProxy, aws_proxy
 
 pytestmark = pytest.mark.stack
 TTL = timedelta(seconds=30)
@@ -33,10 +33,8 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
 
 @pytest.fixture
 def proxy(endpoints: Endpoints) -> Iterator[FaultProxy]:
-    assert endpoints.aws_endpoint_url is not None
-    proxy = FaultProxy(endpoints.aws_endpoint_url).start()
-    yield proxy
-    proxy.stop()
+    with aws_proxy(endpoints) as proxy:
+        yield proxy
 
 
 @pytest.fixture

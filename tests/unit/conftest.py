@@ -38,3 +38,23 @@ def s3() -> Iterator[Any]:
         client = boto3.client("s3", region_name="eu-west-1")
         client.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         yield client
+
+
+@pytest.fixture(scope="session")
+def synthesized_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every environment's template, synthesized once per worker with cdk.json's context as ``make synth`` and
+    ``cdk deploy`` do (it minimizes policies): what the permission check's evaluators read."""
+    import json
+
+    from aws_cdk import App
+    from aws_cdk.assertions import Template
+
+    from infra.app import build
+    from infra.repo import REPO_ROOT, catalog_dir, environments_file
+    from kafkalake.environments import load_environments
+    from kafkalake.topic_catalog import load_topic_catalog
+
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    environments, catalog = load_environments(environments_file()), load_topic_catalog(catalog_dir())
+    stacks = build(App(context=context), environments, catalog, tmp_path_factory.mktemp("build"))
+    return {env: dict(Template.from_stack(stack).to_json()) for env, stack in stacks.items()}

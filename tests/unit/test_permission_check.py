@@ -12,11 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App
-from aws_cdk.assertions import Template
 
-from infra.app import build
-from infra.repo import REPO_ROOT, catalog_dir, environments_file
+from infra.repo import catalog_dir, environments_file
 from kafkalake.environments import load_environments
 from kafkalake.permissions import access_model
 from kafkalake.topic_catalog import load_topic_catalog
@@ -30,13 +27,8 @@ ERASURE_REQUESTS = "erasure/staging/requests/*"
 
 
 @pytest.fixture(scope="module")
-def staging(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The staging template, synthesized with cdk.json's context as ``make synth`` does."""
-    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
-    environments = load_environments(environments_file())
-    catalog = load_topic_catalog(catalog_dir())
-    stacks = build(App(context=context), environments, catalog, tmp_path_factory.mktemp("build"))
-    return dict(Template.from_stack(stacks["staging"]).to_json())
+def staging(synthesized_templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return synthesized_templates["staging"]
 
 
 def check(template: dict[str, Any], calls: list[str], folder: Path) -> int:
