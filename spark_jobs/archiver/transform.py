@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
-from kafkalake.personal import KEY_ID_COLUMN
+from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN
 from kafkalake.topic_spec import TimeCandidate, TimeFormat
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
@@ -45,7 +45,7 @@ QUARANTINE_COLUMNS = (
     "_kafka_partition",
     "_kafka_offset",
     "_kafka_timestamp",
-    "_key",
+    KAFKA_KEY_COLUMN,
     "_raw_value",
     "_schema_id",
     "_error",
@@ -66,7 +66,7 @@ def with_metadata(raw: DataFrame) -> DataFrame:
         F.col("partition").alias("_kafka_partition"),
         F.col("offset").alias("_kafka_offset"),
         F.col("timestamp").alias("_kafka_timestamp"),
-        F.col("key").alias("_key"),
+        F.col("key").alias(KAFKA_KEY_COLUMN),
         F.col("value").alias("_raw_value"),
         *([F.col("headers").alias("_headers")] if "headers" in raw.columns else []),
     )
@@ -263,7 +263,7 @@ def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
     extras = [c for c in ("_headers", KEY_ID_COLUMN) if c in timed.columns]
     return timed.select(
         *META_COLUMNS,
-        "_key",
+        KAFKA_KEY_COLUMN,
         *extras,
         F.when(quarantined, F.col("_raw_value")).alias("_raw_value"),
         "_schema_id",

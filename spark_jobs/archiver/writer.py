@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
-from kafkalake.personal import PseudonymKey, QuarantineMode
+from kafkalake.personal import KAFKA_KEY_COLUMN, PseudonymKey, QuarantineMode
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
@@ -46,7 +46,7 @@ offset (``first_offset``), for the plan's erasure request (``kafkalake.erasure.t
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
-RAW_COLUMNS = ("_key", "_raw_value")
+RAW_COLUMNS = (KAFKA_KEY_COLUMN, "_raw_value")
 """A quarantined record's own bytes: left out of its quarantine row when the topic keeps offsets only."""
 _OUTCOME_ARROW = pa.schema(
     [
@@ -149,11 +149,13 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
     if tombstones is not None:
         columns[TOMBSTONE_COLUMN] = tombstones
         fields.append(pa.field(TOMBSTONE_COLUMN, pa.bool_(), nullable=False))
-        if "_key" not in layout.extra_columns:
-            columns["_key"] = rows.column("_key")
-            fields.append(rows.schema.field("_key"))
+        if KAFKA_KEY_COLUMN not in layout.extra_columns:
+            columns[KAFKA_KEY_COLUMN] = rows.column(KAFKA_KEY_COLUMN)
+            fields.append(rows.schema.field(KAFKA_KEY_COLUMN))
         if layout.erasure_key is not None:  # the subject's erasure request, not the log, says whose key it was
-            columns["_key"] = pc.if_else(tombstones, pa.scalar(None, rows.schema.field("_key").type), columns["_key"])
+            columns[KAFKA_KEY_COLUMN] = pc.if_else(
+                tombstones, pa.scalar(None, rows.schema.field(KAFKA_KEY_COLUMN).type), columns[KAFKA_KEY_COLUMN]
+            )
     for name in ("dt", "hour"):
         columns[name] = rows.column(name)
         fields.append(rows.schema.field(name))
@@ -228,7 +230,7 @@ class PlanWriter:
                 self._add((QUARANTINE, *group), part)
 
     def _erasures(self, key: PseudonymKey, tombstones: pa.Table) -> None:
-        columns = (tombstones.column(c).to_pylist() for c in ("_key", "_kafka_partition", "_kafka_offset"))
+        columns = (tombstones.column(c).to_pylist() for c in (KAFKA_KEY_COLUMN, "_kafka_partition", "_kafka_offset"))
         for raw, part, offset in zip(*columns, strict=True):
             if raw is not None:
                 digest = key.digest_bytes(raw)

@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.layout import PARTITION_PATH_RE
-from kafkalake.personal import PiiAction, PseudonymKey
+from kafkalake.personal import KAFKA_KEY_COLUMN, PiiAction, PseudonymKey
 from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver.pseudonyms import canonical_text
@@ -53,8 +53,8 @@ def subject_columns(frame: DataFrame, topic: Topic, key: PseudonymKey, *, fields
                     hashes.append(F.col(path).cast("string"))
                 else:
                     hashes.append(keyed_hash(key, canonical_text(F.col(path), data_type)))
-    by_key = topic.spec.erasure == "by_key" and "_key" in frame.columns
-    return SubjectColumns(hashes, keyed_hash(key, F.col("_key")) if by_key else None)
+    by_key = topic.spec.erasure == "by_key" and KAFKA_KEY_COLUMN in frame.columns
+    return SubjectColumns(hashes, keyed_hash(key, F.col(KAFKA_KEY_COLUMN)) if by_key else None)
 
 
 def signature(topic: Topic, key: PseudonymKey) -> str:
