@@ -36,7 +36,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import CATALOG_DIR, JobArtifacts, JobRun
 from kafkalake_dev.local.endpoints import environ_with
 from kafkalake_dev.local.principals import principal_credentials
-from kafkalake_dev.local.spark import LOCAL_CONF, s3a_conf
+from kafkalake_dev.local.spark import JAVA_OPTIONS, LOCAL_CONF, s3a_conf, scratch_conf
 
 MACHINE_TIME_ZONE = "America/New_York"
 """The jobs must not depend on the machine's zone: the local runs use one that is not UTC."""
@@ -122,17 +122,20 @@ def unpacked_once(archive: Path) -> Path:
     return folder
 
 
-def submit_command(run: JobRun, ivy_home: Path) -> tuple[list[str], dict[str, str], str]:
+def submit_command(run: JobRun, work: Path) -> tuple[list[str], dict[str, str], str]:
     """The spark-submit command line, the driver's environment and the archives (``spark.archives``, which the
-    runner unpacks into the working directory as EMR does) for ``run``: the specification's options and
-    settings, plus what the platform provides on EMR (local master, S3 support, a non-UTC machine zone, and an
-    empty Ivy home with downloads pointed at a closed port)."""
+    runner unpacks into the working directory ``work`` as EMR does) for ``run``: the specification's options and
+    settings, plus what the platform provides on EMR (local master, S3 support, a non-UTC machine zone, an empty
+    Ivy home (``work/.ivy``) with downloads pointed at a closed port, and Spark's scratch in ``work/.scratch``)."""
     options, conf = parse_submit_parameters(run.spark_submit_parameters())
     driver_env = {k.removeprefix(DRIVER_ENV): v for k, v in conf.items() if k.startswith(DRIVER_ENV)}
+    scratch = scratch_conf(work / ".scratch")
+    java_options = f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS} {scratch.pop(JAVA_OPTIONS)}"
     platform = {
         **LOCAL_CONF,
-        "spark.jars.ivy": str(ivy_home),
-        "spark.driver.extraJavaOptions": f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS}",
+        **scratch,
+        "spark.jars.ivy": str(work / ".ivy"),
+        JAVA_OPTIONS: java_options,
         "spark.jars": ",".join([conf["spark.jars"], *(str(p) for p in platform_jars())]),
         **s3a_conf(run.endpoints, principal_credentials(run.job)["AWS_ACCESS_KEY_ID"]),
     }
@@ -175,7 +178,7 @@ def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = p
     with tempfile.TemporaryDirectory(prefix="kafkalake-job-") as folder:
         work = Path(folder)
         ivy = work / ".ivy"
-        command, driver_env, archives = submit_command(run, ivy)
+        command, driver_env, archives = submit_command(run, work)
         unpack_archives(archives, work)
         spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
         credentials = principal_credentials(run.job)  # the job's role, as EMR runs it

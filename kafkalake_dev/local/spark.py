@@ -3,19 +3,52 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.assets import spark_jars
 from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local.endpoints import ACCESS_KEY
 from kafkalake_dev.local.principals import DAEMON_MODULE, S3A_PROVIDER, s3a_credentials_jar
+from kafkalake_dev.local.stack import state_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOCAL_CONF = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 """Local Spark, in-process sessions and the runner's spark-submit alike: two cores, no UI, no progress bars."""
+
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def scratch_conf(folder: Path) -> dict[str, str]:
+    """Spark's scratch space (``spark.local.dir``: the copies of every jar and archive a session is given, about
+    275 MB, its shuffle and spill files) and the JVM's temporary files, all in ``folder``, which its owner removes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {"spark.local.dir": str(folder), JAVA_OPTIONS: f"-Djava.io.tmpdir={folder}"}
+
+
+def session_scratch() -> Path:
+    """This process's Spark scratch folder, under the stack's state. Spark deletes its scratch only when its JVM
+    exits cleanly, so every session killed with SIGKILL (the crash tests kill dozens) left 275 MB in ``/tmp`` for
+    good, until the disk was full. The folders of processes no longer alive are removed here, by the next session."""
+    root = state_dir() / "spark-scratch"
+    for folder in root.glob("*"):
+        if folder.name.isdigit() and not _alive(int(folder.name)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return root / str(os.getpid())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        pass
+    return True
 
 
 def s3a_conf(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, str]:
@@ -59,6 +92,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
         "spark.python.daemon.module": DAEMON_MODULE,
         "spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDER,
     }
-    for key, value in {**LOCAL_CONF, **s3a_conf(endpoints), **principals}.items():
+    settings = {**LOCAL_CONF, **s3a_conf(endpoints), **principals, **scratch_conf(session_scratch())}
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
