@@ -17,6 +17,7 @@ batch started (late) are erased by the next run, and its receipt amended.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -127,6 +128,13 @@ def tombstone_request(
     return ErasureRequest(request_id, created_at, Source.TOMBSTONES, subjects, (table,), within_days, key_id)
 
 
+def receipt_token(digest: str) -> str:
+    """What a receipt names a subject by: the SHA-256 of its request digest. Who holds the key and the identifier
+    recomputes it to find the receipt; it equals no pseudonym any table or index holds, so a receipt kept for
+    years links the erased person to nothing left in the lake."""
+    return hashlib.sha256(digest.encode()).hexdigest()
+
+
 @dataclass
 class TableErasure:
     """What one table's part of a request did."""
@@ -143,7 +151,7 @@ class TableErasure:
 class ErasureReceipt:
     request_id: str
     subjects: list[str]
-    """The requests' digests (never the identifiers)."""
+    """The request's subjects as ``receipt_token``s (never the identifiers, nor their pseudonyms)."""
     started_at: str
     finished_at: str
     tables: dict[str, TableErasure] = field(default_factory=dict)

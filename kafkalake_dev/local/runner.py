@@ -122,11 +122,12 @@ def unpacked_once(archive: Path) -> Path:
     return folder
 
 
-def submit_command(run: JobRun, work: Path) -> tuple[list[str], dict[str, str], str]:
+def submit_command(run: JobRun, work: Path, event_log: Path | None = None) -> tuple[list[str], dict[str, str], str]:
     """The spark-submit command line, the driver's environment and the archives (``spark.archives``, which the
     runner unpacks into the working directory ``work`` as EMR does) for ``run``: the specification's options and
     settings, plus what the platform provides on EMR (local master, S3 support, a non-UTC machine zone, an empty
-    Ivy home (``work/.ivy``) with downloads pointed at a closed port, and Spark's scratch in ``work/.scratch``)."""
+    Ivy home (``work/.ivy``) with downloads pointed at a closed port, and Spark's scratch in ``work/.scratch``), and
+    Spark's event log in ``event_log`` when given (EMR Serverless keeps every run's, for its Spark UI)."""
     options, conf = parse_submit_parameters(run.spark_submit_parameters())
     driver_env = {k.removeprefix(DRIVER_ENV): v for k, v in conf.items() if k.startswith(DRIVER_ENV)}
     scratch = scratch_conf(work / ".scratch")
@@ -138,6 +139,7 @@ def submit_command(run: JobRun, work: Path) -> tuple[list[str], dict[str, str], 
         JAVA_OPTIONS: java_options,
         "spark.jars": ",".join([conf["spark.jars"], *(str(p) for p in platform_jars())]),
         **s3a_conf(run.endpoints, principal_credentials(run.job)["AWS_ACCESS_KEY_ID"]),
+        **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri()} if event_log else {}),
     }
     settings = {k: v for k, v in {**conf, **platform}.items() if not k.startswith(DRIVER_ENV)}
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
@@ -172,13 +174,16 @@ class Submit(Protocol):
     def __call__(self, run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = ...) -> JobOutcome: ...
 
 
-def run_job(run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print) -> JobOutcome:
-    """Run ``run`` (rendered with local artifacts) against ``endpoints`` as EMR Serverless would run it."""
+def run_job(
+    run: JobRun, endpoints: Endpoints, *, say: Callable[[str], None] = print, event_log: Path | None = None
+) -> JobOutcome:
+    """Run ``run`` (rendered with local artifacts) against ``endpoints`` as EMR Serverless would run it; with Spark's
+    event log written into the folder ``event_log`` when given."""
     run = replace(run, endpoints=endpoints)
     with tempfile.TemporaryDirectory(prefix="kafkalake-job-") as folder:
         work = Path(folder)
         ivy = work / ".ivy"
-        command, driver_env, archives = submit_command(run, work)
+        command, driver_env, archives = submit_command(run, work, event_log)
         unpack_archives(archives, work)
         spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
         credentials = principal_credentials(run.job)  # the job's role, as EMR runs it

@@ -30,7 +30,16 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.erasure import ErasureReceipt, ErasureRequest, RequestStore, Source, TableErasure, pending, watched
+from kafkalake.erasure import (
+    ErasureReceipt,
+    ErasureRequest,
+    RequestStore,
+    Source,
+    TableErasure,
+    pending,
+    receipt_token,
+    watched,
+)
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
@@ -307,7 +316,10 @@ class Eraser(Rewriter):
 
     def _receipt(self, batch: Batch, request: ErasureRequest) -> ErasureReceipt:
         receipt = ErasureReceipt(
-            request.request_id, sorted({s.digest for s in request.subjects}), batch.started_at, self.now().isoformat()
+            request.request_id,
+            sorted({receipt_token(s.digest) for s in request.subjects}),
+            batch.started_at,
+            self.now().isoformat(),
         )
         for topic in self.topics:
             name = table_name(topic)

@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
-from kafkalake.erasure import ErasureRequest, RequestStore, new_request
+from kafkalake.erasure import ErasureRequest, RequestStore, new_request, receipt_token
 from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition, erasure_prefix, parse_data_key
 from kafkalake.personal import PseudonymKey
@@ -241,6 +241,8 @@ def assert_erased(spark: SparkSession, endpoints: Endpoints, case: Scenario) -> 
     assert receipts[case.tombstones.request_id]["tables"][table_a]["quarantine_rows_removed"] == 1
     assert receipts[case.explicit.request_id]["tables"][table_b]["quarantine_objects_without_raw"] == 1
     assert receipts[case.explicit.request_id]["versions_deleted"] > 0
+    digest = local_key(endpoints).digest(SUBJECT)  # the subject's pseudonym: a receipt names it by a token
+    assert receipts[case.explicit.request_id]["subjects"] == [receipt_token(digest)] != [digest]
     s3 = make_client(endpoints, "s3")
     for name in list_objects(s3, endpoints.bucket, erasure_prefix(case.env)):
         body = s3.get_object(Bucket=endpoints.bucket, Key=name)["Body"].read()  # JSON, and the index's Parquet

@@ -1,0 +1,185 @@
+"""A privacy audit on the local stack: the demo's workload, its erasure by subject and by tombstones, every job run
+with Spark's event log on (EMR Serverless keeps every run's for its Spark UI). Then every version of every object in
+the bucket (quarantine and restricted included), every event log and every line the jobs, the Lambdas and the demo
+printed are searched for what must not be there:
+
+- each erased identifier (the demo's subject, every tombstoned Kafka key) in clear, and hashed: its pseudonym under
+  the environment's key and its plain SHA-256;
+- every personal field's clear value (the workload's, recomputed from its plan);
+- the pseudonym key: its bytes, HMAC's two padded blocks, each as bytes, hex and base64.
+
+Parquet objects are searched in their decoded values (their pages are compressed), every other object and file in
+its bytes. The erasure requests hold the digests they match (a pending request must, and a done tombstone request is
+watched for late rows), so the hashed forms are not looked for under ``erasure/<env>/requests/``; the clear forms and
+the key are looked for there too.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from kafkalake.aws import make_client
+from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import JobRun
+from kafkalake.layout import erasure_requests_prefix
+from kafkalake.personal import PseudonymKey
+from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake_dev.demo import DemoReport, demo_subject, run_demo, workload_start
+from kafkalake_dev.local.runner import JobOutcome, run_job
+from kafkalake_dev.local.sandbox import isolated_env
+from kafkalake_dev.local.workload import plan_workload
+from spark_jobs.erasure.index import index_digest
+from spark_jobs.erasure.purge import versions
+
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
+RECORDS = 300
+SHORTEST = 6
+"""Clear values shorter than this are not looked for: they would match by chance (``42``)."""
+
+
+def needle(text: bytes) -> re.Pattern[bytes]:
+    """``text`` not inside a longer identifier: ``customer_id-4`` is not found in ``customer_id-41``."""
+    return re.compile(rb"(?<![\w-])" + re.escape(text) + rb"(?![\w])")
+
+
+def key_material(key: PseudonymKey) -> dict[str, re.Pattern[bytes]]:
+    blocks = {"key": key.secret, "inner pad": key.pads()[0], "outer pad": key.pads()[1]}
+    found: dict[str, re.Pattern[bytes]] = {}
+    for name, block in blocks.items():
+        found[name] = re.compile(re.escape(block))
+        found[f"{name} (hex)"] = re.compile(re.escape(block.hex().encode()), re.IGNORECASE)
+        found[f"{name} (base64)"] = re.compile(re.escape(base64.b64encode(block)))
+    return found
+
+
+def erased_identifiers(report: DemoReport, topics: list[Topic]) -> list[bytes]:
+    """The demo's subject and every Kafka key a tombstone of a ``by_key`` topic erased."""
+    produced = {t.topic.kafka_topic: t.produced for t in report.tables}
+    subject = demo_subject(produced, topics)
+    assert subject is not None, "the demo erases no subject"
+    keyed = [t for t in topics if t.spec.erasure == "by_key"]  # other topics' tombstones erase nothing
+    keys = [f"{t.name}-{i}".encode() for t in keyed for i in produced[t.kafka_topic].tombstoned]
+    assert keys, "the demo erases no key"
+    return [subject[1].encode(), *keys]
+
+
+def hashed_forms(identifier: bytes, key: PseudonymKey) -> dict[str, re.Pattern[bytes]]:
+    """Its pseudonym, the subject index's 60-bit prefix of it (``spark_jobs.erasure.index``), and its plain SHA-256."""
+    pseudonym = key.digest_bytes(identifier)
+    forms = {
+        "pseudonym": pseudonym.encode(),
+        "pseudonym's index prefix": str(index_digest(pseudonym)).encode(),
+        "plain SHA-256": hashlib.sha256(identifier).hexdigest().encode(),
+    }
+    return {f"{form} of {identifier.decode()}": re.compile(re.escape(v)) for form, v in forms.items()}
+
+
+def personal_values(topics: list[Topic], env: str) -> list[bytes]:
+    """Every clear string value the workload gave a personal field (top-level and dotted paths)."""
+    values: set[bytes] = set()
+    start = workload_start(env, RECORDS, datetime.now(UTC))  # the demo's run recorded it
+    for topic in topics:
+        paths = [p for p in topic.personal_fields if "[" not in p and "{" not in p]
+        for planned in plan_workload(topic, RECORDS, start=start, hours=6):
+            for path in paths:
+                value: Any = planned.record
+                for part in path.split("."):
+                    value = value.get(part) if isinstance(value, dict) else None
+                if isinstance(value, str) and len(value) >= SHORTEST:
+                    values.add(value.encode())
+    assert values, "the demo's topics have no personal field with a clear value"
+    return sorted(values)
+
+
+def object_texts(endpoints: Endpoints) -> Iterator[tuple[str, bytes]]:
+    """(key@version, what it holds) for every version in the bucket: a Parquet object's decoded values, else bytes."""
+    s3 = make_client(endpoints, "s3")
+    for version in versions(s3, endpoints.bucket, ""):
+        if version["Marker"]:
+            continue
+        body = s3.get_object(Bucket=endpoints.bucket, Key=version["Key"], VersionId=version["VersionId"])["Body"]
+        data = body.read()
+        name = f"{version['Key']}@{version['VersionId']}"
+        if data[:4] == b"PAR1":
+            table = pq.read_table(io.BytesIO(data))
+            yield (
+                name,
+                repr(table.to_pylist()).encode()
+                + b"\n"
+                + b"\n".join(v for column in table.columns for v in column.to_pylist() if isinstance(v, bytes)),
+            )
+        else:
+            yield name, data
+
+
+def test_no_erased_identifier_personal_value_or_key_material_anywhere(
+    local_stack: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    settings, catalog_dir, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    catalog = load_topic_catalog(catalog_dir)
+    topics = catalog.for_env(settings.name)
+    event_logs = tmp_path / "event-logs"
+    event_logs.mkdir()
+    outputs: list[str] = []
+
+    def submit(run: JobRun, endpoints: Endpoints, *, say: Any = print) -> JobOutcome:
+        outcome = run_job(run, endpoints, say=say, event_log=event_logs)
+        outputs.append(outcome.stdout + outcome.stderr)
+        return outcome
+
+    report = run_demo(
+        local_stack, settings, catalog, records=RECORDS, say=print, producing=lambda _t: lambda _n: None, submit=submit
+    )
+    printed = capfd.readouterr()
+    endpoints = dataclasses.replace(local_stack, bucket=settings.bucket)
+    secret = make_client(endpoints, "secretsmanager").get_secret_value(SecretId=endpoints.pseudonym_secret_arn)
+    key = PseudonymKey.from_secret(secret["SecretString"], "local")
+    erased = erased_identifiers(report, topics)
+    personal = personal_values(topics, settings.name)
+    clear = {f"erased identifier {i.decode()}": needle(i) for i in erased}
+    clear |= {f"personal value {v.decode()}": needle(v) for v in personal}
+    clear |= key_material(key)
+    hashed = {what: pattern for i in erased for what, pattern in hashed_forms(i, key).items()}
+    logs = sorted(p for p in event_logs.rglob("*") if p.is_file())
+    assert len(logs) == len(outputs) >= 3, "every job run (archiver, compactor, erasure) left its event log"
+    places: list[tuple[str, bytes, bool]] = [
+        ("printed by the test's process", (printed.out + printed.err).encode(), True),
+        *((f"printed by job run {n}", text.encode(), True) for n, text in enumerate(outputs)),
+        *((f"event log {p.name}", p.read_bytes(), True) for p in logs),
+    ]
+    requests = erasure_requests_prefix(settings.name)
+    places += [(f"s3 {name}", data, not name.startswith(requests)) for name, data in object_texts(endpoints)]
+    assert sum(name.startswith("s3 restricted/") for name, _, _ in places) > 0, "nothing quarantined restricted"
+    kept = next(v for t in report.tables for i, v in t.produced.subjects.items() if v.encode() not in erased)
+    controls = {  # the search finds what it looks for where it belongs: it reads what it is shown
+        "a kept subject in clear in the tables": ([needle(kept.encode())], f"s3 data/{settings.name}/"),
+        "some personal value's pseudonym in the tables": (
+            [re.compile(key.digest(v.decode()).encode()) for v in personal],
+            f"s3 data/{settings.name}/",
+        ),
+        "the erased subject's digest in its request": (
+            [re.compile(key.digest_bytes(erased[0]).encode())],
+            f"s3 {requests}",
+        ),
+    }
+    for control, (patterns, where) in controls.items():
+        assert any(p.search(data) for name, data, _ in places if name.startswith(where) for p in patterns), control
+    found = [
+        f"{what} in {place}"
+        for place, data, all_forms in places
+        for what, pattern in {**clear, **(hashed if all_forms else {})}.items()
+        if pattern.search(data)
+    ]
+    assert found == [], "\n".join(found)
