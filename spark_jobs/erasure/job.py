@@ -9,8 +9,10 @@ with rows to erase gets a manifest whose ``erase`` names them (``spark_jobs.comp
 and is carried forward by ``spark_jobs.compaction.protocol.carry_forward`` (written without them, verified to hold
 exactly the inputs minus them by (Kafka partition, offset), swapped); after the grace period the replaced objects
 and every noncurrent version go (``spark_jobs.erasure.purge``); quarantine objects are rewritten. When every table
-is done, each request gets its receipt, the batch is cleared and the indexes take in the batch's rewrites. A table
-that fails or is held is retried by the next run; the others go on.
+is done, the indexes forget the partitions it rewrote (their entries dropped and read again from what is left: no
+entry of an erased subject outlives its rows), then each request gets its receipt and the batch is cleared; an
+index that cannot forget holds the receipts back to the next run. A table that fails or is held is retried by the
+next run; the others go on.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
-from kafkalake.personal import PseudonymKey, load_key
+from kafkalake.personal import Keyring, load_keys
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.clean import clean
@@ -154,6 +156,11 @@ class Eraser(Rewriter):
             finally:
                 lease.update(batch.to_work())
         if batch.done:
+            forget = {name: set(table.partitions) for name, table in batch.tables.items() if table.partitions}
+            indexes = self._refresh(outcome, forget)
+            if any(name not in indexes for name in forget):
+                self.say(f"erasure batch {batch.batch_id}: done; its receipts wait for the indexes to forget its rows")
+                return
             chosen = [r for r in requests if r.request_id in batch.requests]
             for request in chosen:
                 receipt = self._receipt(batch, request)
@@ -163,15 +170,24 @@ class Eraser(Rewriter):
                 outcome.receipts.append(request.request_id)
             lease.update(None)
             self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
-            self._refresh(outcome)
 
-    def _refresh(self, outcome: Outcome) -> dict[str, index.Index]:
-        """Every erasable table's subject index, up to date; a table whose index fails is scanned whole (reported)."""
+    def _refresh(self, outcome: Outcome, forget: dict[str, set[str]] | None = None) -> dict[str, index.Index]:
+        """Every erasable table's subject index, up to date, without entries of the partitions ``forget`` names
+        (table → partition paths a done batch rewrote); a table whose index fails is scanned whole (reported)."""
         found = {}
         for topic in self.topics:
             name = table_name(topic)
             try:
-                current = index.refresh(self.spark, self.s3, self.bucket, topic, self.key, now=self.now, say=self.say)
+                current = index.refresh(
+                    self.spark,
+                    self.s3,
+                    self.bucket,
+                    topic,
+                    self.keys,
+                    forget=(forget or {}).get(name, set()),
+                    now=self.now,
+                    say=self.say,
+                )
             except Exception as exc:  # noqa: BLE001 - one table's index never stops the others: reported
                 outcome.failed[f"{name} (subject index)"] = describe(exc)
                 self.say(f"FAILED {name} subject index: {describe(exc)}; its batches scan the table whole")
@@ -193,7 +209,7 @@ class Eraser(Rewriter):
         whole table without one. None when there is neither."""
         if not todo and not late:
             return None
-        key = self.key
+        keys = self.keys
         started = self.now()
         batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in todo])
         for topic in self.topics:
@@ -202,13 +218,13 @@ class Eraser(Rewriter):
             if any(matching.in_scope(topic, r) for r in todo):
                 wanted = matching.scope(topic, todo)
                 hits = self._hits(kept, wanted)
-                found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, hits=hits)
+                found = matching.find(self.spark, self.s3, self.bucket, topic, keys=keys, wanted=wanted, hits=hits)
             mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
             if mine:
                 wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
                 hits = self._hits(kept, wanted)
                 extra = matching.find(
-                    self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, since=since, hits=hits
+                    self.spark, self.s3, self.bucket, topic, keys=keys, wanted=wanted, since=since, hits=hits
                 )
                 if extra.requests():
                     found = found or TableBatch()
@@ -221,12 +237,14 @@ class Eraser(Rewriter):
 
     def _hits(self, kept: index.Index | None, wanted: matching.Scope) -> index.Hits | None:
         """Where the table's index says ``wanted``'s rows can be; None (every object) without an index."""
-        return kept.hits(self.spark, wanted.digests()) if kept is not None and wanted else None
+        if kept is None or not wanted:
+            return None
+        return kept.hits(self.spark, wanted.digests(), wanted.common_key_ids())
 
     @cached_property
-    def key(self) -> PseudonymKey:
-        """The pseudonym key, read once per run."""
-        return load_key(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
+    def keys(self) -> Keyring:
+        """The pseudonym keys (the current one and the one a rotation replaced), read once per run."""
+        return load_keys(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
 
     def _table(self, topic: Topic, table: TableBatch, outcome: Outcome) -> None:
         """Rewrite, then purge, the table's partitions, under the table's compaction lease; its quarantine."""
