@@ -90,12 +90,14 @@ class IndexRecord:
 
 @dataclass
 class Refresh:
-    """What one refresh did: data objects scanned, covered from their compaction inputs, dropped as gone."""
+    """What one refresh did: new data objects scanned, covered from their compaction inputs, dropped as gone; objects
+    of forgotten partitions read again."""
 
     scanned: int = 0
     derived: int = 0
     dropped: int = 0
     merged: bool = False
+    reread: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def refresh(
     derived = _derived(s3, bucket, topic, new, previous)
     reread = {n for n in current if (m := PARTITION_PATH_RE.search(n)) and m.group(1) in forget}
     todo = sorted((new - derived) | reread)
-    done = Refresh(len(todo), len(derived - reread), len(previous - current))
+    done = Refresh(len((new - derived) - reread), len(derived - reread), len(previous - current), reread=len(reread))
     segments = list(record.segments)
     entries = _entries(spark, bucket, topic, keys, todo) if todo else None
     if segments and (forget or (entries is not None and len(segments) + 1 > MAX_SEGMENTS)):
@@ -186,8 +188,8 @@ def refresh(
     _delete_segments(s3, bucket, topic, named=segments, dropped=set(stored.segments if stored else ()), now=now())
     say(
         f"subject index of {topic.database}.{topic.table}: {done.scanned} objects scanned, {done.derived} covered "
-        f"from their compaction inputs, {done.dropped} gone; {len(covered)} objects in {len(segments)} segments"
-        + (" (merged)" if done.merged else "")
+        f"from their compaction inputs, {done.dropped} gone, {done.reread} read again (rows erased); "
+        f"{len(covered)} objects in {len(segments)} segments" + (" (merged)" if done.merged else "")
     )
     return Index(bucket, tuple(segments), frozenset(covered), done)
 

@@ -6,10 +6,13 @@ record only one commits."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -20,6 +23,7 @@ from kafkalake.erasure import RequestStore, new_request, tombstone_request
 from kafkalake.layout import DataKey, Partition
 from kafkalake.personal import PseudonymKey, load_key
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake_dev.local.erase_requests import record_request
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import customer_file, put_table, with_bucket
 from spark_jobs.compaction.job import Compactor
@@ -27,6 +31,7 @@ from spark_jobs.compaction.work import Action, Knobs
 from spark_jobs.erasure import index
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.matching import find, scope
+from spark_jobs.erasure.purge import versions
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-index-tests"
@@ -243,3 +248,94 @@ def test_of_two_runs_racing_for_the_record_only_one_commits(
     lost = index.refresh(spark, make_client(endpoints, "s3"), BUCKET, lake.topic, key, say=lines.append)
     assert lost is None and "another run updated it first" in lines[-1]
     assert record_etag(endpoints, lake.topic) == etag, "the run that lost the race changed the record"
+
+
+def hashed_file(customers: list[tuple[str, PseudonymKey]], first: int, partition: Partition) -> bytes:
+    """An archiver-shaped file of a table that pseudonymises ``customer_id``: each row's id hashed with its key, the
+    key's id in ``_pseudonym_key_id``."""
+    at = datetime.combine(partition.dt, datetime.min.time(), UTC) + timedelta(hours=partition.hour)
+    rows = len(customers)
+    table = pa.table(
+        {
+            "id": [f"h-{first + i}" for i in range(rows)],
+            "customer_id": [key.digest(c) for c, key in customers],
+            "updated_at": [at.isoformat()] * rows,
+            "_pseudonym_key_id": [key.key_id for _, key in customers],
+            "_kafka_partition": pa.array([0] * rows, pa.int32()),
+            "_kafka_offset": pa.array(range(first, first + rows), pa.int64()),
+            "_kafka_timestamp": pa.array([int(at.timestamp() * 1000)] * rows, pa.int64()),
+        }
+    )
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    return out.getvalue()
+
+
+def index_digests(s3: Any, topic: Topic) -> set[int]:
+    """The digests of every version of every segment object of the table's index."""
+    found: set[int] = set()
+    for version in versions(s3, BUCKET, topic.prefix.subject_index_prefix()):
+        if not version["Marker"] and version["Key"].endswith(".parquet"):
+            body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
+            found |= set(pq.read_table(io.BytesIO(body)).column("digest").to_pylist())
+    return found
+
+
+def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_erased_and_the_index_forgets_them(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    """Two tables of one environment: ``customer_id`` kept in clear (hashed in the scan) and pseudonymised (hashed
+    by the archiver, under the key of its day); the environment's own secret rotated between the two days."""
+    suffix = uuid.uuid4().hex[:8]
+    secret = f"kafkalake/local/pseudonym-rotation-{suffix}"
+    own = dataclasses.replace(endpoints, pseudonym_secret_arn=secret)
+    old, new = PseudonymKey("k1", uuid.uuid4().bytes * 2), PseudonymKey("k2", uuid.uuid4().bytes * 2)
+    secrets = make_client(own, "secretsmanager")
+    secrets.create_secret(Name=secret, SecretString=PseudonymKey.secret_string(old.key_id, old.secret))
+    template = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
+    spec = template.spec.model_copy(update={"database": f"rotation_{suffix}", "erasure": "none"})
+    clear = dataclasses.replace(template, env=f"r{suffix}", name=f"clear-{suffix}", spec=spec)
+    pseudonymised = spec.model_copy(update={"pii": {"customer_id": "hmac"}})
+    hashed = dataclasses.replace(clear, name=f"hashed-{suffix}", spec=pseudonymised)
+    assert hashed.personal_fields.get("customer_id") == "hmac" and "customer_id" not in clear.personal_fields
+    files: dict[Partition, list[tuple[DataKey, bytes]]] = {}
+    clear_files: dict[Partition, list[tuple[DataKey, bytes]]] = {}
+    for hour, key in ((0, old), (1, new)):
+        partition = Partition(1, START.date(), hour)
+        customers = [(SUBJECT, key), (f"customer-{hour}", key)]
+        files[partition] = [
+            (
+                DataKey(hashed.prefix, partition, 0, 10 * hour, 10 * hour + 1),
+                hashed_file(customers, 10 * hour, partition),
+            )
+        ]
+        body = customer_file([SUBJECT, f"customer-{hour}"], 0, 10 * hour, partition)
+        clear_files[partition] = [(DataKey(clear.prefix, partition, 0, 10 * hour, 10 * hour + 1), body)]
+    put_table(endpoints, clear, clear_files)
+    put_table(endpoints, hashed, files)
+    s3, env = make_client(endpoints, "s3"), clear.env
+    store = RequestStore(s3, BUCKET, env)
+    before = new_request([old.digest(SUBJECT)], [f"{clear.database}.{clear.table}"], 1, old.key_id, datetime.now(UTC))
+    store.put(before)  # digested before the rotation, carried out after it
+    secrets.put_secret_value(SecretId=secret, SecretString=PseudonymKey.secret_string(new.key_id, new.secret))
+    after = record_request(own, env, [hashed], SUBJECT, named=True).request
+    assert {s.digest for s in after.subjects} == {new.digest(SUBJECT)}, "the receipt's subjects: the current key's"
+    outcome = Eraser(spark, own, env, [clear, hashed], NO_GRACE).run()
+    assert (sorted(outcome.receipts), outcome.failed) == (sorted([before.request_id, after.request_id]), {})
+    receipts = store.receipts()
+    assert receipts[before.request_id]["tables"][f"{clear.database}.{clear.table}"]["rows_removed"] == 2
+    assert receipts[after.request_id]["tables"][f"{hashed.database}.{hashed.table}"]["rows_removed"] == 2, (
+        "the row hashed under the key the rotation replaced is found by the request's digest under that key"
+    )
+    erased = {index.index_digest(k.digest(SUBJECT)) for k in (old, new)}
+    for topic in (clear, hashed):
+        kept = index_digests(s3, topic)
+        assert kept and not kept & erased, f"{topic.table}: no version of the index holds an erased subject's digest"
+    # a request of the first key only cannot match the second key's stored pseudonyms: the table fails, by key id
+    store.put(new_request([old.digest("customer-1")], [], 1, old.key_id, datetime.now(UTC)))
+    lines: list[str] = []
+    failing = Eraser(spark, own, env, [clear, hashed], NO_GRACE, say=lines.append).run()
+    assert failing.receipts == [] and list(failing.failed) == [f"{hashed.database}.{hashed.table}"]
+    assert "key id k2" in failing.failed[f"{hashed.database}.{hashed.table}"]
+    said = "\n".join(lines + list(failing.failed.values()))
+    assert new.secret.hex() not in said and old.digest("customer-1") not in said

@@ -345,7 +345,9 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     erasure = role_statements(tpl, "ErasureJobRole")
     [versions] = [s for s in erasure if s["Action"] == "s3:DeleteObjectVersion"]
     purged = sorted(r["Fn::Join"][1][1] for r in versions["Resource"])
-    assert purged == ["/data/*", "/quarantine/*"], "object versions are deleted under the data and quarantine only"
+    assert purged == ["/data/*", f"/erasure/{env}/index/*", "/quarantine/*"], (
+        "object versions are deleted under the data, the quarantine and the environment's subject indexes only"
+    )
     assert any(s["Action"] == "s3:ListBucketVersions" for s in erasure)
     [secret_id] = resources(tpl, "AWS::SecretsManager::Secret")  # generated: environments.yaml names none
     reads = {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": {"Ref": secret_id}}
