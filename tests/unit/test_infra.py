@@ -967,3 +967,22 @@ def test_the_local_bucket_gets_the_lifecycle_rules_of_the_template(stacks: Any, 
     deployed = [s3_api_rule(r) for r in props["LifecycleConfiguration"]["Rules"]]
     assert len(deployed) > len(lake_lifecycle(settings, [])), "the template has the topics' retention rules"
     assert [r.s3_rule() for r in lake_lifecycle(settings, CATALOG.for_env(env))] == deployed
+
+
+COLUMN_STATISTICS = re.compile(r"^(\*|glue:\*|glue:\w*ColumnStatistics\w*|glue:UpdateCatalog)$")
+"""Glue actions that compute, store or enable column statistics (``UpdateCatalog`` turns on the catalog's automatic
+generation), and the wildcards that include them."""
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_no_role_may_compute_store_or_enable_glue_column_statistics(stacks: Any, env: str) -> None:
+    """Glue's column statistics keep a string column's minimum and maximum: a personal column's value in clear (or a
+    pseudonym) that no erasure finds. No role of the stack may make them, and no managed Glue policy (the service
+    role's grants glue:*) is attached; so any job, crawler or Lambda calling them fails the permission check."""
+    tpl = template(stacks, env)
+    granted = statement_actions([s for s in all_statements(tpl) if s["Effect"] == "Allow"])
+    assert "glue:UpdatePartition" in granted and not {a for a in granted if COLUMN_STATISTICS.match(a)}
+    managed = [
+        a for r in resources(tpl, "AWS::IAM::Role").values() for a in r["Properties"].get("ManagedPolicyArns", [])
+    ]
+    assert "Glue" not in json.dumps(managed)
