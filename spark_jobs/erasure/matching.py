@@ -138,6 +138,10 @@ def find(
         for (name, *point), requests in sorted(held.items()):
             quarantined = found.quarantine.setdefault(name, QuarantineErasure([], {}))
             _add(quarantined.keys, quarantined.rows_by_request, point, requests)
+    if wanted.explicit and topic.spec.subject_fields and topic.quarantine != QuarantineMode.OFFSETS_ONLY:
+        # a quarantined record failed to decode, so its subject fields cannot be read: its raw bytes go instead
+        for name in _objects(s3, bucket, topic.quarantine_prefix(), since):
+            found.quarantine.setdefault(name, QuarantineErasure([], {})).drop_raw = True
     return found
 
 
