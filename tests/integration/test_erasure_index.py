@@ -21,7 +21,7 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request, tombstone_request
 from kafkalake.layout import DataKey, Partition
-from kafkalake.personal import PseudonymKey, load_key
+from kafkalake.personal import Keyring, PseudonymKey, load_key
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.local.erase_requests import record_request
 from kafkalake_dev.local.provision import ensure_pseudonym_key
@@ -96,7 +96,7 @@ def lake(endpoints: Endpoints) -> Lake:
 
 
 def refreshed(spark: SparkSession, endpoints: Endpoints, topic: Topic, key: PseudonymKey) -> index.Index:
-    found = index.refresh(spark, make_client(endpoints, "s3"), endpoints.bucket, topic, key)
+    found = index.refresh(spark, make_client(endpoints, "s3"), endpoints.bucket, topic, Keyring(key))
     assert found is not None
     return found
 
@@ -128,14 +128,14 @@ def test_the_index_names_the_partitions_holding_a_subject_and_the_erasure_reads_
     # an object the index covers, in a partition without the subject, is never read again: make it unreadable
     s3.put_object(Bucket=BUCKET, Key=lake.key_of(0, 1), Body=b"not parquet: only a scan of the whole table reads it")
     wanted = scope(lake.topic, [new_request([digest], [], 1, key.key_id, datetime.now(UTC))])
-    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    found = find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted, hits=hits)
     assert sorted(found.partitions) == sorted(lake.partition(h).path() for h in HOLDING)
     with pytest.raises(Exception, match=r"(?i)parquet"):
-        find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted)  # without the index: every file
+        find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted)  # without the index: every file
     # an object written after the refresh is not covered: read, whatever the index says
     late = add_object(endpoints, lake, 2, [SUBJECT, "customer-late"], 1000)
     assert hits.wants(late) and not hits.wants(lake.key_of(3, 0))
-    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    found = find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted, hits=hits)
     assert lake.partition(2).path() in found.partitions
     # the erasure job: the index refreshed (only the new object read), the subject's rows gone, the bad object untouched
     RequestStore(s3, BUCKET, lake.topic.env).put(new_request([digest], [], 1, key.key_id, datetime.now(UTC)))
@@ -195,7 +195,7 @@ def test_a_refresh_reads_only_new_objects_and_covers_compaction_output_from_its_
     digest = key.digest(SUBJECT)
     hits = after.hits(spark, [digest])
     wanted = scope(lake.topic, [new_request([digest], [], 1, key.key_id, datetime.now(UTC))])
-    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    found = find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted, hits=hits)
     assert sorted(found.partitions) == sorted(lake.partition(h).path() for h in HOLDING)
     assert sum(n for p in found.partitions.values() for n in p.rows_by_request.values()) == len(HOLDING)
 
@@ -245,7 +245,7 @@ def test_of_two_runs_racing_for_the_record_only_one_commits(
 
     monkeypatch.setattr(index, "_load", read_before_the_other_run_wrote)
     lines: list[str] = []
-    lost = index.refresh(spark, make_client(endpoints, "s3"), BUCKET, lake.topic, key, say=lines.append)
+    lost = index.refresh(spark, make_client(endpoints, "s3"), BUCKET, lake.topic, Keyring(key), say=lines.append)
     assert lost is None and "another run updated it first" in lines[-1]
     assert record_etag(endpoints, lake.topic) == etag, "the run that lost the race changed the record"
 
