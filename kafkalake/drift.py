@@ -6,7 +6,6 @@ archiver run publishes the comparison as metrics (``metric_data``), and ``kafkal
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,11 +38,6 @@ def observe(access: KafkaAccess) -> ClusterView:
         topic: tuple(registry.versions(value_subject(topic))) for topic in topics if value_subject(topic) in subjects
     }
     return ClusterView(topics, versions)
-
-
-def same_schema(one: str, other: str) -> bool:
-    """Equal as JSON (whitespace and key order aside)."""
-    return bool(json.loads(one) == json.loads(other))
 
 
 @dataclass(frozen=True)
@@ -94,11 +88,7 @@ def compare(view: ClusterView, topics: Iterable[Topic], env: str, convention: st
     parsed = [parse_topic_name(name, env, convention) for name in view.topics if name not in known]
     missing_versions = {}
     for name, topic in known.items():
-        absent = tuple(
-            found.version
-            for found in view.versions.get(name, ())
-            if not any(same_schema(found.schema, text) for text in topic.schemas)
-        )
+        absent = tuple(found.version for found in view.versions.get(name, ()) if not topic.declares(found.schema))
         if absent:
             missing_versions[name] = absent
     return Drift(
