@@ -1,7 +1,7 @@
 """Schema versions the registry holds and the catalog lacks (``kafkalake.undeclared``): their own tags are honoured at
 any depth, the catalog's overrides still win, a version with a field no one vetted is held, one that only removes
-fields is archived; and on a bare local session (chispa-style: DataFrame in, DataFrame out) the archiver's
-records of such versions are hashed or quarantined, never left in clear."""
+fields is archived; on a bare local session (chispa-style: DataFrame in, DataFrame out) the archiver's records of
+such versions are hashed or quarantined, never left in clear; held records are counted where an alarm sees them."""
 
 from __future__ import annotations
 
@@ -14,13 +14,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kafkalake.metrics import ENVIRONMENT_DIMENSION, ArchiverMetric
 from kafkalake.personal import KEY_ID_COLUMN, PiiAction, PseudonymKey
 from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
 from kafkalake.undeclared import UNDECLARED_VERSION, protection
 from kafkalake.wire import encode
+from spark_jobs.archiver.metrics import metric_data
 from spark_jobs.archiver.records import prepared, version_schemas
+from spark_jobs.archiver.summary import Summary, TopicResult
 
 KEY = PseudonymKey("k-2026", bytes(range(40)))
 NOW = datetime(2026, 11, 21, tzinfo=UTC)
@@ -147,3 +150,13 @@ def test_records_of_undeclared_versions_are_hashed_by_their_tags_or_held_never_c
     )  # fmt: skip
     assert actual.schema.simpleString() == expected.schema.simpleString()
     assert actual.collect() == expected.collect()
+
+
+def test_held_records_are_counted_in_the_topics_line_and_the_environments_alarmed_metric() -> None:
+    plan = Summary("t", {0: (0, 10)}, read=10, written=6, quarantined=4)
+    plan.quarantine_by_reason = {UNDECLARED_VERSION: 3, "corrupt_avro": 1}
+    result = TopicResult("visits", "t", plans=[plan])
+    assert (result.as_dict()["held"], result.as_dict()["quarantined"]) == (3, 4)
+    data = metric_data([result, TopicResult("other", "u", plans=[Summary("u", {})])], "staging", NOW)
+    (held,) = [d for d in data if d["MetricName"] == ArchiverMetric.RECORDS_HELD]
+    assert (held["Value"], held["Dimensions"]) == (3, [{"Name": ENVIRONMENT_DIMENSION, "Value": "staging"}])
