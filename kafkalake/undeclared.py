@@ -3,7 +3,8 @@ it holds them back instead (docs/personal-data.md, "Versions the catalog lacks")
 
 A producer may register a version before anyone adds its ``.avsc`` to the catalog; the archiver decodes every
 version the registry holds, so without this rule a newly tagged field of such a version would land in clear. The
-rule, decided per version from its schema alone (pure, so a redo of a plan decides the same):
+rule, decided per version from its schema and the catalog (pure: a redo of a plan decides the same unless the catalog
+changed in between, as for any change to a topic's personal fields):
 - its own tags (``kafkalake.personal.tagged_action``, at any depth) are honoured as a declared version's are, the
   catalog's overrides still winning by path;
 - a leaf that is neither personal nor in a version the catalog declares is unvetted: the version's records are
