@@ -134,6 +134,9 @@ class TableErasure:
     partitions: list[list[str]] = field(default_factory=list)
     rows_removed: int = 0
     quarantine_rows_removed: int = 0
+    quarantine_objects_without_raw: int = 0
+    """Quarantine objects whose raw bytes the request removed, offsets and errors kept: its subject is found by
+    field, which the bytes of a record that failed to decode cannot show."""
 
 
 @dataclass
@@ -158,6 +161,7 @@ class ErasureReceipt:
             mine.partitions += [p for p in table["partitions"] if p not in mine.partitions]
             mine.rows_removed += table["rows_removed"]
             mine.quarantine_rows_removed += table["quarantine_rows_removed"]
+            mine.quarantine_objects_without_raw += table.get("quarantine_objects_without_raw", 0)  # older receipts
         self.objects_deleted = sorted({*self.objects_deleted, *earlier["objects_deleted"]})
         self.versions_deleted += earlier["versions_deleted"]
 

@@ -106,10 +106,11 @@ class Topic:
 
     @property
     def quarantine(self) -> QuarantineMode:
-        """The catalog's choice, else restricted for a topic with personal fields, plain for the others."""
+        """The catalog's choice, else restricted for a topic with a personal column (a personal field, a subject
+        field, the stored Kafka key: the raw bytes hold it too), plain for the others."""
         if self.spec.quarantine is not None:
             return self.spec.quarantine
-        return QuarantineMode.RESTRICTED if self.personal_fields else QuarantineMode.PLAIN
+        return QuarantineMode.RESTRICTED if self.personal_columns else QuarantineMode.PLAIN
 
     def quarantine_prefix(self) -> str:
         """Where the topic's quarantine objects are (``kafkalake.layout``)."""
@@ -322,12 +323,13 @@ def _check_personal_fields(topic: Topic, problems: list[TopicCatalogProblem]) ->
         message = f"a field's pii tag is not an action ({exc})"
         problems.append(TopicCatalogProblem(str(topic.source), "schemas", message, f"use {actions}"))
         return
-    if topic.spec.quarantine == QuarantineMode.PLAIN and topic.personal_fields:
+    if topic.spec.quarantine == QuarantineMode.PLAIN and topic.personal_columns:
         problems.append(
             TopicCatalogProblem(
                 str(topic.source),
                 "quarantine",
-                "the topic has personal fields, so its raw records must not land in the plain quarantine",
+                "the topic has personal columns (personal fields, subject fields or the stored Kafka key: "
+                f"{', '.join(topic.personal_columns)}), so its raw records must not land in the plain quarantine",
                 f"use quarantine: {QuarantineMode.RESTRICTED} or {QuarantineMode.OFFSETS_ONLY}, or leave it out",
             )
         )

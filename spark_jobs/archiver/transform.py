@@ -51,6 +51,8 @@ QUARANTINE_COLUMNS = (
     "_schema_id",
     "_error",
 )
+RAW_COLUMNS = (KAFKA_KEY_COLUMN, "_raw_value")
+"""The quarantine's copies of the record itself; an offsets-only quarantine object has every column but these."""
 
 
 @dataclass(frozen=True)

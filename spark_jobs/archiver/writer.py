@@ -29,7 +29,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
 from kafkalake.personal import KAFKA_KEY_COLUMN, PseudonymKey, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
-from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, TOMBSTONE
+from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, RAW_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
 OUTCOME_SCHEMA = (
@@ -47,7 +47,6 @@ offset (``first_offset``), for the plan's erasure request (``kafkalake.erasure.t
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
-RAW_COLUMNS = (KAFKA_KEY_COLUMN, "_raw_value")
 """A quarantined record's own bytes: left out of its quarantine row when the topic keeps offsets only."""
 _OUTCOME_ARROW = pa.schema(
     [

@@ -29,6 +29,9 @@ class QuarantineErasure:
     rows_by_request: dict[str, int]
     done: bool = False
     versions_deleted: int = 0
+    drop_raw: bool = False
+    """Keep only the object's offsets and errors: its raw bytes may hold a subject field, which no scan can find in
+    records that failed to decode (``spark_jobs.erasure.matching.table_rows``)."""
 
 
 @dataclass
@@ -56,6 +59,7 @@ class TableBatch:
         for key, quarantined in other.quarantine.items():
             held = self.quarantine.setdefault(key, QuarantineErasure([], {}))
             _add_rows(held.keys, held.rows_by_request, quarantined.keys, quarantined.rows_by_request)
+            held.drop_raw = held.drop_raw or quarantined.drop_raw
 
 
 def _add_rows(

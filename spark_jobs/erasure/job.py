@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.erasure import ErasureReceipt, ErasureRequest, RequestStore, TableErasure, pending, watched
+from kafkalake.erasure import ErasureReceipt, ErasureRequest, RequestStore, Source, TableErasure, pending, watched
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
@@ -247,7 +247,12 @@ class Eraser(Rewriter):
                 for key, quarantined in table.quarantine.items():
                     if not quarantined.done:
                         quarantined.versions_deleted += purge_quarantine(
-                            self.s3, self.bucket, key, quarantined.keys, self.endpoints.restricted_key_arn
+                            self.s3,
+                            self.bucket,
+                            key,
+                            quarantined.keys,
+                            self.endpoints.restricted_key_arn,
+                            drop_raw=quarantined.drop_raw,
                         )
                         quarantined.done = True
         finally:
@@ -310,16 +315,21 @@ class Eraser(Rewriter):
                 continue
             table = batch.tables[name]
             mine = [p for p in table.partitions.values() if p.rows_by_request.get(request.request_id)]
+            by_field = request.source != Source.TOMBSTONES  # a tombstone names a key, which the quarantine keeps
+            quarantined = [
+                q
+                for q in table.quarantine.values()
+                if q.rows_by_request.get(request.request_id) or (q.drop_raw and by_field)
+            ]
             receipt.tables[name] = TableErasure(
                 [p.values for p in mine],
                 sum(p.rows_by_request[request.request_id] for p in mine),
-                sum(q.rows_by_request.get(request.request_id, 0) for q in table.quarantine.values()),
+                sum(q.rows_by_request.get(request.request_id, 0) for q in quarantined),
+                sum(q.drop_raw and by_field for q in quarantined),
             )
             receipt.objects_deleted += [k for p in mine for k in p.objects_deleted]
             receipt.versions_deleted += sum(p.versions_deleted for p in mine)
-            receipt.versions_deleted += sum(
-                q.versions_deleted for q in table.quarantine.values() if q.rows_by_request.get(request.request_id)
-            )
+            receipt.versions_deleted += sum(q.versions_deleted for q in quarantined)
         return receipt
 
 

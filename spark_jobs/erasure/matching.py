@@ -114,6 +114,10 @@ def find(
         for row in _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=False)):
             quarantined = found.quarantine.setdefault(_key_of(row), QuarantineErasure([], {}))
             _add(quarantined.keys, quarantined.rows_by_request, row, wanted)
+    if wanted.explicit and topic.spec.subject_fields and topic.quarantine != QuarantineMode.OFFSETS_ONLY:
+        # a quarantined record failed to decode, so its subject fields cannot be read: its raw bytes go instead
+        for name in _objects(s3, bucket, topic.quarantine_prefix(), since):
+            found.quarantine.setdefault(name, QuarantineErasure([], {})).drop_raw = True
     return found
 
 

@@ -6,8 +6,10 @@ replaced, and every noncurrent version and delete marker under the partition's r
 output folder (earlier raw files and outputs live on as such versions). Current objects other than the replaced
 ones (the rewrite's output, files that landed since) are never touched.
 
-A quarantine object is rewritten in place without the erased records (no reader holds it open, no grace), then
-every other version of its key is deleted; an object left empty is deleted with all its versions.
+A quarantine object is rewritten in place without the erased records (no reader holds it open, no grace), and
+without its raw bytes when asked (an offsets-only object: a table whose subjects are found by field, as the raw bytes
+of a record that failed to decode cannot be searched), then every other version of its key is deleted; an object
+left empty is deleted with all its versions.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pyarrow.parquet as pq
 
 from kafkalake.layout import Partition, restricted_encryption
 from kafkalake.topic_catalog import Topic
+from spark_jobs.archiver.transform import RAW_COLUMNS
 from spark_jobs.compaction.merging import key_arrays, read_object
 
 
@@ -52,10 +55,12 @@ def purge_partition(s3: Any, bucket: str, topic: Topic, partition: Partition, re
     return len(current), _delete(s3, bucket, doomed)
 
 
-def purge_quarantine(s3: Any, bucket: str, key: str, erase: list[list[int]], restricted_key_arn: str | None) -> int:
-    """Rewrite the quarantine object ``key`` without the ``erase`` rows (a restricted one with the restricted key)
-    and delete its other versions; versions deleted. Carried out again after a crash, it finds the rows already gone
-    and only deletes versions."""
+def purge_quarantine(
+    s3: Any, bucket: str, key: str, erase: list[list[int]], restricted_key_arn: str | None, *, drop_raw: bool = False
+) -> int:
+    """Rewrite the quarantine object ``key`` without the ``erase`` rows, and without its raw bytes if ``drop_raw`` (a
+    restricted one with the restricted key), and delete its other versions; versions deleted. Carried out again
+    after a crash, it finds the rows and bytes already gone and only deletes versions."""
     listed = [v for v in versions(s3, bucket, key) if v["Key"] == key]
     keep_version = None
     if any(v["IsLatest"] and not v["Marker"] for v in listed):
@@ -63,9 +68,10 @@ def purge_quarantine(s3: Any, bucket: str, key: str, erase: list[list[int]], res
         partitions, offsets = key_arrays(table)
         doomed = np.array(erase, dtype=np.int64).reshape(-1, 2)
         mask = np.isin(partitions.astype(np.int64) * (1 << 40) + offsets, doomed[:, 0] * (1 << 40) + doomed[:, 1])
-        if mask.any() and not mask.all():
+        raw = [c for c in RAW_COLUMNS if drop_raw and c in table.column_names]
+        if (mask.any() or raw) and not mask.all():
             body = io.BytesIO()
-            pq.write_table(table.filter(pa.array(~mask)), body)
+            pq.write_table(table.filter(pa.array(~mask)).drop_columns(raw), body)
             encryption = restricted_encryption(key, restricted_key_arn)
             keep_version = s3.put_object(Bucket=bucket, Key=key, Body=body.getvalue(), **encryption)["VersionId"]
         elif not mask.any():

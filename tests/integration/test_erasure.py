@@ -115,9 +115,9 @@ def produce(endpoints: Endpoints, topic: Topic, records: list[tuple[str, str | N
     assert producer.flush(30) == 0
 
 
-def poison(endpoints: Endpoints, topic: Topic) -> None:
+def poison(endpoints: Endpoints, topic: Topic, value: bytes = b"\x07not avro") -> None:
     producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})
-    producer.produce(topic.kafka_topic, key=GONE.encode(), value=b"\x07not avro", partition=0)
+    producer.produce(topic.kafka_topic, key=GONE.encode(), value=value, partition=0)
     assert producer.flush(30) == 0
 
 
@@ -185,6 +185,7 @@ def scenario(spark: SparkSession, endpoints: Endpoints, folder: Path) -> Scenari
     poison(endpoints, keyed)  # quarantined, keyed GONE: erased too
     produce(endpoints, keyed, [(GONE, None, 1), (GONE, "person-z", 1)])  # the tombstone, then a later record
     produce(endpoints, fields, [*records, ("any", SUBJECT, 0), ("other", SUBJECT, 1)])
+    poison(endpoints, fields, b"\x07" + SUBJECT.encode())  # undecodable: its subject cannot be read, only seen
     for topic in (keyed, fields):
         archive(spark, endpoints, topic)
         register(endpoints, topic)
@@ -226,14 +227,19 @@ def assert_erased(spark: SparkSession, endpoints: Endpoints, case: Scenario) -> 
     assert [r for r in rows if r["_tombstone"]], "the delete log is kept"
     keyed = {r["customer_id"] for r in rows if r["_key"] == GONE.encode()}
     assert keyed == {"person-z"}, "only the record after the tombstone keeps the key; the delete log's row does not"
-    quarantined = list(every_version(endpoints, case.keyed.prefix.quarantine_prefix()))
+    quarantined = list(every_version(endpoints, case.keyed.quarantine_prefix()))
     assert [r for r in quarantined if r["_key"] == GONE.encode()] == []
+    assert case.fields.quarantine_prefix().startswith("restricted/")
+    by_field = list(every_version(endpoints, case.fields.quarantine_prefix()))
+    [row] = by_field  # one version left, its offsets and error kept, no raw bytes
+    assert row["_error"] == "bad_magic_byte" and not {"_key", "_raw_value"} & set(row)
     receipts = case.store.receipts()
     by_request = {r: {t: v["rows_removed"] for t, v in receipts[r]["tables"].items()} for r in receipts}
     table_a, table_b = f"{case.keyed.database}.customers_a", f"{case.fields.database}.customers_b"
     assert by_request[case.explicit.request_id] == {table_a: 1, table_b: 2}
     assert by_request[case.tombstones.request_id] == {table_a: 2}
     assert receipts[case.tombstones.request_id]["tables"][table_a]["quarantine_rows_removed"] == 1
+    assert receipts[case.explicit.request_id]["tables"][table_b]["quarantine_objects_without_raw"] == 1
     assert receipts[case.explicit.request_id]["versions_deleted"] > 0
     s3 = make_client(endpoints, "s3")
     for name in list_objects(s3, endpoints.bucket, erasure_prefix(case.env)):

@@ -34,7 +34,14 @@ def s3() -> Iterator[Any]:
 
 
 def parquet(offsets: list[int]) -> bytes:
-    table = pa.table({"_kafka_partition": pa.array([0] * len(offsets), pa.int32()), "_kafka_offset": offsets})
+    table = pa.table(
+        {
+            "_kafka_partition": pa.array([0] * len(offsets), pa.int32()),
+            "_kafka_offset": offsets,
+            "_key": [b"key"] * len(offsets),
+            "_raw_value": [b"raw bytes"] * len(offsets),
+        }
+    )
     body = io.BytesIO()
     pq.write_table(table, body)
     return body.getvalue()
@@ -88,3 +95,17 @@ def test_a_restricted_quarantine_object_is_rewritten_with_the_restricted_key(s3:
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", restricted)
     body = s3.get_object(Bucket="lake", Key=key)["Body"].read()
     assert pq.read_table(io.BytesIO(body)).column("_kafka_offset").to_pylist() == [3, 9]
+
+
+def test_a_quarantine_object_of_a_table_erased_by_subject_field_keeps_only_its_offsets(s3: Any) -> None:
+    """Its records failed to decode, so no scan can tell whose they are: their raw bytes go, the offsets stay."""
+    key = TOPIC.prefix.quarantine_key(date(2026, 11, 20), 0, 3, 9)
+    s3.put_object(Bucket="lake", Key=key, Body=parquet([3, 5, 9]))
+    s3.put_object(Bucket="lake", Key=key, Body=parquet([3, 5, 9]))
+    assert purge_quarantine(s3, "lake", key, [], None, drop_raw=True) == 2
+    [left] = versions(s3, "lake", key)
+    body = s3.get_object(Bucket="lake", Key=key, VersionId=left["VersionId"])["Body"].read()
+    table = pq.read_table(io.BytesIO(body))
+    assert table.column("_kafka_offset").to_pylist() == [3, 5, 9]
+    assert not {"_key", "_raw_value"} & set(table.column_names)
+    assert purge_quarantine(s3, "lake", key, [], None, drop_raw=True) == 0  # carried out again: nothing more

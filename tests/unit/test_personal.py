@@ -19,7 +19,7 @@ from kafkalake.personal import (
     name_suggestions,
     schema_personal_fields,
 )
-from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
 from kafkalake_dev.cli.app import app
 
 SCHEMA: dict[str, Any] = {
@@ -152,12 +152,22 @@ def test_quarantine_of_a_topic_with_personal_fields_is_restricted_unless_the_cat
     assert load_topic_catalog(tmp_path / "c").topics[0].quarantine == QuarantineMode.PLAIN
 
 
-def test_the_plain_quarantine_is_refused_for_a_topic_with_personal_fields(tmp_path: Path) -> None:
-    from kafkalake.topic_catalog import TopicCatalogInvalid
+def test_quarantine_of_a_topic_erased_by_subject_field_or_storing_its_key_is_restricted(tmp_path: Path) -> None:
+    """The raw bytes hold the subject's identifier (and the Kafka key) as much as the table's column does."""
+    schema = {**SCHEMA, "fields": [{"name": "id", "type": "string"}, {"name": "customer_id", "type": "string"}]}
+    write_topic(tmp_path / "a", "subject_fields: [customer_id]\n", schema)
+    assert load_topic_catalog(tmp_path / "a").topics[0].quarantine == QuarantineMode.RESTRICTED
+    write_topic(tmp_path / "b", "archive: {include_key: true}\n", schema)
+    assert load_topic_catalog(tmp_path / "b").topics[0].quarantine == QuarantineMode.RESTRICTED
+    write_topic(tmp_path / "c", "subject_fields: [customer_id]\nquarantine: plain\n", schema)
+    with pytest.raises(TopicCatalogInvalid, match=r"personal columns .*customer_id.*use quarantine: restricted"):
+        load_topic_catalog(tmp_path / "c")
 
+
+def test_the_plain_quarantine_is_refused_for_a_topic_with_personal_fields(tmp_path: Path) -> None:
     write_topic(tmp_path, "quarantine: plain\n", SCHEMA)
     with pytest.raises(
-        TopicCatalogInvalid, match=r"quarantine: the topic has personal fields.*use quarantine: restricted"
+        TopicCatalogInvalid, match=r"quarantine: the topic has personal columns.*use quarantine: restricted"
     ):
         load_topic_catalog(tmp_path)
 
