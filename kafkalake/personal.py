@@ -344,3 +344,14 @@ def action_refusal(path: str, action: PiiAction, kind: str) -> tuple[str, str] |
         "request's digest matches and no table can join on",
         f"name its leaves instead ({leaves.get(kind, 'one branch')}: {action}), or drop {path}",
     )
+
+
+def unvetted_paths(schema: dict[str, Any], known: Collection[str], personal: Collection[str]) -> tuple[str, ...]:
+    """The leaves of ``schema`` (places with nothing below them, ``schema_paths``) that no version the catalog
+    declares has (``known``) and that are not personal (``personal``: at or below one of its paths): what a version
+    the catalog lacks would put in a table unvetted. A new record, array or map counts by its leaves, so one
+    whose every leaf is tagged is vetted."""
+    paths = [p.path for p in schema_paths(schema)]
+    leaves = [p for p in paths if not any(is_below(other, p) for other in paths)]
+    covered = [p for p in leaves if any(p == q or is_below(p, q) for q in personal)]
+    return tuple(p for p in leaves if p not in known and p not in covered)

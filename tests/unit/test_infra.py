@@ -388,8 +388,9 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    # 14 + reconciler: repaired, errors, its DLQ; drift: 2; freshness; erasure: late requests, its job's failures
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 22)
+    # 14 + reconciler: repaired, errors, its DLQ; drift: 2; freshness; erasure: late requests, its job's failures;
+    # records held for schema versions the catalog lacks
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 23)
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -425,15 +426,17 @@ def test_monitoring(stacks: Any, env: str) -> None:
             "Threshold": 0,
         },
     )
-    tpl.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "MetricName": "ArchiverTopicsFailed",
-            "Namespace": "kafkalake",
-            "Dimensions": [{"Name": "Environment", "Value": env}],
-            "Threshold": 0,
-        },
-    )
+    for archiver in ("ArchiverTopicsFailed", "ArchiverRecordsHeld"):
+        tpl.has_resource_properties(
+            "AWS::CloudWatch::Alarm",
+            {
+                "MetricName": archiver,
+                "Namespace": "kafkalake",
+                "Dimensions": [{"Name": "Environment", "Value": env}],
+                "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold",
+            },
+        )
     growth = next(
         a["Properties"]
         for a in resources(tpl, "AWS::CloudWatch::Alarm").values()
