@@ -138,5 +138,5 @@ def test_the_erasure_scan_digests_a_subject_field_as_the_archiver_hashes_it(
     (folder / "seen.yaml").write_text("subject_fields: [customer_id, seen_at]\n")
     topic = load_topic_catalog(tmp_path).topics[0]
     frame = bare_spark.createDataFrame([(-42, AT)], "customer_id long, seen_at timestamp")
-    digests = frame.select(*subject_columns(frame, topic, KEY).every).collect()[0]
+    digests = frame.select(*subject_columns(frame, topic).hashed(KEY)).collect()[0]
     assert list(digests) == [KEY.digest("-42"), KEY.digest(CANONICAL["at"])]
