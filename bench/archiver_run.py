@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+from bench.archiver import SCHEMA
 from bench.calls import count_every_client
 from bench.common import started_session
 from bench.proc import cpu_since, tree_cpu
@@ -27,14 +28,16 @@ SCHEMA_FILE = "bench.v1.avsc"
 
 def bench_topic(argument: str, per_run: int) -> Topic:
     """``KAFKA_TOPIC``: a table in an environment of its own (so each run archives the topic afresh); or
-    ``KAFKA_TOPIC=ENV/COMPANY/DOMAIN/NAME``: that table, as the catalog would name it (``bench.fleet``)."""
+    ``KAFKA_TOPIC=ENV/COMPANY/DOMAIN/NAME``: that table, as the catalog would name it (``bench.fleet``). Its
+    catalog declares the schema the benchmark registers (a version the catalog lacks would be held:
+    ``kafkalake.undeclared``)."""
     kafka_topic, _, table = argument.partition("=")
     env, company, domain, name = (
         table.split("/") if table else (f"t{uuid.uuid4().hex[:8]}", "bench", "bench", "payments")
     )
     archive = ArchivePolicy(max_records_per_run=per_run)
     spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE)
-    return Topic(name, company, domain, env, spec, (), Path(SCHEMA_FILE))
+    return Topic(name, company, domain, env, spec, (SCHEMA,), Path(SCHEMA_FILE))
 
 
 def main() -> None:

@@ -46,7 +46,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request
 from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition
-from kafkalake.personal import load_key
+from kafkalake.personal import load_key, load_keys
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import local_endpoints
@@ -163,7 +163,7 @@ def drop_bucket(s3: Any, bucket: str) -> None:
 def measure(spark: SparkSession, endpoints: Endpoints, topic: Topic, lake: Lake) -> dict[str, Any]:
     """Steps 1 to 5 of the module's docstring, checked; the figures."""
     s3, subjects = make_client(endpoints, "s3"), sorted(lake.subject_rows)
-    key = load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
+    keys = load_keys(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
     before = glue_rows(spark, endpoints, topic, subjects)
     build_seconds, built = timed(Eraser(spark, endpoints, topic.env, [topic], NO_GRACE, say=say).run)
     say(f"subject index built in {build_seconds:.1f} s")
@@ -171,7 +171,7 @@ def measure(spark: SparkSession, endpoints: Endpoints, topic: Topic, lake: Lake)
     record_requests(endpoints, topic.env, subjects)
     requests, _ = RequestStore(s3, endpoints.bucket, topic.env).requests()
     wanted = matching.scope(topic, requests)
-    full_seconds, full = timed(lambda: matching.find(spark, s3, endpoints.bucket, topic, key=key, wanted=wanted))
+    full_seconds, full = timed(lambda: matching.find(spark, s3, endpoints.bucket, topic, keys=keys, wanted=wanted))
     say(f"whole-table scan: {full_seconds:.1f} s, rows in {len(full.partitions)} partitions")
     erase_seconds, find_seconds, purge_seconds, outcome = erase(spark, endpoints, topic)
     after = glue_rows(spark, endpoints, topic, subjects)

@@ -6,7 +6,6 @@ archiver run publishes the comparison as metrics (``metric_data``), and ``kafkal
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +19,7 @@ from kafkalake.kafka_access import KafkaAccess
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, SchemaDriftMetric
 from kafkalake.registry import RegisteredSchema, value_subject
 from kafkalake.topic_catalog import Topic
+from kafkalake.undeclared import protection
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,6 @@ def observe(access: KafkaAccess) -> ClusterView:
     return ClusterView(topics, versions)
 
 
-def same_schema(one: str, other: str) -> bool:
-    """Equal as JSON (whitespace and key order aside)."""
-    return bool(json.loads(one) == json.loads(other))
-
-
 @dataclass(frozen=True)
 class Drift:
     env: str
@@ -58,6 +53,9 @@ class Drift:
     """Kafka topics of catalog entries that the cluster lacks."""
     missing_versions: dict[str, tuple[int, ...]]
     """Kafka topic → registry version numbers whose schema none of the entry's ``.avsc`` files holds."""
+    held_versions: dict[str, dict[int, str]] = field(default_factory=dict)
+    """Kafka topic → those of its missing versions whose records the archiver holds, with why
+    (``kafkalake.undeclared``; the others are archived with their own tags honoured)."""
 
     def status(self, kafka_topic: str) -> str:
         """One catalogued topic's drift, for the inventory."""
@@ -85,6 +83,11 @@ class Drift:
                 f"registry versions missing from the catalog: {name} v{', v'.join(map(str, numbers))}"
                 for name, numbers in sorted(self.missing_versions.items())
             ),
+            *(
+                f"held by the archiver (restricted quarantine): {name} v{version}: {why}"
+                for name, held in sorted(self.held_versions.items())
+                for version, why in sorted(held.items())
+            ),
         ]
 
 
@@ -92,21 +95,21 @@ def compare(view: ClusterView, topics: Iterable[Topic], env: str, convention: st
     """The drift between the cluster and the environment's catalog entries ``topics``."""
     known = {t.kafka_topic: t for t in topics if t.env == env}
     parsed = [parse_topic_name(name, env, convention) for name in view.topics if name not in known]
-    missing_versions = {}
+    missing_versions, held_versions = {}, {}
     for name, topic in known.items():
-        absent = tuple(
-            found.version
-            for found in view.versions.get(name, ())
-            if not any(same_schema(found.schema, text) for text in topic.schemas)
-        )
+        absent = [found for found in view.versions.get(name, ()) if not topic.declares(found.schema)]
         if absent:
-            missing_versions[name] = absent
+            missing_versions[name] = tuple(found.version for found in absent)
+        held = {found.version: protection(topic, found.schema).held(topic.needs_key) for found in absent}
+        if any(held.values()):
+            held_versions[name] = {version: why for version, why in held.items() if why is not None}
     return Drift(
         env,
         uncatalogued=tuple(p for p in parsed if isinstance(p, TopicName)),
         off_convention=tuple(p for p in parsed if isinstance(p, OffConvention) and p.other_env is None),
         missing_topics=tuple(sorted(set(known) - set(view.topics))),
         missing_versions=missing_versions,
+        held_versions=held_versions,
     )
 
 

@@ -1,6 +1,8 @@
 """Erasure requests and receipts: what is to be erased, recorded durably before any work, and the proof it was.
 
-A request names subjects by their keyed hash (``kafkalake.personal.PseudonymKey.digest``), never in clear, and is
+A request names subjects by their keyed hash (``kafkalake.personal.PseudonymKey.digest``), never in clear (under
+the current key, and under the earlier key the secret still keeps after a rotation: rows hashed before it hold
+that key's pseudonyms), and is
 stored at ``kafkalake.layout.erasure_request_key`` before anything else happens. It comes from:
 
 - ``kafkalake erase --subject <id>`` (or an object of the same format put under the requests prefix in AWS): the
@@ -21,7 +23,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -52,6 +54,13 @@ class Subject:
     digest: str
     kafka_partition: int | None = None
     before_offset: int | None = None
+    earlier_keys: dict[str, str] = field(default_factory=dict)
+    """Key id → the subject's digest under each earlier key the secret still kept when it was requested (a rotated
+    one): rows whose stored pseudonyms that key made are found by them (``digest`` is under the request's key)."""
+
+    def digests(self, key_id: str) -> dict[str, str]:
+        """Key id → digest: the request's key (``key_id``) and the earlier ones."""
+        return {key_id: self.digest, **self.earlier_keys}
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,7 @@ class ErasureRequest:
     """``database.table`` names; empty for every erasable table of the environment."""
     within_days: int = 1
     key_id: str = ""
-    """The pseudonym key the digests were taken with."""
+    """The pseudonym key the subjects' ``digest`` were taken with (required in a stored request)."""
 
     @property
     def deadline(self) -> datetime:
@@ -95,17 +104,22 @@ class ErasureRequest:
             ) from None
         if not REQUEST_ID.match(request.request_id) or not subjects:
             raise RequestInvalid(f"{where}: request_id must be a plain name and subjects must not be empty")
-        if any(not DIGEST.match(s.digest) for s in subjects):
+        if any(not DIGEST.match(d) for s in subjects for d in s.digests(request.key_id).values()):
             raise RequestInvalid(f"{where}: a subject is not a keyed hash (64 hex characters); never store it in clear")
+        if not request.key_id:
+            raise RequestInvalid(f"{where}: key_id must name the pseudonym key the subjects' digests were taken with")
         return request
 
 
 def new_request(
-    digests: Iterable[str], tables: Iterable[str], within_days: int, key_id: str, now: datetime
+    digests: Iterable[str | Mapping[str, str]], tables: Iterable[str], within_days: int, key_id: str, now: datetime
 ) -> ErasureRequest:
-    """An explicit request for ``digests``: a random id (nothing of the subject in its name)."""
+    """An explicit request for ``digests``: a random id (nothing of the subject in its name). Each subject is its
+    digest under ``key_id``, or key id → digest under every key the secret keeps (``kafkalake.personal.Keyring``)."""
     request_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:12]}"
-    subjects = tuple(Subject(d) for d in sorted(set(digests)))
+    by_key = [{key_id: d} if isinstance(d, str) else dict(d) for d in digests]
+    found = {k[key_id]: {i: d for i, d in k.items() if i != key_id} for k in by_key}
+    subjects = tuple(Subject(d, earlier_keys=found[d]) for d in sorted(found))
     return ErasureRequest(request_id, now.isoformat(), Source.REQUEST, subjects, tuple(tables), within_days, key_id)
 
 

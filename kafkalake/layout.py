@@ -252,7 +252,7 @@ class TablePrefix:
     def subject_index_prefix(self) -> str:
         """The table's subject index (``spark_jobs.erasure.index``): which partitions hold which hashed subjects,
         kept by the erasure job beside the environment's requests, never under the table's location."""
-        return f"{erasure_prefix(self.env)}index/{self.company}/{self.domain}/{self.topic}/"
+        return f"{subject_indexes_prefix(self.env)}{self.company}/{self.domain}/{self.topic}/"
 
     def subject_index_key(self) -> str:
         """The index's record: its segments and the objects they cover (written only with ``If-Match``)."""
@@ -355,6 +355,12 @@ def erasure_prefix(env: str) -> str:
 
 def erasure_requests_prefix(env: str) -> str:
     return f"{erasure_prefix(env)}requests/"
+
+
+def subject_indexes_prefix(env: str) -> str:
+    """The environment's subject indexes (``TablePrefix.subject_index_prefix``), whose old segments the erasure job
+    deletes by version id."""
+    return f"{erasure_prefix(env)}index/"
 
 
 def erasure_request_key(env: str, request_id: str) -> str:

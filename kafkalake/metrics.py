@@ -105,6 +105,9 @@ class ArchiverMetric(StrEnum):
     """Per environment: topics whose run failed."""
     TOTAL_LAG = "ArchiverTotalLag"
     """Per environment: the sum of every topic's lag."""
+    RECORDS_HELD = "ArchiverRecordsHeld"
+    """Per environment: records of schema versions the catalog lacks, held in the restricted quarantine
+    (``kafkalake.undeclared``) until the catalog declares them."""
 
 
 class ErasureMetric(StrEnum):

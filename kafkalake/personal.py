@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 HASH_BLOCK_BYTES = 64
 """SHA-256's block size: HMAC pads the key to it."""
 MIN_KEY_BYTES = 32
@@ -140,14 +142,63 @@ class PseudonymKey:
         return json.dumps({"key_id": key_id, "key": base64.b64encode(secret).decode()})
 
 
+CURRENT_STAGE = "AWSCURRENT"
+PREVIOUS_STAGE = "AWSPREVIOUS"
+"""The secret's version before the last ``PutSecretValue``: the key a rotation replaced (Secrets Manager moves the
+label itself)."""
+
+
+class KeyUnavailable(LookupError):
+    """Pseudonyms of a key id the job cannot read, or that no request's digest is under; the message names the key
+    id and the table, never key material."""
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """The pseudonym keys a job can read: the current one, which hashes everything new, and the one a rotation
+    replaced, still kept by the secret (``PREVIOUS_STAGE``), so rows and requests of before the rotation are still
+    matched (``spark_jobs.erasure``)."""
+
+    current: PseudonymKey
+    previous: tuple[PseudonymKey, ...] = ()
+
+    @property
+    def keys(self) -> tuple[PseudonymKey, ...]:
+        return (self.current, *self.previous)
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(k.key_id for k in self.keys)
+
+    def get(self, key_id: str) -> PseudonymKey | None:
+        return next((k for k in self.keys if k.key_id == key_id), None)
+
+
 def load_key(secrets: Any, secret_arn: str | None) -> PseudonymKey:
     """The key in ``secret_arn``, read with the injected Secrets Manager client."""
+    return PseudonymKey.from_secret(_secret_value(secrets, secret_arn, CURRENT_STAGE), secret_arn or "")
+
+
+def load_keys(secrets: Any, secret_arn: str | None) -> Keyring:
+    """The current key in ``secret_arn`` and the previous one when the secret keeps one of another key id."""
+    current = load_key(secrets, secret_arn)
+    try:
+        value = _secret_value(secrets, secret_arn, PREVIOUS_STAGE)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+            raise
+        return Keyring(current)
+    previous = PseudonymKey.from_secret(value, f"{secret_arn} ({PREVIOUS_STAGE})")
+    return Keyring(current, (previous,) if previous.key_id != current.key_id else ())
+
+
+def _secret_value(secrets: Any, secret_arn: str | None, stage: str) -> str:
     if not secret_arn:
         raise KeyInvalid(
             "no pseudonym key configured: set pseudonym_secret_arn for the environment in environments.yaml "
             "(KAFKALAKE_PSEUDONYM_SECRET_ARN for the jobs)"
         )
-    return PseudonymKey.from_secret(secrets.get_secret_value(SecretId=secret_arn)["SecretString"], secret_arn)
+    return str(secrets.get_secret_value(SecretId=secret_arn, VersionStage=stage)["SecretString"])
 
 
 ELEMENTS = "[]"
@@ -293,3 +344,14 @@ def action_refusal(path: str, action: PiiAction, kind: str) -> tuple[str, str] |
         "request's digest matches and no table can join on",
         f"name its leaves instead ({leaves.get(kind, 'one branch')}: {action}), or drop {path}",
     )
+
+
+def unvetted_paths(schema: dict[str, Any], known: Collection[str], personal: Collection[str]) -> tuple[str, ...]:
+    """The leaves of ``schema`` (places with nothing below them, ``schema_paths``) that no version the catalog
+    declares has (``known``) and that are not personal (``personal``: at or below one of its paths): what a version
+    the catalog lacks would put in a table unvetted. A new record, array or map counts by its leaves, so one
+    whose every leaf is tagged is vetted."""
+    paths = [p.path for p in schema_paths(schema)]
+    leaves = [p for p in paths if not any(is_below(other, p) for other in paths)]
+    covered = [p for p in leaves if any(p == q or is_below(p, q) for q in personal)]
+    return tuple(p for p in leaves if p not in known and p not in covered)

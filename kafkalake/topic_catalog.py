@@ -116,6 +116,11 @@ class Topic:
         """Where the topic's quarantine objects are (``kafkalake.layout``)."""
         return self.prefix.quarantine_prefix(restricted=self.quarantine == QuarantineMode.RESTRICTED)
 
+    def quarantine_prefixes(self) -> tuple[str, ...]:
+        """Every prefix that may hold the topic's quarantine objects: its own, and the restricted one, where the
+        records of schema versions the catalog lacks are held whatever the topic's mode (``kafkalake.undeclared``)."""
+        return tuple(dict.fromkeys((self.quarantine_prefix(), self.prefix.quarantine_prefix(restricted=True))))
+
     @property
     def erasable(self) -> bool:
         """Whether erasure requests reach this table: by key, by subject fields, or both."""
@@ -126,6 +131,12 @@ class Topic:
         """Whether archiving the topic takes the environment's pseudonym key: it hashes a personal field, or its
         tombstones are erasure requests (their Kafka keys are stored hashed)."""
         return needs_key(self.personal_fields) or self.spec.erasure == "by_key"
+
+    def declares(self, schema_text: str) -> bool:
+        """Whether one of the topic's ``.avsc`` files holds this schema (equal as JSON: whitespace and key order
+        aside)."""
+        schema = json.loads(schema_text)
+        return any(json.loads(text) == schema for text in self.schemas)
 
     def field_paths(self) -> set[str]:
         """The path of every field, array's elements and map's values in any schema version

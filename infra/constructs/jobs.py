@@ -32,6 +32,7 @@ from kafkalake.layout import (
     STATE_ROOT,
     erasure_prefix,
     erasure_requests_prefix,
+    subject_indexes_prefix,
 )
 from kafkalake.metrics import NAMESPACE
 from kafkalake.topic_catalog import Topic
@@ -47,7 +48,8 @@ ERASURE_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
 partitions (as the compactor), quarantine objects rewritten in place, manifests and leases; requests, receipts, its
 lease and the subject indexes."""
 ERASURE_PURGES = (DATA_ROOT, QUARANTINE_ROOT)
-"""Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data and quarantine only."""
+"""Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data and quarantine, and its
+environment's subject indexes (old segments hold erased subjects' digests)."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
 COMPACTOR_SIZES: dict[str, str] = {
     "spark.driver.cores": "2",
@@ -273,7 +275,13 @@ class Jobs(Construct):
         role = self._job_role("ErasureJobRole", roots, actions)
         ancestors = [ERASURE_ROOT, erasure_prefix(self.settings.name).rstrip("/")]
         statements = [
-            (["s3:DeleteObjectVersion"], [self.bucket.arn_for_objects(f"{root}/*") for root in ERASURE_PURGES]),
+            (
+                ["s3:DeleteObjectVersion"],
+                [
+                    *(self.bucket.arn_for_objects(f"{root}/*") for root in ERASURE_PURGES),
+                    self.bucket.arn_for_objects(f"{subject_indexes_prefix(self.settings.name)}*"),
+                ],
+            ),
             (["s3:ListBucketVersions"], [self.bucket.bucket_arn]),
             # Spark writes the subject indexes through Hadoop's S3 filesystem, which probes each ancestor "directory"
             # of its output (a HEAD: s3:GetObject on these exact keys, which never hold objects) and deletes the
@@ -298,7 +306,8 @@ class Jobs(Construct):
             role,
             "The erasure job rewrites partitions as the compactor does, rewrites quarantine objects, deletes the "
             "replaced objects' versions under the data and quarantine prefixes, and writes its receipts and the "
-            "tables' subject indexes, all named at run time, with the lake key; it updates partitions of tables "
+            "tables' subject indexes (deleting their old segments' versions), all named at run time, with the lake "
+            "key; it updates partitions of tables "
             "created at run time in our databases. "
             "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
             "kafkalake namespace.",
@@ -306,6 +315,7 @@ class Jobs(Construct):
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in roots),
+            object_finding(self.bucket, subject_indexes_prefix(self.settings.name).rstrip("/")),
             *glue_table_findings(stack, self.databases),
         )
         return role

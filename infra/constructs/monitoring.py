@@ -158,7 +158,8 @@ class Monitoring(Construct):
     def _archiver_alarms(
         self, settings: EnvironmentConfig, action: cloudwatch.IAlarmAction
     ) -> dict[str, cloudwatch.Alarm]:
-        """A topic failed in the latest run; the fleet's total lag grew over three archiver runs in a row."""
+        """A topic failed in the latest run; the fleet's total lag grew over three archiver runs in a row; the
+        latest run held records of schema versions the catalog lacks (``kafkalake.undeclared``)."""
         period = Duration.minutes(settings.archiver_schedule_minutes)
         environment = {ENVIRONMENT_DIMENSION: settings.name}
 
@@ -178,6 +179,9 @@ class Monitoring(Construct):
                 "ArchiverTopicsFailed", metric(ArchiverMetric.TOPICS_FAILED, "Maximum"), 0, action
             ),
             "ArchiverLagGrowing": self._alarm("ArchiverLagGrowing", lag_growth, 0, action, periods=3),
+            "ArchiverRecordsHeld": self._alarm(
+                "ArchiverRecordsHeld", metric(ArchiverMetric.RECORDS_HELD, "Maximum"), 0, action
+            ),
         }
 
     def _catalog_alarms(

@@ -90,7 +90,7 @@ def read_lake(s3: Any, bucket: str, topic: Topic) -> Lake:
     receipts = [ArchiveReceipt.from_dict(d) for d in documents(prefix.receipts_prefix(), ".json")]
     manifests = [Manifest.from_dict(d) for d in documents(prefix.compaction_prefix(), "manifest.json")]
     raw, compacted = (set(found) for found in table_objects(s3, bucket, prefix))
-    quarantine = set(list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet"))
+    quarantine = {key for where in topic.quarantine_prefixes() for key in list_objects(s3, bucket, where, ".parquet")}
     counted = sorted(raw | compacted | {o.key for r in receipts for o in r.quarantine if o.key in quarantine})
 
     def rows(key: str) -> int:

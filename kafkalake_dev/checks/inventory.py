@@ -118,7 +118,7 @@ def newest_kafka_time(s3: Any, bucket: str, keys: list[str]) -> datetime | None:
 
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw, compacted = table_objects(s3, bucket, topic.prefix)
-    quarantine = list_objects(s3, bucket, topic.quarantine_prefix(), ".parquet")
+    quarantine = [key for where in topic.quarantine_prefixes() for key in list_objects(s3, bucket, where, ".parquet")]
     partitions, columns_by_version, held = [], {}, list[str]()
     files = {**raw, **compacted}
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):

@@ -52,13 +52,16 @@ def _topic_data(result: TopicResult, env: str, now: datetime) -> Iterator[dict[s
 
 
 def metric_data(results: Iterable[TopicResult], env: str, now: datetime) -> list[dict[str, Any]]:
-    """Every metric of one run: per topic and partition, and per environment (failed topics, total lag)."""
+    """Every metric of one run: per topic and partition, and per environment (failed topics, total lag, records
+    held for schema versions the catalog lacks)."""
     results = list(results)
     data = [datum for result in results for datum in _topic_data(result, env, now)]
     environment = {ENVIRONMENT_DIMENSION: env}
     data.append(_datum(ArchiverMetric.TOPICS_FAILED, sum(not r.ok for r in results), now, "Count", **environment))
     total_lag = sum(n for r in results for n in r.lag.values())
     data.append(_datum(ArchiverMetric.TOTAL_LAG, total_lag, now, "Count", **environment))
+    held = sum(r.totals()["held"] for r in results)
+    data.append(_datum(ArchiverMetric.RECORDS_HELD, held, now, "Count", **environment))
     return data
 
 

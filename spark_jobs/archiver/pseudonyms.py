@@ -1,7 +1,8 @@
 """Personal fields protected in a plan's rows before the writer sees them: Spark columns only, no per-row Python.
 
-``kafkalake.personal`` says which fields are personal and what to do with each; here every schema version's value
-column that has a field gets it done: ``hmac`` replaces the leaf with the keyed hash of its canonical text
+``kafkalake.personal`` says which fields are personal and what to do with each, ``kafkalake.undeclared`` which of
+them each schema version has (a version the catalog lacks may tag more); here every version's value column gets
+its own done: ``hmac`` replaces the leaf with the keyed hash of its canonical text
 (``canonical_text``, ``spark_jobs.keyed_hash``), ``drop`` removes the field, ``mask_last4`` replaces all but the
 last four characters with ``*``. Every record on the way to a personal field is rebuilt with its fields protected
 (a dropped field left out, a null record kept null); the way through an array is Spark's ``transform`` and through
@@ -12,7 +13,7 @@ pseudonyms.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -44,21 +45,22 @@ def canonical_text(value: Column, data_type: DataType) -> Column:
     return value.cast("string")
 
 
-def pseudonymise(
-    rows: DataFrame, fields: Mapping[str, PiiAction], key: PseudonymKey | None, value_columns: Sequence[str]
-) -> DataFrame:
-    """``rows`` with every personal field of every value column protected, and ``_pseudonym_key_id`` when a field
-    is hashed. Raise ``KeyInvalid`` when a field is to be hashed and there is no key."""
-    if not fields:
+def pseudonymise(rows: DataFrame, fields: Mapping[str, Mapping[str, PiiAction]], key: PseudonymKey | None) -> DataFrame:
+    """``rows`` with the personal fields of each value column protected (``fields``: value column → its version's
+    personal fields, ``kafkalake.undeclared.protection``), and ``_pseudonym_key_id`` when a field is hashed. Raise
+    ``KeyInvalid`` when a field is to be hashed and there is no key."""
+    if not any(fields.values()):
         return rows
-    hashed = needs_key(dict(fields))
+    hashed = any(needs_key(dict(personal)) for personal in fields.values())
     if hashed and key is None:
         raise KeyInvalid(
             "personal fields are to be hashed (hmac) but no pseudonym key was read: set pseudonym_secret_arn for "
             "the environment in environments.yaml (KAFKALAKE_PSEUDONYM_SECRET_ARN for the jobs)"
         )
     replaced = {
-        column: _protected(F.col(column), rows.schema[column].dataType, "", fields, key) for column in value_columns
+        column: _protected(F.col(column), rows.schema[column].dataType, "", personal, key)
+        for column, personal in fields.items()
+        if personal
     }
     if hashed and key is not None:
         replaced[KEY_ID_COLUMN] = F.lit(key.key_id)

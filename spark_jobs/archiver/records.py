@@ -18,6 +18,7 @@ from kafkalake.personal import PseudonymKey
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import ValueFormat
+from kafkalake.undeclared import protection
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
@@ -43,14 +44,23 @@ def plan_records(
     *,
     key: PseudonymKey | None = None,
 ) -> DataFrame:
-    """The plan's Kafka records classified, decoded, given their business time (the plan's creation is the
-    'now' of the time bounds, so a redo decides the same) and their personal fields protected with ``key``."""
+    """The plan's Kafka records as ``prepared`` makes them (the plan's creation is the 'now' of the time bounds, so
+    a redo decides the same)."""
     raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
+    return prepared(raw, topic, versions, now=datetime.fromisoformat(plan.created_at), key=key)
+
+
+def prepared(
+    raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema], *, now: datetime, key: PseudonymKey | None
+) -> DataFrame:
+    """Kafka's rows (as the Kafka source gives them) classified, decoded, given their business time and their
+    personal fields protected with ``key``, each version's own (``VersionSchema.personal``); a held version's
+    records quarantined (``VersionSchema.held``)."""
     columns = [transform.value_column(v.version) for v in versions]
-    decoded = _decode(_classify(raw, topic, versions), topic, versions, spark)
-    now = datetime.fromisoformat(plan.created_at)
+    decoded = _decode(_classify(raw, topic, versions), topic, versions, raw.sparkSession)
     timed = transform.with_business_time(decoded, topic.spec.time_fields, now, columns)
-    return transform.plan_rows(pseudonymise(timed, topic.personal_fields, key, columns), columns)
+    personal = {transform.value_column(v.version): v.personal for v in versions if v.held is None}
+    return transform.plan_rows(pseudonymise(timed, personal, key), columns)
 
 
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
@@ -78,11 +88,13 @@ def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_hea
     )
 
 
-def version_schemas(topic: Topic, registry: RegistryClient) -> list[transform.VersionSchema]:
+def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -> list[transform.VersionSchema]:
     """Avro: every registered version of the topic's value subject (the registry's version number is the
-    layout's schema_version). JSON: the catalog's newest schema."""
+    layout's schema_version), with its personal fields, and held when the catalog lacks it and it is not vetted
+    (``kafkalake.undeclared``; ``key_at_hand``: the run has the pseudonym key). JSON: the catalog's newest
+    schema."""
     if topic.spec.value_format == ValueFormat.JSON:
-        return [transform.VersionSchema(len(topic.schemas), None, topic.schemas[-1])]
+        return [transform.VersionSchema(len(topic.schemas), None, topic.schemas[-1], topic.personal_fields)]
     subject = value_subject(topic.kafka_topic)
     try:
         registered = registry.versions(subject)
@@ -92,7 +104,11 @@ def version_schemas(topic: Topic, registry: RegistryClient) -> list[transform.Ve
             f"at {registry.url}, so the plan's records cannot be decoded; the plan stays stored for the next run. "
             f"{exc}"
         ) from exc
-    versions = [transform.VersionSchema(s.version, s.schema_id, s.schema) for s in registered]
+    versions = []
+    for found in registered:
+        rule = protection(topic, found.schema)
+        held = rule.held(key_at_hand)
+        versions.append(transform.VersionSchema(found.version, found.schema_id, found.schema, rule.personal, held))
     if not versions:
         raise SubjectMissing(
             f"topic {topic.kafka_topic}: the registry at {registry.url} has no schema under subject {subject!r}, "
@@ -105,7 +121,8 @@ def version_schemas(topic: Topic, registry: RegistryClient) -> list[transform.Ve
 def _classify(raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema]) -> DataFrame:
     rows = transform.with_metadata(raw)
     if topic.spec.value_format == ValueFormat.AVRO:
-        return transform.classify_avro(rows, [v.schema_id for v in versions if v.schema_id is not None])
+        ids = [(v.schema_id, v.held is not None) for v in versions if v.schema_id is not None]
+        return transform.classify_avro(rows, [i for i, _ in ids], [i for i, held in ids if held])
     return transform.classify_json(rows)
 
 

@@ -20,6 +20,7 @@ from pyspark.sql import Row
 from kafkalake.archive_receipts import ArchiveReceipt, PartitionAccount, StoredObject
 from kafkalake.layout import parse_data_key
 from kafkalake.topic_catalog import Topic
+from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.transform import TOMBSTONE
 from spark_jobs.archiver.writer import COUNT, QUARANTINE, RETRIED, WAITED, WROTE
@@ -60,6 +61,12 @@ class Summary:
     def balanced(self) -> bool:
         return self.read == self.written + self.quarantined + self.tombstones
 
+    @property
+    def held(self) -> int:
+        """Records of schema versions the catalog lacks, held in the restricted quarantine (``kafkalake.undeclared``):
+        counted among ``quarantined`` too."""
+        return self.quarantine_by_reason.get(UNDECLARED_VERSION, 0)
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         started = time.monotonic()
@@ -95,7 +102,7 @@ class TopicResult:
         return "failed" if self.error is not None else "skipped" if self.skipped else "ok"
 
     def totals(self) -> Counter[str]:
-        keys = ("read", "written", "quarantined", "tombstones", "objects")
+        keys = ("read", "written", "quarantined", "held", "tombstones", "objects")
         return Counter({k: sum(getattr(s, k) for s in self.plans) for k in keys})
 
     def timings(self) -> dict[str, float]:

@@ -33,6 +33,7 @@ from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PseudonymKey, needs_key
 from kafkalake.topic_catalog import Topic
+from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
@@ -219,7 +220,14 @@ def carry_out(
     """One Spark job: read the plan's records, decode them, protect their personal fields, write data and
     quarantine objects; then check every record is accounted for. Returns the tombstones of a ``by_key`` topic:
     (keyed hash of the Kafka key, Kafka partition, offset)."""
-    versions = version_schemas(topic, access.registry())
+    versions = version_schemas(topic, access.registry(), key_at_hand=key is not None)
+    for held in (v for v in versions if v.held is not None):
+        say(
+            f"{topic.kafka_topic}: schema_version={held.version} is not in the catalog and its records are held in "
+            f"s3://{endpoints.bucket}/{topic.prefix.quarantine_prefix(restricted=True)} ({UNDECLARED_VERSION}): "
+            f"{held.held}. Tag its personal fields in the registry, or add it to the catalog as "
+            f"{topic.name}.v<N>.avsc; later records then archive"
+        )
     records = plan_records(spark, access, topic, plan, versions, key=key)
     outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions, key)), OUTCOME_SCHEMA).collect()
     tombstones = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in outcome if r["kind"] == ERASE]
@@ -240,13 +248,14 @@ def carry_out(
 def plan_layout(
     endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema], key: PseudonymKey | None = None
 ) -> PlanLayout:
-    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns and file bounds, and
-    for a ``by_key`` topic the key its tombstones' Kafka keys are hashed with."""
+    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns (``_pseudonym_key_id``
+    when a version it archives hashes a field) and file bounds, and for a ``by_key`` topic the key its tombstones'
+    Kafka keys are hashed with."""
     archive = topic.spec.archive
     extras = (
         (KAFKA_KEY_COLUMN, archive.include_key),
         ("_headers", archive.include_headers),
-        (KEY_ID_COLUMN, needs_key(topic.personal_fields)),
+        (KEY_ID_COLUMN, any(needs_key(dict(v.personal)) for v in versions if v.held is None)),
     )
     return PlanLayout(
         endpoints,

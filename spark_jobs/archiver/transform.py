@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -19,8 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
-from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN
+from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PiiAction
 from kafkalake.topic_spec import TimeCandidate, TimeFormat
+from kafkalake.undeclared import UNDECLARED_VERSION
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
 EPOCH_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -60,6 +61,10 @@ class VersionSchema:
     schema_id: int | None
     """The registry id for Avro topics; None for JSON topics."""
     avro_schema: str
+    personal: Mapping[str, PiiAction] = field(default_factory=dict)
+    """The personal fields protected in the version's records (``kafkalake.undeclared.protection``)."""
+    held: str | None = None
+    """Why the version's records are held in the restricted quarantine (``UNDECLARED_VERSION``), or None."""
 
 
 def with_metadata(raw: DataFrame) -> DataFrame:
@@ -74,8 +79,10 @@ def with_metadata(raw: DataFrame) -> DataFrame:
     )
 
 
-def classify_avro(rows: DataFrame, known_ids: list[int]) -> DataFrame:
-    """Add ``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id).
+def classify_avro(rows: DataFrame, known_ids: Sequence[int], held_ids: Sequence[int] = ()) -> DataFrame:
+    """Add ``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id, and
+    ``UNDECLARED_VERSION`` for a value of a schema in ``held_ids``: a version the catalog lacks whose records are
+    held, ``kafkalake.undeclared``).
 
     A value's header is compared with each known schema's header as bytes; only a header that matches none is
     parsed into its schema id (for the quarantine)."""
@@ -89,6 +96,7 @@ def classify_avro(rows: DataFrame, known_ids: list[int]) -> DataFrame:
         .when(F.length(value) < HEADER_SIZE, F.lit("truncated"))
         .when(F.substring(value, 1, 1) != F.unhex(F.lit(f"{MAGIC_BYTE:02x}")), F.lit("bad_magic_byte"))
         .when(matched.isNull(), F.lit("unknown_schema_id"))
+        .when(matched.isin(*held_ids), F.lit(UNDECLARED_VERSION))
     )
     schema_id = F.when(F.length(value) >= HEADER_SIZE, F.coalesce(matched.cast("long"), parsed))
     return rows.withColumns({"_schema_id": schema_id, "_error": error})

@@ -1,6 +1,6 @@
 """A plan's objects, written from one pass over its records: data objects per (schema version, Kafka partition,
-hour), the delete log, and quarantine objects per (Kafka partition, date), each split by a record bound and named
-by the layout module from the offsets it holds.
+hour), the delete log, and quarantine objects per (how they are kept, Kafka partition, date), each split by a
+record bound and named by the layout module from the offsets it holds.
 
 Spark's part-file names are not deterministic, so executors write with pyarrow and boto3 themselves
 (``mapInArrow``): rows arrive in Kafka order (the Kafka source reads each Kafka partition as one Spark partition,
@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
 from kafkalake.personal import KAFKA_KEY_COLUMN, PseudonymKey, QuarantineMode
+from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, RAW_COLUMNS, TOMBSTONE
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
@@ -168,6 +169,19 @@ def quarantine_rows(rows: pa.Table, mode: QuarantineMode) -> pa.Table:
     return rows.select([*kept, "_quarantine_dt"]).rename_columns([*kept, "dt"])
 
 
+def quarantine_modes(rows: pa.Table, mode: QuarantineMode) -> Iterator[tuple[QuarantineMode, pa.Table]]:
+    """The quarantined rows by how they are kept: held records (``UNDECLARED_VERSION``) with their raw bytes under
+    the restricted prefix whatever the topic's ``mode`` (their version may hold personal fields no one has
+    declared, and they are kept to be archived once it is); the others as ``mode`` says. With ``mode``
+    restricted, one table: its objects hold both, in Kafka order."""
+    if mode == QuarantineMode.RESTRICTED:
+        yield mode, rows
+        return
+    held = pc.fill_null(pc.equal(rows.column("_error"), UNDECLARED_VERSION), False)
+    yield mode, rows.filter(pc.invert(held))
+    yield QuarantineMode.RESTRICTED, rows.filter(held)
+
+
 @dataclass
 class _Buffer:
     tables: list[pa.Table] = field(default_factory=list)
@@ -225,8 +239,9 @@ class PlanWriter:
             self._erasures(self.layout.erasure_key, table.filter(tombstone))
         if error.null_count < table.num_rows:
             quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
-            for group, part in split_groups(quarantine_rows(quarantined, self.layout.quarantine), QUARANTINE_GROUP):
-                self._add((QUARANTINE, *group), part)
+            for mode, rows in quarantine_modes(quarantined, self.layout.quarantine):
+                for group, part in split_groups(quarantine_rows(rows, mode), QUARANTINE_GROUP):
+                    self._add((QUARANTINE, mode, *group), part)
 
     def _erasures(self, key: PseudonymKey, tombstones: pa.Table) -> None:
         columns = (tombstones.column(c).to_pylist() for c in (KAFKA_KEY_COLUMN, "_kafka_partition", "_kafka_offset"))
@@ -296,6 +311,6 @@ class PlanWriter:
         if group[0] == DATA:
             _, version, partition, dt, hour = group
             return DataKey(prefix, Partition(version, date.fromisoformat(dt), int(hour)), partition, first, last).key()
-        _, partition, dt = group
-        restricted = self.layout.quarantine == QuarantineMode.RESTRICTED
+        _, mode, partition, dt = group
+        restricted = mode == QuarantineMode.RESTRICTED
         return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last, restricted=restricted)

@@ -4,10 +4,12 @@ partitions its requests can touch instead of every file of the table.
 Parquet statistics cannot prune identifiers (a row group's min and max of random ids or digests span nearly all of
 them), so the erasure job keeps an index of its own, per erasable table, at ``TablePrefix.subject_index_prefix``:
 
-- segments of Parquet, two columns: ``digest``, the first 60 bits of a subject's keyed hash (``subjects``) as a
-  long, and ``partition``, the partition path holding a row of that subject; distinct and sorted by digest;
-- a record (``index.json``): the segments, the digests' signature (key and columns; another one rebuilds the index)
-  and every data object the segments cover.
+- segments of Parquet, three columns: ``digest``, the first 60 bits of a subject's keyed hash (``subjects``) as a
+  long, ``partition``, the partition path holding a row of that subject, and ``key_id``, the key of a stored
+  pseudonym (``_pseudonym_key_id``; null for a clear field or key, hashed under every key the job holds, so a
+  request digested under the key a rotation replaced finds them too); distinct and sorted by digest;
+- a record (``index.json``): the segments, the digests' signature (keys and columns; another one rebuilds the
+  index) and every data object the segments cover.
 
 Every run brings the index up to date before it looks anything up (``refresh``): objects it does not cover are
 scanned once into a new segment; objects a compaction run wrote from objects the index already covered are covered
@@ -16,7 +18,12 @@ Past ``MAX_SEGMENTS`` the segments are merged into one (entries of partitions wi
 record is written with ``If-Match`` (``If-None-Match: *`` for the first), so of two overlapping runs only one
 commits its view; a run that loses the race, or whose refresh fails, scans the table whole, as without an index.
 
-A lookup (``Index.hits``) gives the partitions whose entries carry a wanted digest, and the batch's scan
+When a batch is done, the partitions it rewrote are forgotten (``refresh(forget=...)``): their entries dropped,
+their objects read again, every segment merged into one and every version of the old ones deleted, so no entry of
+an erased subject outlives its rows.
+
+A lookup (``Index.hits``) gives the partitions whose entries carry a wanted digest (or stored pseudonyms of a key
+id some request has no digest under), and the batch's scan
 (``matching.find``) reads those and any partition with an object the index does not cover (written since the
 refresh): a 60-bit prefix can only add partitions to read, never hide one.
 """
@@ -26,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,10 +44,11 @@ from pyspark.sql import functions as F
 
 from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.lease import lost_race
-from kafkalake.personal import PseudonymKey
+from kafkalake.personal import Keyring
 from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.manifest import ManifestStore
+from spark_jobs.erasure.purge import versions
 from spark_jobs.erasure.subjects import (
     by_schema_version,
     data_objects,
@@ -82,12 +90,14 @@ class IndexRecord:
 
 @dataclass
 class Refresh:
-    """What one refresh did: data objects scanned, covered from their compaction inputs, dropped as gone."""
+    """What one refresh did: new data objects scanned, covered from their compaction inputs, dropped as gone; objects
+    of forgotten partitions read again."""
 
     scanned: int = 0
     derived: int = 0
     dropped: int = 0
     merged: bool = False
+    reread: int = 0
 
 
 @dataclass(frozen=True)
@@ -99,13 +109,17 @@ class Index:
     covered: frozenset[str]
     refreshed: Refresh = field(default_factory=Refresh)
 
-    def hits(self, spark: SparkSession, digests: Iterable[str]) -> Hits:
-        """The partitions that may hold one of ``digests``."""
+    def hits(self, spark: SparkSession, digests: Iterable[str], key_ids: Collection[str] | None = None) -> Hits:
+        """The partitions that may hold one of ``digests``; with ``key_ids``, also those holding stored pseudonyms
+        of any other key id (no digest of the batch can match those rows: the scan reads them to say so)."""
         wanted = sorted({index_digest(d) for d in digests})
         found: set[str] = set()
-        if wanted and self.segments:
+        if (wanted or key_ids is not None) and self.segments:
             frame = spark.read.parquet(*(s3_uri(self.bucket, s) for s in self.segments))
-            rows = frame.where(F.col("digest").isin(wanted)).select("partition").distinct().collect()
+            condition = F.col("digest").isin(wanted)
+            if key_ids is not None:
+                condition |= F.col("key_id").isNotNull() & ~F.col("key_id").isin(sorted(key_ids))
+            rows = frame.where(condition).select("partition").distinct().collect()
             found = {row["partition"] for row in rows}
         return Hits(frozenset(found), self.covered)
 
@@ -127,30 +141,34 @@ def refresh(
     s3: Any,
     bucket: str,
     topic: Topic,
-    key: PseudonymKey,
+    keys: Keyring,
     *,
+    forget: Collection[str] = (),
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> Index | None:
-    """The table's index, brought up to date and committed; None when another run committed first."""
+    """The table's index, brought up to date and committed; None when another run committed first. The entries of
+    the ``forget`` partitions (an erasure rewrote them) are dropped and their objects read again, all segments
+    merged into one, and the old segments' every version deleted: no entry of an erased subject is left."""
     record_key = topic.prefix.subject_index_key()
     stored, etag = _load(s3, bucket, record_key)
-    wanted = signature(topic, key)
+    wanted = signature(topic, keys)
     record = stored if stored is not None and stored.signature == wanted else IndexRecord(wanted)
     previous = set(record.covered)
     current = set(data_objects(s3, bucket, topic.prefix.data_prefix()))
     new = current - previous
     derived = _derived(s3, bucket, topic, new, previous)
-    todo = sorted(new - derived)
-    done = Refresh(len(todo), len(derived), len(previous - current))
+    reread = {n for n in current if (m := PARTITION_PATH_RE.search(n)) and m.group(1) in forget}
+    todo = sorted((new - derived) | reread)
+    done = Refresh(len((new - derived) - reread), len(derived - reread), len(previous - current), reread=len(reread))
     segments = list(record.segments)
-    entries = _entries(spark, bucket, topic, key, todo) if todo else None
+    entries = _entries(spark, bucket, topic, keys, todo) if todo else None
+    if segments and (forget or (entries is not None and len(segments) + 1 > MAX_SEGMENTS)):
+        kept = {m.group(1) for m in map(PARTITION_PATH_RE.search, current) if m} - set(forget)
+        old = spark.read.parquet(*(s3_uri(bucket, s) for s in segments)).where(F.col("partition").isin(sorted(kept)))
+        entries = old if entries is None else entries.unionByName(old)
+        segments, done.merged = [], True
     if entries is not None:
-        if len(segments) + 1 > MAX_SEGMENTS:
-            kept = {m.group(1) for m in map(PARTITION_PATH_RE.search, current) if m}
-            old = spark.read.parquet(*(s3_uri(bucket, s) for s in segments))
-            entries = entries.unionByName(old).where(F.col("partition").isin(sorted(kept)))
-            segments, done.merged = [], True
         segment_id = f"{now().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
         segment = topic.prefix.subject_index_segment_prefix(segment_id)
         _write(entries, s3_uri(bucket, segment), len(current) if done.merged else len(todo))
@@ -170,8 +188,8 @@ def refresh(
     _delete_segments(s3, bucket, topic, named=segments, dropped=set(stored.segments if stored else ()), now=now())
     say(
         f"subject index of {topic.database}.{topic.table}: {done.scanned} objects scanned, {done.derived} covered "
-        f"from their compaction inputs, {done.dropped} gone; {len(covered)} objects in {len(segments)} segments"
-        + (" (merged)" if done.merged else "")
+        f"from their compaction inputs, {done.dropped} gone, {done.reread} read again (rows erased); "
+        f"{len(covered)} objects in {len(segments)} segments" + (" (merged)" if done.merged else "")
     )
     return Index(bucket, tuple(segments), frozenset(covered), done)
 
@@ -204,22 +222,27 @@ def _derived(s3: Any, bucket: str, topic: Topic, new: set[str], covered: set[str
     return found
 
 
-def _entries(spark: SparkSession, bucket: str, topic: Topic, key: PseudonymKey, names: list[str]) -> DataFrame | None:
-    """(digest, partition) of every subject of every row of ``names``; None when their files hold no subject."""
+def _entries(spark: SparkSession, bucket: str, topic: Topic, keys: Keyring, names: list[str]) -> DataFrame | None:
+    """(digest, partition, key id) of every subject of every row of ``names``: a clear field or key hashed under
+    each of ``keys`` (key id null), a stored pseudonym as it is, with its row's key id; None when their files hold
+    no subject."""
     frames = []
     for group in by_schema_version(names):
         frame = read_objects(spark, bucket, group)
-        columns = subject_columns(frame, topic, key).every
-        if not columns:
-            continue
-        rows = frame.select(
-            partition_of(F.input_file_name()).alias("partition"), F.explode(F.array(*columns)).alias("subject")
-        )
-        frames.append(
-            rows.where(F.col("subject").isNotNull()).select(
-                F.conv(F.substring("subject", 1, DIGEST_HEX), 16, 10).cast("long").alias("digest"), "partition"
-            )
-        )
+        subjects = subject_columns(frame, topic)
+        file = partition_of(F.input_file_name()).alias("partition")
+        hashed = [h for key in keys.keys for h in [*subjects.hashed(key), subjects.key_hash(key)] if h is not None]
+        null = F.lit(None).cast("string")
+        for columns, key_id in ((hashed, null), (subjects.stored, subjects.key_id)):
+            if columns:
+                rows = frame.select(file, F.explode(F.array(*columns)).alias("subject"), key_id.alias("key_id"))
+                frames.append(
+                    rows.where(F.col("subject").isNotNull()).select(
+                        F.conv(F.substring("subject", 1, DIGEST_HEX), 16, 10).cast("long").alias("digest"),
+                        "partition",
+                        "key_id",
+                    )
+                )
     return union(frames)
 
 
@@ -238,16 +261,20 @@ def _write(entries: DataFrame, uri: str, objects: int) -> None:
 
 
 def _delete_segments(s3: Any, bucket: str, topic: Topic, *, named: list[str], dropped: set[str], now: datetime) -> None:
-    """Segments the committed record no longer names (merged, or of an old signature), and those a run left unnamed
-    for ``ORPHAN_AGE`` (it died, or lost the race); never a new one another run may still be about to name."""
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=topic.prefix.subject_index_prefix())
+    """Every version of the segments the committed record no longer names (merged, or of an old signature), and of
+    those a run left unnamed for ``ORPHAN_AGE`` (it died, or lost the race), and the noncurrent versions under the
+    named ones (Spark's temporary files); never a new segment another run may still be about to name. By version
+    id: the bucket is versioned, and a plain delete would keep their entries as noncurrent versions."""
+
+    def doomed(version: dict[str, Any]) -> bool:
+        if any(version["Key"].startswith(s) for s in named):
+            return version["Marker"] or not version["IsLatest"]
+        return any(version["Key"].startswith(s) for s in dropped) or version["LastModified"] < now - ORPHAN_AGE
+
     gone = [
-        {"Key": o["Key"]}
-        for page in pages
-        for o in page.get("Contents", [])
-        if "/segments/" in o["Key"]
-        and not any(o["Key"].startswith(s) for s in named)
-        and (any(o["Key"].startswith(s) for s in dropped) or o["LastModified"] < now - ORPHAN_AGE)
+        {"Key": v["Key"], "VersionId": v["VersionId"]}
+        for v in versions(s3, bucket, f"{topic.prefix.subject_index_prefix()}segments/")
+        if doomed(v)
     ]
     for start in range(0, len(gone), 1000):
         s3.delete_objects(Bucket=bucket, Delete={"Objects": gone[start : start + 1000], "Quiet": True})

@@ -9,8 +9,13 @@ with rows to erase gets a manifest whose ``erase`` names them (``spark_jobs.comp
 and is carried forward by ``spark_jobs.compaction.protocol.carry_forward`` (written without them, verified to hold
 exactly the inputs minus them by (Kafka partition, offset), swapped); after the grace period the replaced objects
 and every noncurrent version go (``spark_jobs.erasure.purge``); quarantine objects are rewritten. When every table
-is done, each request gets its receipt, the batch is cleared and the indexes take in the batch's rewrites. A table
-that fails or is held is retried by the next run; the others go on.
+is done, the indexes forget the partitions it rewrote (their entries dropped and read again from what is left: no
+entry of an erased subject outlives its rows), then each request gets its receipt and the batch is cleared; an
+index that cannot forget holds the receipts back to the next run. A table that fails or is held is retried by the
+next run; the others go on.
+
+Past 400 lines: the run's steps (batch, rewrite, purge, forget, receipts) share its leases, clients and batch; apart,
+each would take all of them.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
-from kafkalake.personal import PseudonymKey, load_key
+from kafkalake.personal import Keyring, KeyUnavailable, load_keys
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.clean import clean
@@ -71,6 +76,14 @@ class Outcome:
     """Requests without a receipt after the run, and those of them past their deadline."""
     indexed: dict[str, int] = field(default_factory=dict)
     """Table → data objects this run read into its subject index."""
+
+
+class _Unmatched(Exception):
+    """A table's scan for a batch found rows it cannot match (``KeyUnavailable``); the requests reaching it."""
+
+    def __init__(self, table: str, requests: set[str], cause: KeyUnavailable) -> None:
+        super().__init__(table)
+        self.table, self.requests, self.cause = table, requests, cause
 
 
 class Eraser(Rewriter):
@@ -142,7 +155,7 @@ class Eraser(Rewriter):
             indexes = self._refresh(outcome)
             receipts = self.store.receipts()
             todo, late = pending(requests, receipts), watched(requests, receipts, self.now())
-            batch = self._new_batch(todo, late, receipts, indexes)
+            batch = self._new_batch(todo, late, receipts, indexes, outcome)
             if batch is None:
                 self.say(f"erasure in {self.env}: no pending request, no late row of a done one")
                 return
@@ -163,6 +176,11 @@ class Eraser(Rewriter):
             finally:
                 lease.update(batch.to_work())
         if batch.done:
+            forget = {name: set(table.partitions) for name, table in batch.tables.items() if table.partitions}
+            indexes = self._refresh(outcome, forget)
+            if any(name not in indexes for name in forget):
+                self.say(f"erasure batch {batch.batch_id}: done; its receipts wait for the indexes to forget its rows")
+                return
             chosen = [r for r in requests if r.request_id in batch.requests]
             for request in chosen:
                 receipt = self._receipt(batch, request)
@@ -172,15 +190,24 @@ class Eraser(Rewriter):
                 outcome.receipts.append(request.request_id)
             lease.update(None)
             self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
-            self._refresh(outcome)
 
-    def _refresh(self, outcome: Outcome) -> dict[str, index.Index]:
-        """Every erasable table's subject index, up to date; a table whose index fails is scanned whole (reported)."""
+    def _refresh(self, outcome: Outcome, forget: dict[str, set[str]] | None = None) -> dict[str, index.Index]:
+        """Every erasable table's subject index, up to date, without entries of the partitions ``forget`` names
+        (table → partition paths a done batch rewrote); a table whose index fails is scanned whole (reported)."""
         found = {}
         for topic in self.topics:
             name = table_name(topic)
             try:
-                current = index.refresh(self.spark, self.s3, self.bucket, topic, self.key, now=self.now, say=self.say)
+                current = index.refresh(
+                    self.spark,
+                    self.s3,
+                    self.bucket,
+                    topic,
+                    self.keys,
+                    forget=(forget or {}).get(name, set()),
+                    now=self.now,
+                    say=self.say,
+                )
             except Exception as exc:  # noqa: BLE001 - one table's index never stops the others: reported
                 outcome.failed[f"{name} (subject index)"] = describe(exc)
                 self.say(f"FAILED {name} subject index: {describe(exc)}; its batches scan the table whole")
@@ -196,46 +223,86 @@ class Eraser(Rewriter):
         late: list[tuple[ErasureRequest, datetime]],
         receipts: dict[str, Any],
         indexes: dict[str, index.Index],
+        outcome: Outcome,
+    ) -> Batch | None:
+        """The batch (``_batch``). A table where some request's rows cannot all be matched (``KeyUnavailable``, the
+        key id named) fails, and every request reaching it is left out, pending, so none gets a receipt that misses
+        rows; the batch is made again without them."""
+        while True:
+            try:
+                return self._batch(todo, late, receipts, indexes)
+            except _Unmatched as unmatched:
+                outcome.failed[unmatched.table] = describe(unmatched.cause)
+                self.say(f"FAILED {unmatched.table}: {describe(unmatched.cause)}")
+                todo = [r for r in todo if r.request_id not in unmatched.requests]
+                late = [(r, since) for r, since in late if r.request_id not in unmatched.requests]
+
+    def _batch(
+        self,
+        todo: list[ErasureRequest],
+        late: list[tuple[ErasureRequest, datetime]],
+        receipts: dict[str, Any],
+        indexes: dict[str, index.Index],
     ) -> Batch | None:
         """The pending requests' rows, and the rows of done tombstone requests in objects written since their batch
         started (late); in the partitions each table's index names for them (and objects it does not cover), or the
         whole table without one. None when there is neither."""
         if not todo and not late:
             return None
-        key = self.key
         started = self.now()
         batch = Batch(f"{started.strftime('%Y%m%dT%H%M%SZ')}", started.isoformat(), [r.request_id for r in todo])
         for topic in self.topics:
-            found = None
-            kept = indexes.get(table_name(topic))
-            if any(matching.in_scope(topic, r) for r in todo):
-                wanted = matching.scope(topic, todo)
-                hits = self._hits(kept, wanted)
-                found = matching.find(self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, hits=hits)
-            mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
-            if mine:
-                wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
-                hits = self._hits(kept, wanted)
-                extra = matching.find(
-                    self.spark, self.s3, self.bucket, topic, key=key, wanted=wanted, since=since, hits=hits
-                )
-                if extra.requests():
-                    found = found or TableBatch()
-                    found.add(extra)
-                    batch.earlier |= {r: receipts[r] for r in extra.requests()}
+            try:
+                kept = indexes.get(table_name(topic))
+                found = self._table_batch(topic, todo=todo, late=late, receipts=receipts, kept=kept, batch=batch)
+            except KeyUnavailable as exc:
+                reached = {r.request_id for r in [*todo, *(r for r, _ in late)] if matching.in_scope(topic, r)}
+                raise _Unmatched(table_name(topic), reached, exc) from None
             if found is not None:
                 batch.tables[table_name(topic)] = found
         batch.requests += sorted(batch.earlier)
         return batch if batch.requests else None
 
+    def _table_batch(
+        self,
+        topic: Topic,
+        *,
+        todo: list[ErasureRequest],
+        late: list[tuple[ErasureRequest, datetime]],
+        receipts: dict[str, Any],
+        kept: index.Index | None,
+        batch: Batch,
+    ) -> TableBatch | None:
+        """One table's part of the batch (None when no request reaches it); done requests reopened for late rows
+        go into ``batch.earlier``."""
+        keys, found = self.keys, None
+        if any(matching.in_scope(topic, r) for r in todo):
+            wanted = matching.scope(topic, todo)
+            hits = self._hits(kept, wanted)
+            found = matching.find(self.spark, self.s3, self.bucket, topic, keys=keys, wanted=wanted, hits=hits)
+        mine = [(r, since) for r, since in late if matching.in_scope(topic, r)]
+        if mine:
+            wanted, since = matching.scope(topic, [r for r, _ in mine]), min(s for _, s in mine)
+            hits = self._hits(kept, wanted)
+            extra = matching.find(
+                self.spark, self.s3, self.bucket, topic, keys=keys, wanted=wanted, since=since, hits=hits
+            )
+            if extra.requests():
+                found = found or TableBatch()
+                found.add(extra)
+                batch.earlier |= {r: receipts[r] for r in extra.requests()}
+        return found
+
     def _hits(self, kept: index.Index | None, wanted: matching.Scope) -> index.Hits | None:
         """Where the table's index says ``wanted``'s rows can be; None (every object) without an index."""
-        return kept.hits(self.spark, wanted.digests()) if kept is not None and wanted else None
+        if kept is None or not wanted:
+            return None
+        return kept.hits(self.spark, wanted.digests(), wanted.common_key_ids())
 
     @cached_property
-    def key(self) -> PseudonymKey:
-        """The pseudonym key, read once per run."""
-        return load_key(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
+    def keys(self) -> Keyring:
+        """The pseudonym keys (the current one and the one a rotation replaced), read once per run."""
+        return load_keys(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
 
     def _table(self, topic: Topic, table: TableBatch, outcome: Outcome) -> None:
         """Rewrite, then purge, the table's partitions, under the table's compaction lease; its quarantine."""

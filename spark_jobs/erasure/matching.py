@@ -2,10 +2,14 @@
 one of its quarantine objects), reading only the columns that identify a subject and the row keys.
 
 A row matches an explicit request when one of its subject fields, or (``erasure: by_key``) its Kafka key, hashes to
-the request's digest: a field the catalog pseudonymises with ``hmac`` already holds the digest and is compared as
-it is, so Spark's Parquet reader skips row groups by their min/max statistics; any other field is hashed in the
-scan (``spark_jobs.keyed_hash``, no per-row Python). A row matches a tombstone when its key hashes to the
-tombstone's digest in the same Kafka partition at a lower offset (a broadcast join of the batch's tombstones).
+one of the request's digests: a field the catalog pseudonymises with ``hmac`` already holds the digest, under the
+key its row's ``_pseudonym_key_id`` names, and is compared as it is with the subject's digest under that key id;
+any other field is hashed in the scan (``spark_jobs.keyed_hash``, no per-row Python) under the key of each digest.
+So a rotation loses nothing: rows hashed before it match the digest under the earlier key, which the request holds
+too (``kafkalake.erasure.Subject.earlier_keys``), and a request digested before it hashes clear fields under its
+own key. What cannot be matched fails the table, naming the key id (``KeyUnavailable``), never a silent 0 rows.
+A row matches a tombstone when its key hashes to the tombstone's digest in the same Kafka partition at a lower
+offset (a broadcast join of the batch's tombstones).
 Quarantined records hold raw bytes only: they match by their key (``by_key`` tables). With the table's subject index
 (``spark_jobs.erasure.index``), only the partitions it names for the batch's digests, and objects it does not cover,
 are read.
@@ -25,12 +29,13 @@ from pyspark.sql import functions as F
 
 from kafkalake.erasure import ErasureRequest, Source
 from kafkalake.layout import PARTITION_PATH_RE, Partition
-from kafkalake.personal import PseudonymKey, QuarantineMode
+from kafkalake.personal import Keyring, KeyUnavailable, QuarantineMode
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
 from spark_jobs.erasure.index import Hits
 from spark_jobs.erasure.subjects import (
+    SubjectColumns,
     by_schema_version,
     data_objects,
     read_objects,
@@ -41,17 +46,37 @@ from spark_jobs.erasure.subjects import (
 
 @dataclass
 class Scope:
-    """The requests that reach one table: explicit digests, and tombstones (digest, Kafka partition, offset)."""
+    """The requests that reach one table: explicit digests, and tombstones (digest, Kafka partition, offset), each
+    under the key id it was taken with."""
 
-    explicit: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    """Digest → the requests naming it."""
-    tombstones: dict[tuple[str, int, int], list[str]] = field(default_factory=lambda: defaultdict(list))
+    explicit: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    """(Key id, digest) → the requests naming it (a subject has a digest under each key the secret kept)."""
+    tombstones: dict[tuple[str, str, int, int], list[str]] = field(default_factory=lambda: defaultdict(list))
+    """(Key id, digest, Kafka partition, offset) → the requests naming it."""
+    subjects: list[tuple[str, frozenset[str]]] = field(default_factory=list)
+    """(Request, the key ids it has a digest under) of every explicit subject."""
 
     def __bool__(self) -> bool:
         return bool(self.explicit or self.tombstones)
 
     def digests(self) -> set[str]:
-        return set(self.explicit) | {digest for digest, _, _ in self.tombstones}
+        return {digest for _, digest in self.explicit} | {digest for _, digest, _, _ in self.tombstones}
+
+    def key_ids(self) -> set[str]:
+        return {key_id for key_id, _ in self.explicit} | {key_id for key_id, _, _, _ in self.tombstones}
+
+    def common_key_ids(self) -> frozenset[str] | None:
+        """The key ids every explicit subject has a digest under (None without one): a stored pseudonym of any
+        other key id could be a subject's that no digest matches."""
+        sets = [key_ids for _, key_ids in self.subjects]
+        return frozenset.intersection(*sets) if sets else None
+
+    def requests(self, row: Any) -> set[str]:
+        """The requests a matched row answers."""
+        if row["before"] is None:
+            return set(self.explicit.get((row["key_id"], row["subject"]), []))
+        point = (row["key_id"], row["subject"], int(row["_kafka_partition"]), int(row["before"]))
+        return set(self.tombstones.get(point, []))
 
 
 def scope(topic: Topic, requests: Iterable[ErasureRequest]) -> Scope:
@@ -62,10 +87,13 @@ def scope(topic: Topic, requests: Iterable[ErasureRequest]) -> Scope:
             continue
         for subject in request.subjects:
             if request.source == Source.TOMBSTONES and subject.kafka_partition is not None:
-                point = (subject.digest, subject.kafka_partition, subject.before_offset or 0)
+                point = (request.key_id, subject.digest, subject.kafka_partition, subject.before_offset or 0)
                 found.tombstones[point].append(request.request_id)
             else:
-                found.explicit[subject.digest].append(request.request_id)
+                digests = subject.digests(request.key_id)
+                for key_id, digest in digests.items():
+                    found.explicit[(key_id, digest)].append(request.request_id)
+                found.subjects.append((request.request_id, frozenset(digests)))
     return found
 
 
@@ -79,41 +107,37 @@ def find(
     bucket: str,
     topic: Topic,
     *,
-    key: PseudonymKey,
+    keys: Keyring,
     wanted: Scope,
     since: datetime | None = None,
     hits: Hits | None = None,
 ) -> TableBatch:
     """The table's rows to erase, by partition and quarantine object, with the rows each request accounts for; only
     in objects written since ``since`` when given (late objects of requests already done), only in objects ``hits``
-    wants when given (the subject index's answer for ``wanted``)."""
+    wants when given (the subject index's answer for ``wanted``). Raises ``KeyUnavailable`` (the key id named, no
+    key material) when a request's digests are all under keys the secret no longer keeps and the table hashes in
+    the scan, or when rows hold stored pseudonyms of a key id some request has no digest under."""
     found = TableBatch()
     if not wanted:
         return found
     objects = [n for n in _objects(s3, bucket, topic.prefix.data_prefix(), since) if hits is None or hits.wants(n)]
-    seen: set[tuple[Any, ...]] = set()
+    rows: dict[tuple[str, int, int], set[str]] = defaultdict(set)
     for group in by_schema_version(objects):
-        for row in _collect(_scan(spark, bucket, group, topic, key=key, wanted=wanted, fields=True)):
+        for row in _collect(_scan(spark, bucket, group, topic, keys=keys, wanted=wanted, fields=True), topic):
             path = PARTITION_PATH_RE.search(_key_of(row))
-            # a row's copies (a raw file and the compaction output that replaced it) count once
-            point = (
-                path and path.group(1),
-                row["_kafka_partition"],
-                row["_kafka_offset"],
-                row["subject"],
-                row["before"],
-            )
-            if path is None or point in seen:
-                continue
-            seen.add(point)
-            values = Partition.from_path(path.group(1)).values()
-            entry = found.partitions.setdefault(path.group(1), PartitionErasure(values, [], {}))
-            _add(entry.keys, entry.rows_by_request, row, wanted)
+            if path is not None:  # a row's copies (a raw file and the compaction output that replaced it) count once
+                rows[(path.group(1), int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
+    for (folder, *point), requests in sorted(rows.items()):
+        entry = found.partitions.setdefault(folder, PartitionErasure(Partition.from_path(folder).values(), [], {}))
+        _add(entry.keys, entry.rows_by_request, point, requests)
     if topic.spec.erasure == "by_key" and topic.quarantine != QuarantineMode.OFFSETS_ONLY:  # else no key is kept
         names = _objects(s3, bucket, topic.quarantine_prefix(), since)
-        for row in _collect(_scan(spark, bucket, names, topic, key=key, wanted=wanted, fields=False)):
-            quarantined = found.quarantine.setdefault(_key_of(row), QuarantineErasure([], {}))
-            _add(quarantined.keys, quarantined.rows_by_request, row, wanted)
+        held: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+        for row in _collect(_scan(spark, bucket, names, topic, keys=keys, wanted=wanted, fields=False), topic):
+            held[(_key_of(row), int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
+        for (name, *point), requests in sorted(held.items()):
+            quarantined = found.quarantine.setdefault(name, QuarantineErasure([], {}))
+            _add(quarantined.keys, quarantined.rows_by_request, point, requests)
     if wanted.explicit and topic.spec.subject_fields and topic.quarantine != QuarantineMode.OFFSETS_ONLY:
         # a quarantined record failed to decode, so its subject fields cannot be read: its raw bytes go instead
         for name in _objects(s3, bucket, topic.quarantine_prefix(), since):
@@ -131,21 +155,42 @@ def _key_of(row: Any) -> str:
     return unquote(parse_s3_uri(row["file"]).key)
 
 
-def _collect(frame: DataFrame | None) -> list[Any]:
-    return [] if frame is None else frame.distinct().collect()
+def _collect(frame: DataFrame | None, topic: Topic) -> list[Any]:
+    """The matched rows; ``KeyUnavailable`` when some row's stored pseudonyms are of a key id no digest of some
+    request is under (the scan's rows without a subject)."""
+    rows = [] if frame is None else frame.distinct().collect()
+    strays = sorted({row["key_id"] for row in rows if row["subject"] is None})
+    if strays:
+        raise KeyUnavailable(
+            f"{topic.database}.{topic.table}: rows hold pseudonyms under key id {', '.join(strays)}, and a pending "
+            "request has no digest under it (made before that key, or after the secret stopped keeping it): the "
+            "request would miss them; make it again with `kafkalake erase --subject` while the secret keeps the key"
+        )
+    return rows
 
 
-def _add(keys: list[list[int]], counts: dict[str, int], row: Any, wanted: Scope) -> None:
+def _add(keys: list[list[int]], counts: dict[str, int], point: list[int], requests: Iterable[str]) -> None:
     """One matched row: its key (once), and one row for each request it answers."""
-    point = [int(row["_kafka_partition"]), int(row["_kafka_offset"])]
     if point not in keys:
         keys.append(point)
-    if row["before"] is None:
-        requests = wanted.explicit.get(row["subject"], [])
-    else:
-        requests = wanted.tombstones.get((row["subject"], point[0], int(row["before"])), [])
     for request_id in requests:
         counts[request_id] = counts.get(request_id, 0) + 1
+
+
+def _unusable(topic: Topic, keys: Keyring, wanted: Scope, subjects: SubjectColumns) -> None:
+    """``KeyUnavailable`` when the scan must hash under a key the secret no longer keeps: a request's subject
+    without a digest under any key the job holds, or a tombstone's key id."""
+    held = set(keys.key_ids)
+    missing = {r for r, key_ids in wanted.subjects if subjects.needs_key and not key_ids & held}
+    if subjects.kafka_key is not None:
+        missing |= {r for (key_id, *_), requests in wanted.tombstones.items() if key_id not in held for r in requests}
+    if missing:
+        asked = sorted({k for k in wanted.key_ids() if k not in held})
+        raise KeyUnavailable(
+            f"{topic.database}.{topic.table}: requests {', '.join(sorted(missing))} are digested under key id "
+            f"{', '.join(asked)}, which the pseudonym secret no longer keeps (it keeps {', '.join(keys.key_ids)}); "
+            "make them again with `kafkalake erase --subject`"
+        )
 
 
 def _scan(
@@ -154,46 +199,65 @@ def _scan(
     names: Sequence[str],
     topic: Topic,
     *,
-    key: PseudonymKey,
+    keys: Keyring,
     wanted: Scope,
     fields: bool,
 ) -> DataFrame | None:
-    """(file, Kafka partition, offset, subject digest, tombstone offset or null) of every matching row of ``names``."""
+    """(file, Kafka partition, offset, key id, subject digest, tombstone offset or null) of every matching row of
+    ``names``, per key id of the batch's digests: clear fields and the key hashed under that key, stored pseudonyms
+    of that key id (or of none) compared as they are; and (key id, null subject) of a row whose stored pseudonyms are
+    of a key id some explicit subject has no digest under."""
     if not names:
         return None
     frame = read_objects(spark, bucket, names)
-    subjects = subject_columns(frame, topic, key, fields=fields)
-    hashes, by_key = subjects.fields, subjects.key is not None
-    key_hash = subjects.key if subjects.key is not None else F.lit(None).cast("string")
-    base = frame.select(
-        F.input_file_name().alias("file"),
-        "_kafka_partition",
-        "_kafka_offset",
-        key_hash.alias("_key_hash"),
-        *(h.alias(f"_hash{i}") for i, h in enumerate(hashes)),
-    )
+    subjects = subject_columns(frame, topic, fields=fields)
+    _unusable(topic, keys, wanted, subjects)
+    columns = ["file", "_kafka_partition", "_kafka_offset", "key_id", "subject", "before"]
+    base = frame.withColumn("file", F.input_file_name())
     parts: list[DataFrame] = []
-    candidates = [F.col(f"_hash{i}") for i in range(len(hashes))] + ([F.col("_key_hash")] if by_key else [])
-    if wanted.explicit and candidates:
-        digests = sorted(wanted.explicit)
-        subject = F.coalesce(*(F.when(c.isin(digests), c) for c in candidates))
-        matched = base.where(subject.isNotNull()).select(
-            "file",
-            "_kafka_partition",
-            "_kafka_offset",
-            subject.alias("subject"),
-            F.lit(None).cast("long").alias("before"),
-        )
-        parts.append(matched)
-    if wanted.tombstones and by_key:
-        points = spark.createDataFrame(sorted(wanted.tombstones), "digest string, point_partition int, before long")
-        joined = base.join(
-            F.broadcast(points),
-            (F.col("_key_hash") == F.col("digest"))
-            & (F.col("_kafka_partition") == F.col("point_partition"))
-            & (F.col("_kafka_offset") < F.col("before")),
-        )
+    for key_id in sorted(wanted.key_ids()):
+        key = keys.get(key_id)
+        own = subjects.key_id.isNull() | (subjects.key_id == key_id)
+        candidates = [F.when(own, c) for c in subjects.stored]
+        key_hash = subjects.key_hash(key) if key is not None else None
+        if key is not None:
+            candidates += subjects.hashed(key) + ([key_hash] if key_hash is not None else [])
+        digests = sorted(d for k, d in wanted.explicit if k == key_id)
+        if digests and candidates:
+            subject = F.coalesce(*(F.when(c.isin(digests), c) for c in candidates))
+            matched = base.where(subject.isNotNull()).select(
+                "file",
+                "_kafka_partition",
+                "_kafka_offset",
+                F.lit(key_id).alias("key_id"),
+                subject.alias("subject"),
+                F.lit(None).cast("long").alias("before"),
+            )
+            parts.append(matched)
+        points = sorted((d, p, o) for k, d, p, o in wanted.tombstones if k == key_id)
+        if points and key_hash is not None:
+            table = spark.createDataFrame(points, "digest string, point_partition int, before long")
+            joined = base.join(
+                F.broadcast(table),
+                (key_hash == F.col("digest"))
+                & (F.col("_kafka_partition") == F.col("point_partition"))
+                & (F.col("_kafka_offset") < F.col("before")),
+            )
+            parts.append(
+                joined.select(*columns[:3], F.lit(key_id).alias("key_id"), F.col("digest").alias("subject"), "before")
+            )
+    common = wanted.common_key_ids()
+    if subjects.stored and common is not None:
+        strays = base.where(subjects.key_id.isNotNull() & ~subjects.key_id.isin(sorted(common)))
+        null = F.lit(None)
         parts.append(
-            joined.select("file", "_kafka_partition", "_kafka_offset", F.col("digest").alias("subject"), "before")
+            strays.select(
+                "file",
+                null.cast("int").alias("_kafka_partition"),
+                null.cast("long").alias("_kafka_offset"),
+                subjects.key_id.alias("key_id"),
+                null.cast("string").alias("subject"),
+                null.cast("long").alias("before"),
+            )
         )
     return union(parts)

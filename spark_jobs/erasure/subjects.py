@@ -2,8 +2,9 @@
 (``spark_jobs.erasure.matching``) and the subject index that tells it where to look (``spark_jobs.erasure.index``),
 so both hash the same columns the same way.
 
-A subject field the catalog pseudonymises with ``hmac`` already holds the digest and is taken as it is; any other
-subject field, and the Kafka key of an ``erasure: by_key`` table, is hashed in Spark (``spark_jobs.keyed_hash``), a
+A subject field the catalog pseudonymises with ``hmac`` already holds the digest, under the key its row's
+``_pseudonym_key_id`` names, and is taken as it is; any other subject field, and the Kafka key of an ``erasure:
+by_key`` table, is hashed in Spark (``spark_jobs.keyed_hash``) under whichever key a request's digest is under, a
 field of its canonical text (``spark_jobs.archiver.pseudonyms.canonical_text``), the archiver's for its ``hmac``
 fields, so a request's digest of ``42`` finds a ``long`` 42 whether the archiver hashed it or kept it.
 """
@@ -22,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.layout import PARTITION_PATH_RE
-from kafkalake.personal import KAFKA_KEY_COLUMN, PiiAction, PseudonymKey
+from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, Keyring, PiiAction, PseudonymKey
 from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.archiver.pseudonyms import canonical_text
@@ -32,36 +33,50 @@ from spark_jobs.keyed_hash import keyed_hash
 
 @dataclass(frozen=True)
 class SubjectColumns:
-    fields: list[Column]
-    """The digest of each subject field the files have."""
-    key: Column | None
-    """The digest of the Kafka key (``erasure: by_key`` tables whose files store it)."""
+    clear: list[Column]
+    """The canonical text of each subject field the files keep in clear: hashed under whichever key (``hashed``)."""
+    stored: list[Column]
+    """Each subject field the catalog pseudonymises with ``hmac``, as stored: a digest under the row's ``key_id``."""
+    kafka_key: Column | None
+    """The Kafka key (``erasure: by_key`` tables whose files store it): hashed under whichever key."""
+    key_id: Column
+    """The key that made the row's stored pseudonyms (``KEY_ID_COLUMN``; null in files without it)."""
+
+    def hashed(self, key: PseudonymKey) -> list[Column]:
+        """The digests under ``key`` of the clear fields."""
+        return [keyed_hash(key, c) for c in self.clear]
+
+    def key_hash(self, key: PseudonymKey) -> Column | None:
+        """The digest under ``key`` of the Kafka key."""
+        return None if self.kafka_key is None else keyed_hash(key, self.kafka_key)
 
     @property
-    def every(self) -> list[Column]:
-        return self.fields + ([self.key] if self.key is not None else [])
+    def needs_key(self) -> bool:
+        """Whether matching a digest takes its key (something is hashed in the scan)."""
+        return bool(self.clear) or self.kafka_key is not None
 
 
-def subject_columns(frame: DataFrame, topic: Topic, key: PseudonymKey, *, fields: bool = True) -> SubjectColumns:
-    """The digests that identify a row's subjects in ``frame`` (its subject fields only when ``fields``)."""
-    hashes = []
+def subject_columns(frame: DataFrame, topic: Topic, *, fields: bool = True) -> SubjectColumns:
+    """What identifies a row's subjects in ``frame`` (its subject fields only when ``fields``)."""
+    clear, stored = [], []
     if fields:
         personal = topic.personal_fields
         for path in topic.spec.subject_fields:
             if (data_type := field_type(frame.schema, path)) is not None:
                 if personal.get(path) == PiiAction.HMAC:
-                    hashes.append(F.col(path).cast("string"))
+                    stored.append(F.col(path).cast("string"))
                 else:
-                    hashes.append(keyed_hash(key, canonical_text(F.col(path), data_type)))
+                    clear.append(canonical_text(F.col(path), data_type))
     by_key = topic.spec.erasure == "by_key" and KAFKA_KEY_COLUMN in frame.columns
-    return SubjectColumns(hashes, keyed_hash(key, F.col(KAFKA_KEY_COLUMN)) if by_key else None)
+    key_id = F.col(KEY_ID_COLUMN) if KEY_ID_COLUMN in frame.columns else F.lit(None).cast("string")
+    return SubjectColumns(clear, stored, F.col(KAFKA_KEY_COLUMN) if by_key else None, key_id)
 
 
-def signature(topic: Topic, key: PseudonymKey) -> str:
-    """What the table's digests are taken of, and with which key: an index of another signature is rebuilt."""
+def signature(topic: Topic, keys: Keyring) -> str:
+    """What the table's digests are taken of, and with which keys: an index of another signature is rebuilt."""
     personal = topic.personal_fields
     fields = [[path, personal.get(path) == PiiAction.HMAC] for path in topic.spec.subject_fields]
-    return json.dumps({"key_id": key.key_id, "fields": fields, "by_key": topic.spec.erasure == "by_key"})
+    return json.dumps({"key_ids": sorted(keys.key_ids), "fields": fields, "by_key": topic.spec.erasure == "by_key"})
 
 
 def data_objects(s3: Any, bucket: str, prefix: str) -> dict[str, datetime]:

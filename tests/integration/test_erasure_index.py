@@ -6,10 +6,13 @@ record only one commits."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -18,8 +21,9 @@ from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request, tombstone_request
 from kafkalake.layout import DataKey, Partition
-from kafkalake.personal import PseudonymKey, load_key
+from kafkalake.personal import Keyring, PseudonymKey, load_key
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake_dev.local.erase_requests import record_request
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import customer_file, put_table, with_bucket
 from spark_jobs.compaction.job import Compactor
@@ -27,6 +31,7 @@ from spark_jobs.compaction.work import Action, Knobs
 from spark_jobs.erasure import index
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.matching import find, scope
+from spark_jobs.erasure.purge import versions
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-index-tests"
@@ -91,7 +96,7 @@ def lake(endpoints: Endpoints) -> Lake:
 
 
 def refreshed(spark: SparkSession, endpoints: Endpoints, topic: Topic, key: PseudonymKey) -> index.Index:
-    found = index.refresh(spark, make_client(endpoints, "s3"), endpoints.bucket, topic, key)
+    found = index.refresh(spark, make_client(endpoints, "s3"), endpoints.bucket, topic, Keyring(key))
     assert found is not None
     return found
 
@@ -123,14 +128,14 @@ def test_the_index_names_the_partitions_holding_a_subject_and_the_erasure_reads_
     # an object the index covers, in a partition without the subject, is never read again: make it unreadable
     s3.put_object(Bucket=BUCKET, Key=lake.key_of(0, 1), Body=b"not parquet: only a scan of the whole table reads it")
     wanted = scope(lake.topic, [new_request([digest], [], 1, key.key_id, datetime.now(UTC))])
-    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    found = find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted, hits=hits)
     assert sorted(found.partitions) == sorted(lake.partition(h).path() for h in HOLDING)
     with pytest.raises(Exception, match=r"(?i)parquet"):
-        find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted)  # without the index: every file
+        find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted)  # without the index: every file
     # an object written after the refresh is not covered: read, whatever the index says
     late = add_object(endpoints, lake, 2, [SUBJECT, "customer-late"], 1000)
     assert hits.wants(late) and not hits.wants(lake.key_of(3, 0))
-    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    found = find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted, hits=hits)
     assert lake.partition(2).path() in found.partitions
     # the erasure job: the index refreshed (only the new object read), the subject's rows gone, the bad object untouched
     RequestStore(s3, BUCKET, lake.topic.env).put(new_request([digest], [], 1, key.key_id, datetime.now(UTC)))
@@ -190,7 +195,7 @@ def test_a_refresh_reads_only_new_objects_and_covers_compaction_output_from_its_
     digest = key.digest(SUBJECT)
     hits = after.hits(spark, [digest])
     wanted = scope(lake.topic, [new_request([digest], [], 1, key.key_id, datetime.now(UTC))])
-    found = find(spark, s3, BUCKET, lake.topic, key=key, wanted=wanted, hits=hits)
+    found = find(spark, s3, BUCKET, lake.topic, keys=Keyring(key), wanted=wanted, hits=hits)
     assert sorted(found.partitions) == sorted(lake.partition(h).path() for h in HOLDING)
     assert sum(n for p in found.partitions.values() for n in p.rows_by_request.values()) == len(HOLDING)
 
@@ -240,6 +245,97 @@ def test_of_two_runs_racing_for_the_record_only_one_commits(
 
     monkeypatch.setattr(index, "_load", read_before_the_other_run_wrote)
     lines: list[str] = []
-    lost = index.refresh(spark, make_client(endpoints, "s3"), BUCKET, lake.topic, key, say=lines.append)
+    lost = index.refresh(spark, make_client(endpoints, "s3"), BUCKET, lake.topic, Keyring(key), say=lines.append)
     assert lost is None and "another run updated it first" in lines[-1]
     assert record_etag(endpoints, lake.topic) == etag, "the run that lost the race changed the record"
+
+
+def hashed_file(customers: list[tuple[str, PseudonymKey]], first: int, partition: Partition) -> bytes:
+    """An archiver-shaped file of a table that pseudonymises ``customer_id``: each row's id hashed with its key, the
+    key's id in ``_pseudonym_key_id``."""
+    at = datetime.combine(partition.dt, datetime.min.time(), UTC) + timedelta(hours=partition.hour)
+    rows = len(customers)
+    table = pa.table(
+        {
+            "id": [f"h-{first + i}" for i in range(rows)],
+            "customer_id": [key.digest(c) for c, key in customers],
+            "updated_at": [at.isoformat()] * rows,
+            "_pseudonym_key_id": [key.key_id for _, key in customers],
+            "_kafka_partition": pa.array([0] * rows, pa.int32()),
+            "_kafka_offset": pa.array(range(first, first + rows), pa.int64()),
+            "_kafka_timestamp": pa.array([int(at.timestamp() * 1000)] * rows, pa.int64()),
+        }
+    )
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    return out.getvalue()
+
+
+def index_digests(s3: Any, topic: Topic) -> set[int]:
+    """The digests of every version of every segment object of the table's index."""
+    found: set[int] = set()
+    for version in versions(s3, BUCKET, topic.prefix.subject_index_prefix()):
+        if not version["Marker"] and version["Key"].endswith(".parquet"):
+            body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
+            found |= set(pq.read_table(io.BytesIO(body)).column("digest").to_pylist())
+    return found
+
+
+def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_erased_and_the_index_forgets_them(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    """Two tables of one environment: ``customer_id`` kept in clear (hashed in the scan) and pseudonymised (hashed
+    by the archiver, under the key of its day); the environment's own secret rotated between the two days."""
+    suffix = uuid.uuid4().hex[:8]
+    secret = f"kafkalake/local/pseudonym-rotation-{suffix}"
+    own = dataclasses.replace(endpoints, pseudonym_secret_arn=secret)
+    old, new = PseudonymKey("k1", uuid.uuid4().bytes * 2), PseudonymKey("k2", uuid.uuid4().bytes * 2)
+    secrets = make_client(own, "secretsmanager")
+    secrets.create_secret(Name=secret, SecretString=PseudonymKey.secret_string(old.key_id, old.secret))
+    template = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
+    spec = template.spec.model_copy(update={"database": f"rotation_{suffix}", "erasure": "none"})
+    clear = dataclasses.replace(template, env=f"r{suffix}", name=f"clear-{suffix}", spec=spec)
+    pseudonymised = spec.model_copy(update={"pii": {"customer_id": "hmac"}})
+    hashed = dataclasses.replace(clear, name=f"hashed-{suffix}", spec=pseudonymised)
+    assert hashed.personal_fields.get("customer_id") == "hmac" and "customer_id" not in clear.personal_fields
+    files: dict[Partition, list[tuple[DataKey, bytes]]] = {}
+    clear_files: dict[Partition, list[tuple[DataKey, bytes]]] = {}
+    for hour, key in ((0, old), (1, new)):
+        partition = Partition(1, START.date(), hour)
+        customers = [(SUBJECT, key), (f"customer-{hour}", key)]
+        files[partition] = [
+            (
+                DataKey(hashed.prefix, partition, 0, 10 * hour, 10 * hour + 1),
+                hashed_file(customers, 10 * hour, partition),
+            )
+        ]
+        body = customer_file([SUBJECT, f"customer-{hour}"], 0, 10 * hour, partition)
+        clear_files[partition] = [(DataKey(clear.prefix, partition, 0, 10 * hour, 10 * hour + 1), body)]
+    put_table(endpoints, clear, clear_files)
+    put_table(endpoints, hashed, files)
+    s3, env = make_client(endpoints, "s3"), clear.env
+    store = RequestStore(s3, BUCKET, env)
+    before = new_request([old.digest(SUBJECT)], [f"{clear.database}.{clear.table}"], 1, old.key_id, datetime.now(UTC))
+    store.put(before)  # digested before the rotation, carried out after it
+    secrets.put_secret_value(SecretId=secret, SecretString=PseudonymKey.secret_string(new.key_id, new.secret))
+    after = record_request(own, env, [hashed], SUBJECT, named=True).request
+    assert {s.digest for s in after.subjects} == {new.digest(SUBJECT)}, "the receipt's subjects: the current key's"
+    outcome = Eraser(spark, own, env, [clear, hashed], NO_GRACE).run()
+    assert (sorted(outcome.receipts), outcome.failed) == (sorted([before.request_id, after.request_id]), {})
+    receipts = store.receipts()
+    assert receipts[before.request_id]["tables"][f"{clear.database}.{clear.table}"]["rows_removed"] == 2
+    assert receipts[after.request_id]["tables"][f"{hashed.database}.{hashed.table}"]["rows_removed"] == 2, (
+        "the row hashed under the key the rotation replaced is found by the request's digest under that key"
+    )
+    erased = {index.index_digest(k.digest(SUBJECT)) for k in (old, new)}
+    for topic in (clear, hashed):
+        kept = index_digests(s3, topic)
+        assert kept and not kept & erased, f"{topic.table}: no version of the index holds an erased subject's digest"
+    # a request of the first key only cannot match the second key's stored pseudonyms: the table fails, by key id
+    store.put(new_request([old.digest("customer-1")], [], 1, old.key_id, datetime.now(UTC)))
+    lines: list[str] = []
+    failing = Eraser(spark, own, env, [clear, hashed], NO_GRACE, say=lines.append).run()
+    assert failing.receipts == [] and list(failing.failed) == [f"{hashed.database}.{hashed.table}"]
+    assert "key id k2" in failing.failed[f"{hashed.database}.{hashed.table}"]
+    said = "\n".join(lines + list(failing.failed.values()))
+    assert new.secret.hex() not in said and old.digest("customer-1") not in said

@@ -2,7 +2,9 @@
 key read from the local Secrets Manager by the job): two topics share customer ids; the Parquet holds their keyed
 hashes, which still join; the dropped field is gone, the masked one masked; no object, log line or metric of the
 run holds a clear value, except the raw quarantined records under the restricted prefix; the other topic keeps
-offsets only of its quarantined records."""
+offsets only of its quarantined records. A schema version the registry holds and the catalog lacks (in process,
+``archive_topic``): a new field it tags is hashed, a version with a field no one tagged is held in the restricted
+quarantine (whatever the topic's mode) until the catalog declares it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import secrets
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,13 +35,14 @@ from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE
 from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.undeclared import UNDECLARED_VERSION
 from kafkalake.wire import encode
 from kafkalake_dev.local.endpoints import LOCAL_RESTRICTED_KEY_ALIAS
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.runner import JobOutcome, LocalAssets, run_job
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import ensure_topic
-from tests.integration.archive_helpers import committed_and_end, read_back
+from tests.integration.archive_helpers import archive_topic, audit_problems, committed_and_end, read_back
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 BUCKET = "kafkalake-personal-tests"
@@ -262,3 +266,115 @@ def test_the_archiver_writes_the_restricted_quarantine_with_the_restricted_key(l
     restricted = {k for k in encryption if k.startswith(found.orders.quarantine_prefix())}
     assert restricted and {encryption[k] for k in restricted} == {("aws:kms", restricted_key)}
     assert {encryption[k] for k in encryption.keys() - restricted} == {(None, None)}
+
+
+SIGNUP: dict[str, Any] = {
+    "type": "record",
+    "name": "Signup",
+    "fields": [
+        {"name": "signup_id", "type": "string"},
+        {"name": "signed_up_at", "type": "string"},
+        {"name": "customer_id", "type": "string", "pii": True},
+    ],
+}
+TAGGED = {**SIGNUP, "fields": [*SIGNUP["fields"], {"name": "email", "type": ["null", "string"], "default": None}]}
+TAGGED["fields"][-1]["confluent:tags"] = ["PII"]
+UNTAGGED = {**TAGGED, "fields": [*TAGGED["fields"], {"name": "referrer", "type": ["null", "string"], "default": None}]}
+PER_VERSION = 6
+
+
+class Signups:
+    """A topic whose catalog declares v1 only (quarantine: offsets_only), and the registry's v2 (a new field tagged
+    PII) and v3 (a new field no one tagged)."""
+
+    def __init__(self, root: Path, endpoints: Endpoints) -> None:
+        self.endpoints, suffix = endpoints, uuid.uuid4().hex[:8]
+        self.folder = root / "catalog" / "acme" / "shop" / f"t{suffix}"
+        self.folder.mkdir(parents=True)
+        (self.folder / "signups.yaml").write_text(f"kafka_topic: test.pii.signups.{suffix}\nquarantine: offsets_only\n")
+        (self.folder / "signups.v1.avsc").write_text(json.dumps(SIGNUP))
+        self.root = root / "catalog"
+        self.topic = load_topic_catalog(self.root).get("signups", f"t{suffix}")
+        registry = RegistryClient(endpoints.schema_registry_url)
+        ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), self.topic.kafka_topic, 3)
+        subject = value_subject(self.topic.kafka_topic)
+        self.ids = [registry.register(subject, json.dumps(s)) for s in (SIGNUP, TAGGED, UNTAGGED)]
+        self.clear: dict[str, list[str]] = {"customer": [], "email": [], "referrer": []}
+        self.produced: dict[int, list[bytes]] = {1: [], 2: [], 3: []}
+
+    def produce(self, version: int, count: int) -> None:
+        producer = Producer({"bootstrap.servers": self.endpoints.kafka_bootstrap})
+        schema = (SIGNUP, TAGGED, UNTAGGED)[version - 1]
+        for _ in range(count):
+            tag = uuid.uuid4().hex[:10]
+            record = {"signup_id": f"s-{tag}", "signed_up_at": "2026-11-20T08:00:00Z", "customer_id": f"cust-{tag}"}
+            self.clear["customer"].append(record["customer_id"])
+            if version > 1:
+                record["email"] = f"ann-{tag}@example.com"
+                self.clear["email"].append(record["email"])
+            if version > 2:
+                record["referrer"] = f"friend-{tag}"
+                self.clear["referrer"].append(record["referrer"])
+            value = encode(self.ids[version - 1], json.dumps(schema), record)
+            self.produced[version].append(value)
+            producer.produce(self.topic.kafka_topic, value)
+        assert producer.flush(30) == 0
+
+    def tables(self, prefix: str) -> dict[str, pa.Table]:
+        s3 = make_client(self.endpoints, "s3")
+        found = {}
+        for key in list_objects(s3, BUCKET, prefix, ".parquet"):
+            found[key] = pq.read_table(io.BytesIO(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
+        return found
+
+
+def test_a_version_the_catalog_lacks_is_hashed_by_its_tags_or_held_restricted_until_declared(
+    spark: SparkSession, endpoints: Endpoints, key: PseudonymKey, tmp_path: Path
+) -> None:
+    signups = Signups(tmp_path, endpoints)
+    for version in (1, 2, 3):
+        signups.produce(version, PER_VERSION)
+    said: list[str] = []
+    summary = archive_topic(spark, endpoints, signups.topic, key=key, say=said.append)
+    topic = signups.topic
+    assert (summary.read, summary.written, summary.held) == (3 * PER_VERSION, 2 * PER_VERSION, PER_VERSION)
+    assert summary.quarantine_by_reason == {UNDECLARED_VERSION: PER_VERSION}
+
+    data = signups.tables(topic.prefix.data_prefix())
+    assert {k.split("/")[-4] for k in data} == {"schema_version=1", "schema_version=2"}, "v3 never in the table"
+    tagged = [r for k, t in data.items() if "schema_version=2" in k for r in t.to_pylist()]
+    assert sorted(r["email"] for r in tagged) == sorted(reference(key, e) for e in signups.clear["email"][:PER_VERSION])
+    assert {r[KEY_ID_COLUMN] for r in tagged} == {key.key_id}
+
+    held = signups.tables(topic.prefix.quarantine_prefix(restricted=True))
+    rows = [r for t in held.values() for r in t.to_pylist()]
+    assert sorted(r["_raw_value"] for r in rows) == sorted(signups.produced[3])
+    assert {(r["_error"], r["_schema_id"]) for r in rows} == {(UNDECLARED_VERSION, signups.ids[2])}
+    s3 = make_client(endpoints, "s3")
+    restricted_key = make_client(endpoints, "kms").describe_key(KeyId=LOCAL_RESTRICTED_KEY_ALIAS)["KeyMetadata"]
+    for name in held:
+        head = s3.head_object(Bucket=BUCKET, Key=name)
+        assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", restricted_key["Arn"])
+    assert not signups.tables(topic.prefix.quarantine_prefix()), "nothing else was quarantined"
+
+    places = {"said": "\n".join(said), **{k: json.dumps(t.to_pylist(), default=repr) for k, t in data.items()}}
+    receipts = list_objects(s3, BUCKET, topic.prefix.receipts_prefix())
+    places |= {k: s3.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode() for k in receipts}
+    clear = [value for values in signups.clear.values() for value in values]
+    assert sorted({(where, v) for where, text in places.items() for v in clear if v in text}) == []
+    assert any(UNDECLARED_VERSION in line and "referrer" in line for line in said)
+    assert audit_problems(endpoints, topic) == []
+
+    (signups.folder / "signups.v2.avsc").write_text(json.dumps(TAGGED))
+    (signups.folder / "signups.v3.avsc").write_text(json.dumps(UNTAGGED))
+    declared = load_topic_catalog(signups.root).get("signups", topic.env)
+    signups.produce(3, PER_VERSION)
+    after = archive_topic(spark, endpoints, declared, key=key, say=said.append)
+    assert (after.written, after.held) == (PER_VERSION, 0)
+    later = [
+        r
+        for k, t in signups.tables(topic.prefix.data_prefix()).items()
+        if "schema_version=3" in k
+        for r in t.to_pylist()
+    ]
+    assert sorted(r["email"] for r in later) == sorted(reference(key, e) for e in signups.clear["email"][-PER_VERSION:])

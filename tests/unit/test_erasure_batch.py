@@ -27,8 +27,8 @@ def test_explicit_requests_reach_every_erasable_table_or_those_named_and_tombsto
     elsewhere = new_request([KEY.digest("b")], ["other_db.other"], 1, "k1", NOW)
     tombstones = tombstone_request(TABLE, "p1", NOW.isoformat(), [(KEY.digest("c"), 2, 40)], within_days=1, key_id="k1")
     found = scope(TOPIC, [everywhere, elsewhere, tombstones])
-    assert dict(found.explicit) == {KEY.digest("a"): [everywhere.request_id]}
-    assert dict(found.tombstones) == {(KEY.digest("c"), 2, 40): [tombstones.request_id]}
+    assert dict(found.explicit) == {("k1", KEY.digest("a")): [everywhere.request_id]}
+    assert dict(found.tombstones) == {("k1", KEY.digest("c"), 2, 40): [tombstones.request_id]}
     assert in_scope(TOPIC, everywhere) and not in_scope(TOPIC, elsewhere)
     assert not in_scope(UNDECLARED, everywhere), "a table that declares no erasure is never in scope"
 
@@ -44,3 +44,24 @@ def test_the_batch_round_trips_through_the_lease() -> None:
     batch.tables[TABLE].partitions["schema_version=1/dt=2026-11-20/hour=07/"].purged = True
     batch.tables[TABLE].quarantine["quarantine/x.parquet"].done = True
     assert batch.done
+
+
+def test_a_subject_is_looked_for_under_every_key_it_was_digested_with() -> None:
+    earlier = PseudonymKey("k0", bytes(range(1, 33)))
+    both = new_request([{"k1": KEY.digest("a"), "k0": earlier.digest("a")}], [], 1, "k1", NOW)
+    [subject] = both.subjects
+    assert (subject.digest, subject.earlier_keys) == (KEY.digest("a"), {"k0": earlier.digest("a")})
+    before_rotation = new_request([earlier.digest("b")], [], 1, "k0", NOW)
+    found = scope(TOPIC, [both, before_rotation])
+    assert dict(found.explicit) == {
+        ("k1", KEY.digest("a")): [both.request_id],
+        ("k0", earlier.digest("a")): [both.request_id],
+        ("k0", earlier.digest("b")): [before_rotation.request_id],
+    }
+    assert found.key_ids() == {"k0", "k1"}
+    assert found.common_key_ids() == frozenset({"k0"}), (
+        "pseudonyms stored under k1 could be the second subject's, unmatched"
+    )
+    assert scope(TOPIC, [both]).common_key_ids() == frozenset({"k0", "k1"})
+    tombstones = tombstone_request(TABLE, "p1", NOW.isoformat(), [(KEY.digest("c"), 2, 40)], within_days=1, key_id="k1")
+    assert scope(TOPIC, [tombstones]).common_key_ids() is None, "a tombstone matches the key, hashed in the scan"

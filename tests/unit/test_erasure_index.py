@@ -17,7 +17,7 @@ from kafkalake.layout import (
     Partition,
     parse_data_key,
 )
-from kafkalake.personal import PseudonymKey
+from kafkalake.personal import Keyring, PseudonymKey
 from kafkalake.s3_location import notification_filter
 from kafkalake.topic_catalog import load_topic_catalog
 from spark_jobs.compaction.manifest import Manifest, ManifestStore
@@ -68,18 +68,19 @@ def test_the_index_keeps_60_bits_of_a_digest() -> None:
 
 
 def test_a_changed_declaration_or_key_changes_the_signature_and_nothing_else_does() -> None:
-    base = signature(TOPIC, KEY)
-    assert signature(dataclasses.replace(TOPIC), KEY) == base
+    base = signature(TOPIC, Keyring(KEY))
+    assert signature(dataclasses.replace(TOPIC), Keyring(KEY)) == base
     more = TOPIC.spec.model_copy(update={"subject_fields": (*TOPIC.spec.subject_fields, "id")})
     by_key = TOPIC.spec.model_copy(update={"erasure": "none" if TOPIC.spec.erasure == "by_key" else "by_key"})
     hashed = TOPIC.spec.model_copy(update={"pii": {**TOPIC.spec.pii, "customer_id": "hmac"}})
     changed = [
-        signature(dataclasses.replace(TOPIC, spec=more), KEY),
-        signature(dataclasses.replace(TOPIC, spec=by_key), KEY),
-        signature(dataclasses.replace(TOPIC, spec=hashed), KEY),
-        signature(TOPIC, PseudonymKey("k2", bytes(range(32)))),
+        signature(dataclasses.replace(TOPIC, spec=more), Keyring(KEY)),
+        signature(dataclasses.replace(TOPIC, spec=by_key), Keyring(KEY)),
+        signature(dataclasses.replace(TOPIC, spec=hashed), Keyring(KEY)),
+        signature(TOPIC, Keyring(PseudonymKey("k2", bytes(range(32))))),
+        signature(TOPIC, Keyring(PseudonymKey("k2", bytes(range(32))), (KEY,))),
     ]
-    assert len({base, *changed}) == 5
+    assert len({base, *changed}) == 6
 
 
 def test_objects_are_grouped_by_schema_version_and_keys_outside_the_layout_left_out() -> None:

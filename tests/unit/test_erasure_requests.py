@@ -59,6 +59,25 @@ def test_a_clear_identifier_or_a_malformed_object_is_refused_not_carried_out(s3:
     assert "r2.json: not an erasure request (KeyError" in problems[1]
 
 
+def test_a_digest_under_an_earlier_key_is_refused_in_clear_too_and_a_request_names_its_key(s3: Any) -> None:
+    digest = KEY.digest("bob")
+    earlier = {"digest": digest, "earlier_keys": {"k0": "bob"}}
+    base = {"created_at": NOW.isoformat(), "source": "request", "key_id": "k1"}
+    s3.put_object(
+        Bucket="lake",
+        Key=erasure_request_key("staging", "r1"),
+        Body=json.dumps({**base, "request_id": "r1", "subjects": [earlier]}).encode(),
+    )
+    unnamed = {**base, "request_id": "r2", "key_id": "", "subjects": [{"digest": digest}]}
+    s3.put_object(Bucket="lake", Key=erasure_request_key("staging", "r2"), Body=json.dumps(unnamed).encode())
+    requests, problems = RequestStore(s3, "lake", "staging").requests()
+    assert requests == []
+    assert "never store it in clear" in problems[0] and "bob" not in problems[0]
+    assert "r2.json: key_id must name the pseudonym key" in problems[1]
+    kept = new_request([{"k1": digest, "k0": KEY.digest("x")}], [], 1, "k1", NOW)
+    assert ErasureRequest.parse(json.loads(kept.to_json()), "here") == kept
+
+
 def test_a_plans_tombstones_make_one_request_the_last_tombstone_per_key_and_partition_covering_the_others() -> None:
     a, b = KEY.digest("a"), KEY.digest("b")
     request = tombstone_request(

@@ -345,7 +345,9 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     erasure = role_statements(tpl, "ErasureJobRole")
     [versions] = [s for s in erasure if s["Action"] == "s3:DeleteObjectVersion"]
     purged = sorted(r["Fn::Join"][1][1] for r in versions["Resource"])
-    assert purged == ["/data/*", "/quarantine/*"], "object versions are deleted under the data and quarantine only"
+    assert purged == ["/data/*", f"/erasure/{env}/index/*", "/quarantine/*"], (
+        "object versions are deleted under the data, the quarantine and the environment's subject indexes only"
+    )
     assert any(s["Action"] == "s3:ListBucketVersions" for s in erasure)
     [secret_id] = resources(tpl, "AWS::SecretsManager::Secret")  # generated: environments.yaml names none
     reads = {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": {"Ref": secret_id}}
@@ -386,8 +388,9 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_monitoring(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
-    # 14 + reconciler: repaired, errors, its DLQ; drift: 2; freshness; erasure: late requests, its job's failures
-    tpl.resource_count_is("AWS::CloudWatch::Alarm", 22)
+    # 14 + reconciler: repaired, errors, its DLQ; drift: 2; freshness; erasure: late requests, its job's failures;
+    # records held for schema versions the catalog lacks
+    tpl.resource_count_is("AWS::CloudWatch::Alarm", 23)
     tpl.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
@@ -423,15 +426,17 @@ def test_monitoring(stacks: Any, env: str) -> None:
             "Threshold": 0,
         },
     )
-    tpl.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "MetricName": "ArchiverTopicsFailed",
-            "Namespace": "kafkalake",
-            "Dimensions": [{"Name": "Environment", "Value": env}],
-            "Threshold": 0,
-        },
-    )
+    for archiver in ("ArchiverTopicsFailed", "ArchiverRecordsHeld"):
+        tpl.has_resource_properties(
+            "AWS::CloudWatch::Alarm",
+            {
+                "MetricName": archiver,
+                "Namespace": "kafkalake",
+                "Dimensions": [{"Name": "Environment", "Value": env}],
+                "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold",
+            },
+        )
     growth = next(
         a["Properties"]
         for a in resources(tpl, "AWS::CloudWatch::Alarm").values()
@@ -965,3 +970,22 @@ def test_the_local_bucket_gets_the_lifecycle_rules_of_the_template(stacks: Any, 
     deployed = [s3_api_rule(r) for r in props["LifecycleConfiguration"]["Rules"]]
     assert len(deployed) > len(lake_lifecycle(settings, [])), "the template has the topics' retention rules"
     assert [r.s3_rule() for r in lake_lifecycle(settings, CATALOG.for_env(env))] == deployed
+
+
+COLUMN_STATISTICS = re.compile(r"^(\*|glue:\*|glue:\w*ColumnStatistics\w*|glue:UpdateCatalog)$")
+"""Glue actions that compute, store or enable column statistics (``UpdateCatalog`` turns on the catalog's automatic
+generation), and the wildcards that include them."""
+
+
+@pytest.mark.parametrize("env", ["staging", "production"])
+def test_no_role_may_compute_store_or_enable_glue_column_statistics(stacks: Any, env: str) -> None:
+    """Glue's column statistics keep a string column's minimum and maximum: a personal column's value in clear (or a
+    pseudonym) that no erasure finds. No role of the stack may make them, and no managed Glue policy (the service
+    role's grants glue:*) is attached; so any job, crawler or Lambda calling them fails the permission check."""
+    tpl = template(stacks, env)
+    granted = statement_actions([s for s in all_statements(tpl) if s["Effect"] == "Allow"])
+    assert "glue:UpdatePartition" in granted and not {a for a in granted if COLUMN_STATISTICS.match(a)}
+    managed = [
+        a for r in resources(tpl, "AWS::IAM::Role").values() for a in r["Properties"].get("ManagedPolicyArns", [])
+    ]
+    assert "Glue" not in json.dumps(managed)

@@ -48,7 +48,7 @@ def hashed(spark: SparkSession, key: PseudonymKey) -> DataFrame:
         [(b"key-1", ("ann@example.com", "Leeds")), (None, None)],
         "_key binary, _value_v1 struct<email:string, city:string>",
     )
-    return pseudonymise(rows, {"email": PiiAction.HMAC}, key, ["_value_v1"]).withColumn(
+    return pseudonymise(rows, {"_value_v1": {"email": PiiAction.HMAC}}, key).withColumn(
         "key_digest", keyed_hash(key, F.col("_key"))
     )
 

@@ -237,6 +237,13 @@ def test_drift_compares_the_cluster_with_the_catalog() -> None:
     assert [o.kafka_topic for o in drift.off_convention] == ["legacy_orders"]  # not production's topic
     assert drift.missing_topics == ("staging.acme.payments.refund-issued",)
     assert drift.missing_versions == {card.kafka_topic: (3,)}
+    assert drift.held_versions == {  # its field placed_at is neither tagged nor in a version the catalog declares
+        card.kafka_topic: {3: "fields placed_at are neither tagged personal nor in a version the catalog declares"}
+    }
+    assert drift.lines()[-1] == (
+        f"held by the archiver (restricted quarantine): {card.kafka_topic} v3: fields placed_at are neither tagged "
+        "personal nor in a version the catalog declares"
+    )
     assert not drift.clean
     assert drift.lines()[0] == "uncatalogued: staging.acme.sales.orders (would be acme/sales/staging/orders)"
     assert drift.status(card.kafka_topic) == "registry has v3, the catalog lacks it"

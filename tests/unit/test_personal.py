@@ -7,15 +7,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from typer.testing import CliRunner
 
 from kafkalake.personal import (
     KeyInvalid,
+    Keyring,
     PiiAction,
     PseudonymKey,
     QuarantineMode,
     load_key,
+    load_keys,
     name_suggestions,
     schema_personal_fields,
 )
@@ -108,13 +112,25 @@ def test_the_digest_is_hmac_sha256() -> None:
 
 def test_the_secret_is_read_and_its_key_never_shown() -> None:
     class Secrets:
-        def get_secret_value(self, SecretId: str) -> dict[str, str]:
+        def get_secret_value(self, SecretId: str, VersionStage: str) -> dict[str, str]:
             assert SecretId == "arn:secret"
             return {"SecretString": PseudonymKey.secret_string("k7", b"s" * 32)}
 
     key = load_key(Secrets(), "arn:secret")
     assert key == PseudonymKey("k7", b"s" * 32)
     assert "sss" not in repr(key)
+
+
+def test_the_erasure_reads_the_key_a_rotation_replaced_beside_the_current_one() -> None:
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", region_name="eu-west-1")
+        arn = secrets.create_secret(Name="pseudonym", SecretString=PseudonymKey.secret_string("k1", b"1" * 32))["ARN"]
+        assert load_keys(secrets, arn) == Keyring(PseudonymKey("k1", b"1" * 32))
+        secrets.put_secret_value(SecretId=arn, SecretString=PseudonymKey.secret_string("k2", b"2" * 32))
+        keys = load_keys(secrets, arn)
+        assert keys == Keyring(PseudonymKey("k2", b"2" * 32), (PseudonymKey("k1", b"1" * 32),))
+        assert keys.get("k1") == PseudonymKey("k1", b"1" * 32) and keys.get("k0") is None
+        assert load_key(secrets, arn) == keys.current, "the archiver hashes with the current key only"
 
 
 @pytest.mark.parametrize(

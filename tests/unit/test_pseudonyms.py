@@ -28,6 +28,11 @@ FIELDS = {
 COLUMNS = ("_value_v1", "_value_v2")
 
 
+def each_version(fields: dict[str, PiiAction]) -> dict[str, dict[str, PiiAction]]:
+    """The same personal fields for every version's value column."""
+    return {column: fields for column in COLUMNS}
+
+
 def plan(spark: SparkSession) -> DataFrame:
     """Version 1 with a nested customer (present, null), version 2 with a field only it has, a tombstone row."""
     return spark.createDataFrame(
@@ -47,7 +52,7 @@ def values(frame: DataFrame, column: str) -> list[dict[str, Any] | None]:
 
 
 def test_every_version_has_its_fields_hashed_masked_and_dropped(bare_spark: SparkSession) -> None:
-    protected = pseudonymise(plan(bare_spark), FIELDS, KEY, COLUMNS)
+    protected = pseudonymise(plan(bare_spark), each_version(FIELDS), KEY)
     assert values(protected, "_value_v1") == [
         {
             "id": KEY.digest("7"),
@@ -68,7 +73,7 @@ def test_every_version_has_its_fields_hashed_masked_and_dropped(bare_spark: Spar
 
 
 def test_hashed_fields_become_strings_and_dropped_ones_leave_the_schema(bare_spark: SparkSession) -> None:
-    protected = pseudonymise(plan(bare_spark), FIELDS, KEY, COLUMNS)
+    protected = pseudonymise(plan(bare_spark), each_version(FIELDS), KEY)
     assert protected.schema["_value_v1"].dataType.simpleString() == (
         "struct<id:string,email:string,card:string,customer:struct<id:string,city:string>>"
     )
@@ -76,23 +81,23 @@ def test_hashed_fields_become_strings_and_dropped_ones_leave_the_schema(bare_spa
 
 
 def test_the_key_id_stands_beside_the_pseudonyms(bare_spark: SparkSession) -> None:
-    protected = pseudonymise(plan(bare_spark), FIELDS, KEY, COLUMNS)
+    protected = pseudonymise(plan(bare_spark), each_version(FIELDS), KEY)
     assert {r[KEY_ID_COLUMN] for r in protected.collect()} == {"k-2026"}
-    masked_only = pseudonymise(plan(bare_spark), {"card": PiiAction.MASK_LAST4}, None, COLUMNS)
+    masked_only = pseudonymise(plan(bare_spark), each_version({"card": PiiAction.MASK_LAST4}), None)
     assert KEY_ID_COLUMN not in masked_only.columns
 
 
 def test_a_dropped_parent_takes_its_children(bare_spark: SparkSession) -> None:
     fields = {"customer": PiiAction.DROP, "customer.phone": PiiAction.DROP, "customer.id": PiiAction.HMAC}
-    protected = pseudonymise(plan(bare_spark), fields, KEY, COLUMNS)
+    protected = pseudonymise(plan(bare_spark), each_version(fields), KEY)
     assert protected.schema["_value_v1"].dataType.simpleString() == "struct<id:bigint,email:string,card:string>"
 
 
 def test_no_personal_fields_leaves_the_rows_as_they_are(bare_spark: SparkSession) -> None:
     rows = plan(bare_spark)
-    assert pseudonymise(rows, {}, None, COLUMNS) is rows
+    assert pseudonymise(rows, each_version({}), None) is rows
 
 
 def test_hashing_without_a_key_is_refused() -> None:
     with pytest.raises(KeyInvalid, match="set pseudonym_secret_arn"):
-        pseudonymise(None, FIELDS, None, COLUMNS)  # type: ignore[arg-type]
+        pseudonymise(None, each_version(FIELDS), None)  # type: ignore[arg-type]

@@ -58,7 +58,7 @@ def values(frame: DataFrame) -> list[Any]:
 def test_fields_inside_arrays_and_maps_of_records_are_hashed_dropped_and_masked(bare_spark: SparkSession) -> None:
     ann = {"kind": "home", "email": KEY.digest("ann@example.com")}
     bob = {"kind": "work", "email": KEY.digest("bob@example.com")}
-    assert values(pseudonymise(plan(bare_spark), FIELDS, KEY, ["_value_v1"])) == [
+    assert values(pseudonymise(plan(bare_spark), {"_value_v1": FIELDS}, KEY)) == [
         {
             "id": 1,
             "contacts": [ann, bob],
@@ -76,12 +76,12 @@ def test_a_masked_field_inside_an_array_of_maps_keeps_its_last_four(bare_spark: 
     rows = plan(bare_spark).withColumn(
         "_value_v1", F.col("_value_v1").withField("history", F.array(F.col("_value_v1.by_channel")))
     )
-    protected = values(pseudonymise(rows, FIELDS, KEY, ["_value_v1"]))
+    protected = values(pseudonymise(rows, {"_value_v1": FIELDS}, KEY))
     assert protected[0]["history"] == [{"sms": {"kind": "home", "email": "ann@example.com", "phone": "*******5678"}}]
 
 
 def test_dropped_fields_leave_the_element_schema(bare_spark: SparkSession) -> None:
-    protected = pseudonymise(plan(bare_spark), FIELDS, KEY, ["_value_v1"])
+    protected = pseudonymise(plan(bare_spark), {"_value_v1": FIELDS}, KEY)
     assert protected.schema["_value_v1"].dataType.simpleString() == (
         "struct<id:bigint,contacts:array<struct<kind:string,email:string>>,"
         "by_channel:map<string,struct<kind:string,email:string>>,"
@@ -115,7 +115,7 @@ def test_non_string_leaves_are_hashed_as_their_canonical_text(bare_spark: SparkS
     previous = str(bare_spark.conf.get("spark.sql.session.timeZone"))
     bare_spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # the text of an instant is zone-free
     try:
-        (protected,) = values(pseudonymise(leaves(bare_spark), fields, KEY, ["_value_v1"]))
+        (protected,) = values(pseudonymise(leaves(bare_spark), {"_value_v1": fields}, KEY))
     finally:
         bare_spark.conf.set("spark.sql.session.timeZone", previous)
     assert protected == {
@@ -138,5 +138,5 @@ def test_the_erasure_scan_digests_a_subject_field_as_the_archiver_hashes_it(
     (folder / "seen.yaml").write_text("subject_fields: [customer_id, seen_at]\n")
     topic = load_topic_catalog(tmp_path).topics[0]
     frame = bare_spark.createDataFrame([(-42, AT)], "customer_id long, seen_at timestamp")
-    digests = frame.select(*subject_columns(frame, topic, KEY).every).collect()[0]
+    digests = frame.select(*subject_columns(frame, topic).hashed(KEY)).collect()[0]
     assert list(digests) == [KEY.digest("-42"), KEY.digest(CANONICAL["at"])]

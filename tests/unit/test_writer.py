@@ -20,6 +20,7 @@ from moto import mock_aws
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import TablePrefix
 from kafkalake.personal import QuarantineMode
+from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver.writer import (
     COUNT,
     DATA,
@@ -220,3 +221,26 @@ def test_offsets_only_quarantine_keeps_no_bytes_of_the_record(s3: Any) -> None:
         "_schema_id",
         "_error",
     ]
+
+
+def test_held_records_keep_their_bytes_under_the_restricted_prefix_whatever_the_topics_mode(s3: Any) -> None:
+    """Records of a schema version the catalog lacks (``kafkalake.undeclared``) of an offsets-only topic: its other
+    quarantined records keep no bytes, the held ones keep theirs, under the restricted prefix with its key."""
+    kms = boto3.client("kms", region_name="eu-west-1")
+    key_arn = kms.create_key()["KeyMetadata"]["Arn"]
+    endpoints = dataclasses.replace(ENDPOINTS, restricted_key_arn=key_arn)
+    plan = dataclasses.replace(layout(), endpoints=endpoints, quarantine=QuarantineMode.OFFSETS_ONLY)
+    outcome = write([*PLAN, row(8, UNDECLARED_VERSION), row(9, UNDECLARED_VERSION, partition=1)], plan)
+    quarantine = sorted(r["key"] for r in outcome if r["kind"] == QUARANTINE)
+    held = [k for k in quarantine if k.startswith(PREFIX.quarantine_prefix(restricted=True))]
+    (offsets_only,) = [k for k in quarantine if k.startswith(PREFIX.quarantine_prefix())]
+    assert len(held) == 2 and len(quarantine) == 3
+    assert "_raw_value" not in read(s3, offsets_only).column_names
+    for key in held:
+        assert read(s3, key).select(["_raw_value", "_error"]).to_pylist() == [
+            {"_raw_value": b"\x42raw", "_error": UNDECLARED_VERSION}
+        ]
+        head = s3.head_object(Bucket="lake", Key=key)
+        assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", key_arn)
+    counted = {(r["kafka_partition"], r["error"]): r["rows"] for r in outcome if r["kind"] == COUNT}
+    assert counted[(0, UNDECLARED_VERSION)] == counted[(1, UNDECLARED_VERSION)] == 1
