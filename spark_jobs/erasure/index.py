@@ -66,8 +66,6 @@ ORPHAN_AGE = timedelta(days=1)
 """A segment no record names is deleted this long after it was written (a run writing one commits within hours)."""
 OBJECTS_PER_FILE = 2000
 """Data objects a segment file covers (an hourly partition's compacted files: about a quarter of a year)."""
-ROW_GROUP_BYTES = 1 << 20
-"""Small row groups: a segment is sorted by digest, so a lookup's filter skips most of them by their statistics."""
 
 
 def index_digest(digest: str) -> int:
@@ -116,12 +114,20 @@ class Index:
         found: set[str] = set()
         if (wanted or key_ids is not None) and self.segments:
             frame = spark.read.parquet(*(s3_uri(self.bucket, s) for s in self.segments))
-            condition = F.col("digest").isin(wanted)
+            partitions = partitions_holding(spark, frame, wanted)
             if key_ids is not None:
-                condition |= F.col("key_id").isNotNull() & ~F.col("key_id").isin(sorted(key_ids))
-            rows = frame.where(condition).select("partition").distinct().collect()
+                other = F.col("key_id").isNotNull() & ~F.col("key_id").isin(sorted(key_ids))
+                partitions = partitions.unionByName(frame.where(other).select("partition"))
+            rows = partitions.distinct().collect()
             found = {row["partition"] for row in rows}
         return Hits(frozenset(found), self.covered)
+
+
+def partitions_holding(spark: SparkSession, entries: DataFrame, digests: list[int]) -> DataFrame:
+    """The partitions of the index's ``entries`` that carry one of ``digests``. Joined with them, never filtered by
+    them: a plan shows a filter's literal values, and the job's plans are kept in its event log and Spark UI."""
+    asked = spark.createDataFrame([(d,) for d in digests], "digest long")
+    return entries.join(F.broadcast(asked), "digest").select("partition")
 
 
 @dataclass(frozen=True)
@@ -247,15 +253,17 @@ def _entries(spark: SparkSession, bucket: str, topic: Topic, keys: Keyring, name
 
 
 def _write(entries: DataFrame, uri: str, objects: int) -> None:
-    """The segment's files, each holding one range of digests, sorted, in small row groups (a lookup skips files and
-    row groups by their statistics); one file per ``OBJECTS_PER_FILE`` data objects it covers."""
+    """The segment's files, each holding one range of digests, sorted (they compress well, and a merge's output is
+    the same whatever the order of its inputs); one file per ``OBJECTS_PER_FILE`` data objects it covers. A lookup
+    joins them with the wanted digests and reads them whole: a filter of literal digests would let the lookup skip
+    row groups by their statistics, but it would print each erased subject's digest in the job's plan, and so in
+    its event log and Spark UI."""
     files = max(1, math.ceil(objects / OBJECTS_PER_FILE))
     (
         entries.distinct()
         .repartitionByRange(files, "digest")
         .sortWithinPartitions("digest", "partition")
-        .write.option("parquet.block.size", ROW_GROUP_BYTES)
-        .mode("errorifexists")
+        .write.mode("errorifexists")
         .parquet(uri)
     )
 

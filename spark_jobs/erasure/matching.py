@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.erasure import ErasureRequest, Source
@@ -130,19 +130,26 @@ def find(
     for (folder, *point), requests in sorted(rows.items()):
         entry = found.partitions.setdefault(folder, PartitionErasure(Partition.from_path(folder).values(), [], {}))
         _add(entry.keys, entry.rows_by_request, point, requests)
-    if topic.spec.erasure == "by_key" and topic.quarantine != QuarantineMode.OFFSETS_ONLY:  # else no key is kept
-        names = _objects(s3, bucket, topic.quarantine_prefix(), since)
+    raw = [n for prefix in raw_quarantine_prefixes(topic) for n in _objects(s3, bucket, prefix, since)]
+    if topic.spec.erasure == "by_key" and raw:
         held: dict[tuple[str, int, int], set[str]] = defaultdict(set)
-        for row in _collect(_scan(spark, bucket, names, topic, keys=keys, wanted=wanted, fields=False), topic):
+        for row in _collect(_scan(spark, bucket, raw, topic, keys=keys, wanted=wanted, fields=False), topic):
             held[(_key_of(row), int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
         for (name, *point), requests in sorted(held.items()):
             quarantined = found.quarantine.setdefault(name, QuarantineErasure([], {}))
             _add(quarantined.keys, quarantined.rows_by_request, point, requests)
-    if wanted.explicit and topic.spec.subject_fields and topic.quarantine != QuarantineMode.OFFSETS_ONLY:
+    if wanted.explicit and topic.spec.subject_fields:
         # a quarantined record failed to decode, so its subject fields cannot be read: its raw bytes go instead
-        for name in _objects(s3, bucket, topic.quarantine_prefix(), since):
+        for name in raw:
             found.quarantine.setdefault(name, QuarantineErasure([], {})).drop_raw = True
     return found
+
+
+def raw_quarantine_prefixes(topic: Topic) -> list[str]:
+    """The prefixes whose quarantine objects keep raw bytes (and the key): the topic's own unless it is offsets-only,
+    and the restricted one, where the records of schema versions the catalog lacks are held whatever the mode."""
+    offsets_only = topic.quarantine == QuarantineMode.OFFSETS_ONLY
+    return [p for p in topic.quarantine_prefixes() if not (offsets_only and p == topic.quarantine_prefix())]
 
 
 def _objects(s3: Any, bucket: str, prefix: str, since: datetime | None) -> list[str]:
@@ -193,6 +200,15 @@ def _unusable(topic: Topic, keys: Keyring, wanted: Scope, subjects: SubjectColum
         )
 
 
+def subject_matches(spark: SparkSession, rows: DataFrame, candidates: list[Column], digests: list[str]) -> DataFrame:
+    """(file, Kafka partition, offset, subject) of each of ``rows`` one of whose ``candidates`` is among ``digests``
+    (a row matching two subjects, once for each). Joined with them, never filtered by them: a plan shows a filter's
+    literal values, and the job's plans are kept in its event log and shown in its Spark UI."""
+    asked = spark.createDataFrame([(d,) for d in digests], "subject string")
+    each = rows.select("file", "_kafka_partition", "_kafka_offset", F.explode(F.array(*candidates)).alias("subject"))
+    return each.join(F.broadcast(asked), "subject")
+
+
 def _scan(
     spark: SparkSession,
     bucket: str,
@@ -224,16 +240,12 @@ def _scan(
             candidates += subjects.hashed(key) + ([key_hash] if key_hash is not None else [])
         digests = sorted(d for k, d in wanted.explicit if k == key_id)
         if digests and candidates:
-            subject = F.coalesce(*(F.when(c.isin(digests), c) for c in candidates))
-            matched = base.where(subject.isNotNull()).select(
-                "file",
-                "_kafka_partition",
-                "_kafka_offset",
-                F.lit(key_id).alias("key_id"),
-                subject.alias("subject"),
-                F.lit(None).cast("long").alias("before"),
+            matched = subject_matches(spark, base, candidates, digests)
+            parts.append(
+                matched.select(
+                    *columns[:3], F.lit(key_id).alias("key_id"), "subject", F.lit(None).cast("long").alias("before")
+                )
             )
-            parts.append(matched)
         points = sorted((d, p, o) for k, d, p, o in wanted.tombstones if k == key_id)
         if points and key_hash is not None:
             table = spark.createDataFrame(points, "digest string, point_partition int, before long")
