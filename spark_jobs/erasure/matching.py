@@ -228,7 +228,7 @@ def _scan(
     frame = read_objects(spark, bucket, names)
     subjects = subject_columns(frame, topic, fields=fields)
     _unusable(topic, keys, wanted, subjects)
-    columns = ["file", "_kafka_partition", "_kafka_offset", "key_id", "subject", "before"]
+    row_keys = ("file", "_kafka_partition", "_kafka_offset")
     base = frame.withColumn("file", F.input_file_name())
     parts: list[DataFrame] = []
     for key_id in sorted(wanted.key_ids()):
@@ -243,33 +243,49 @@ def _scan(
             matched = subject_matches(spark, base, candidates, digests)
             parts.append(
                 matched.select(
-                    *columns[:3], F.lit(key_id).alias("key_id"), "subject", F.lit(None).cast("long").alias("before")
+                    *row_keys, F.lit(key_id).alias("key_id"), "subject", F.lit(None).cast("long").alias("before")
                 )
             )
         points = sorted((d, p, o) for k, d, p, o in wanted.tombstones if k == key_id)
         if points and key_hash is not None:
-            table = spark.createDataFrame(points, "digest string, point_partition int, before long")
-            joined = base.join(
-                F.broadcast(table),
-                (key_hash == F.col("digest"))
-                & (F.col("_kafka_partition") == F.col("point_partition"))
-                & (F.col("_kafka_offset") < F.col("before")),
-            )
-            parts.append(
-                joined.select(*columns[:3], F.lit(key_id).alias("key_id"), F.col("digest").alias("subject"), "before")
-            )
+            parts.append(_tombstone_matches(spark, base, key_hash, points, key_id))
     common = wanted.common_key_ids()
     if subjects.stored and common is not None:
-        strays = base.where(subjects.key_id.isNotNull() & ~subjects.key_id.isin(sorted(common)))
-        null = F.lit(None)
-        parts.append(
-            strays.select(
-                "file",
-                null.cast("int").alias("_kafka_partition"),
-                null.cast("long").alias("_kafka_offset"),
-                subjects.key_id.alias("key_id"),
-                null.cast("string").alias("subject"),
-                null.cast("long").alias("before"),
-            )
-        )
+        parts.append(_strays(base, subjects, common))
     return union(parts)
+
+
+def _tombstone_matches(
+    spark: SparkSession, base: DataFrame, key_hash: Column, points: list[tuple[str, int, int]], key_id: str
+) -> DataFrame:
+    """The rows whose key hashes to a tombstone's digest in its Kafka partition, below its offset (a broadcast join
+    of the tombstones, never a filter of literals)."""
+    table = spark.createDataFrame(points, "digest string, point_partition int, before long")
+    joined = base.join(
+        F.broadcast(table),
+        (key_hash == F.col("digest"))
+        & (F.col("_kafka_partition") == F.col("point_partition"))
+        & (F.col("_kafka_offset") < F.col("before")),
+    )
+    return joined.select(
+        "file",
+        "_kafka_partition",
+        "_kafka_offset",
+        F.lit(key_id).alias("key_id"),
+        F.col("digest").alias("subject"),
+        "before",
+    )
+
+
+def _strays(base: DataFrame, subjects: SubjectColumns, common: frozenset[str]) -> DataFrame:
+    """(file, key id) of every row whose stored pseudonyms are of a key id some explicit subject has no digest under."""
+    strays = base.where(subjects.key_id.isNotNull() & ~subjects.key_id.isin(sorted(common)))
+    null = F.lit(None)
+    return strays.select(
+        "file",
+        null.cast("int").alias("_kafka_partition"),
+        null.cast("long").alias("_kafka_offset"),
+        subjects.key_id.alias("key_id"),
+        null.cast("string").alias("subject"),
+        null.cast("long").alias("before"),
+    )

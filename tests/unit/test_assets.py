@@ -40,6 +40,7 @@ CORE = {
         "s3_location",
         "topic_catalog",
         "topic_spec",
+        "undeclared",
         "wire",
     )
 }
