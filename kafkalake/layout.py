@@ -199,6 +199,18 @@ class TablePrefix:
         """Where the table's compaction output lived before it moved under the table's location."""
         return f"{LEGACY_COMPACTED_ROOT}/{self._path()}"
 
+    def data_object_prefixes(self) -> tuple[str, str]:
+        """Every prefix under which the table's data objects lie: its location (raw partitions and their
+        ``_compacted/`` output) and the legacy compaction root, which a partition's Glue location may still name
+        until the compactor moves it. What looks for a subject's rows (the erasure's scan and index) lists both."""
+        return self.data_prefix(), self.legacy_compacted_prefix()
+
+    def partition_prefixes(self, partition: Partition) -> tuple[str, ...]:
+        """The folders of one partition's data objects: raw, compaction output, legacy compaction output."""
+        return tuple(
+            p + partition.path() for p in (self.data_prefix(), self.compacted_prefix(), self.legacy_compacted_prefix())
+        )
+
     def state_prefix(self) -> str:
         return f"{STATE_ROOT}/{self._path()}"
 

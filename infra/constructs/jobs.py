@@ -47,9 +47,13 @@ ERASURE_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
 """The erasure job reads, writes and deletes under these and under its environment's ``erasure_prefix``: rewritten
 partitions (as the compactor), quarantine objects rewritten in place, manifests and leases; requests, receipts, its
 lease and the subject indexes."""
-ERASURE_PURGES = (DATA_ROOT, QUARANTINE_ROOT)
-"""Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data and quarantine, and its
-environment's subject indexes (old segments hold erased subjects' digests)."""
+ERASURE_LEGACY = (LEGACY_COMPACTED_ROOT,)
+"""Partitions compacted before the output moved under the tables: the erasure job reads them (its scan and subject
+index) and deletes what its rewrite replaced, as the compactor does; it never writes there (its output goes under
+the table's ``_compacted/`` folder)."""
+ERASURE_PURGES = (DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT)
+"""Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data (the legacy compaction
+root included) and quarantine, and its environment's subject indexes (old segments hold erased subjects' digests)."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
 COMPACTOR_SIZES: dict[str, str] = {
     "spark.driver.cores": "2",
@@ -282,6 +286,7 @@ class Jobs(Construct):
                     self.bucket.arn_for_objects(f"{subject_indexes_prefix(self.settings.name)}*"),
                 ],
             ),
+            (["s3:GetObject", "s3:DeleteObject"], [self.bucket.arn_for_objects(f"{r}/*") for r in ERASURE_LEGACY]),
             (["s3:ListBucketVersions"], [self.bucket.bucket_arn]),
             # Spark writes the subject indexes through Hadoop's S3 filesystem, which probes each ancestor "directory"
             # of its output (a HEAD: s3:GetObject on these exact keys, which never hold objects) and deletes the
@@ -305,7 +310,8 @@ class Jobs(Construct):
         acknowledge(
             role,
             "The erasure job rewrites partitions as the compactor does, rewrites quarantine objects, deletes the "
-            "replaced objects' versions under the data and quarantine prefixes, and writes its receipts and the "
+            "replaced objects' versions under the data (legacy compaction root included) and quarantine prefixes, "
+            "and writes its receipts and the "
             "tables' subject indexes (deleting their old segments' versions), all named at run time, with the lake "
             "key; it updates partitions of tables "
             "created at run time in our databases. "
@@ -314,7 +320,7 @@ class Jobs(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-            *(object_finding(self.bucket, root) for root in roots),
+            *(object_finding(self.bucket, root) for root in (*roots, *ERASURE_LEGACY)),
             object_finding(self.bucket, subject_indexes_prefix(self.settings.name).rstrip("/")),
             *glue_table_findings(stack, self.databases),
         )

@@ -42,7 +42,7 @@ from botocore.exceptions import ClientError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.layout import PARTITION_PATH_RE, Partition
+from kafkalake.layout import PARTITION_PATH_RE, Partition, is_compaction_output
 from kafkalake.lease import lost_race
 from kafkalake.personal import Keyring
 from kafkalake.s3_location import s3_uri
@@ -161,7 +161,7 @@ def refresh(
     wanted = signature(topic, keys)
     record = stored if stored is not None and stored.signature == wanted else IndexRecord(wanted)
     previous = set(record.covered)
-    current = set(data_objects(s3, bucket, topic.prefix.data_prefix()))
+    current = {n for prefix in topic.prefix.data_object_prefixes() for n in data_objects(s3, bucket, prefix)}
     new = current - previous
     derived = _derived(s3, bucket, topic, new, previous)
     reread = {n for n in current if (m := PARTITION_PATH_RE.search(n)) and m.group(1) in forget}
@@ -216,9 +216,9 @@ def _derived(s3: Any, bucket: str, topic: Topic, new: set[str], covered: set[str
     outputs_by_partition: dict[str, list[str]] = {}
     for name in new:
         match = PARTITION_PATH_RE.search(name)
-        if match and name.startswith(topic.prefix.compacted_prefix()):
+        if match and is_compaction_output(name):
             outputs_by_partition.setdefault(match.group(1), []).append(name)
-    base = covered | {n for n in new if not n.startswith(topic.prefix.compacted_prefix())}
+    base = covered | {n for n in new if not is_compaction_output(n)}
     store = ManifestStore(s3, bucket)
     found: set[str] = set()
     for path, names in outputs_by_partition.items():

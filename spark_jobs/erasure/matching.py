@@ -120,7 +120,8 @@ def find(
     found = TableBatch()
     if not wanted:
         return found
-    objects = [n for n in _objects(s3, bucket, topic.prefix.data_prefix(), since) if hits is None or hits.wants(n)]
+    listed = [n for prefix in topic.prefix.data_object_prefixes() for n in _objects(s3, bucket, prefix, since)]
+    objects = [n for n in listed if hits is None or hits.wants(n)]
     rows: dict[tuple[str, int, int], set[str]] = defaultdict(set)
     for group in by_schema_version(objects):
         for row in _collect(_scan(spark, bucket, group, topic, keys=keys, wanted=wanted, fields=True), topic):

@@ -48,8 +48,7 @@ def _delete(s3: Any, bucket: str, doomed: Iterable[dict[str, Any]]) -> int:
 def purge_partition(s3: Any, bucket: str, topic: Topic, partition: Partition, replaced: set[str]) -> tuple[int, int]:
     """Delete every version of ``replaced`` and every noncurrent version under the partition's folders; (objects
     whose current version went, versions deleted)."""
-    prefixes = (topic.prefix.data_prefix() + partition.path(), topic.prefix.compacted_prefix() + partition.path())
-    found = [v for prefix in prefixes for v in versions(s3, bucket, prefix)]
+    found = [v for prefix in topic.prefix.partition_prefixes(partition) for v in versions(s3, bucket, prefix)]
     doomed = [v for v in found if v["Key"] in replaced or v["Marker"] or not v["IsLatest"]]
     current = {v["Key"] for v in doomed if v["IsLatest"] and not v["Marker"]}
     return len(current), _delete(s3, bucket, doomed)

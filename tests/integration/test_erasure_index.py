@@ -20,10 +20,11 @@ from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request, tombstone_request
-from kafkalake.layout import DataKey, Partition
+from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.personal import Keyring, PseudonymKey, load_key
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.local.erase_requests import record_request
+from kafkalake_dev.local.principals import not_recorded
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import customer_file, put_table, with_bucket
 from spark_jobs.compaction.job import Compactor
@@ -339,3 +340,57 @@ def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_e
     assert "key id k2" in failing.failed[f"{hashed.database}.{hashed.table}"]
     said = "\n".join(lines + list(failing.failed.values()))
     assert new.secret.hex() not in said and old.digest("customer-1") not in said
+
+
+def subject_versions(s3: Any, topic: Topic) -> list[str]:
+    """Every version of every data object of the table, under either root, whose rows hold ``SUBJECT``."""
+    found = []
+    for prefix in topic.prefix.data_object_prefixes():
+        for version in versions(s3, BUCKET, prefix):
+            if not version["Marker"] and version["Key"].endswith(".parquet"):
+                body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
+                if SUBJECT in pq.read_table(io.BytesIO(body)).column("customer_id").to_pylist():
+                    found.append(f"{version['Key']}@{version['VersionId']}")
+    return found
+
+
+def test_partitions_compacted_under_the_legacy_layout_are_found_rewritten_and_purged(
+    spark: SparkSession, endpoints: Endpoints, lake: Lake, key: PseudonymKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lake an older release compacted into ``compacted/<topic path>/`` (Glue names that output, the raw files are
+    cleaned up): the erasure's index and scan find the subject there, its rewrite moves each holding partition under
+    the table, and its purge leaves no version of the subject's rows under either root (issue #35, finding 8)."""
+    s3, prefix = make_client(endpoints, "s3"), lake.topic.prefix
+    legacy = prefix.legacy_compacted_prefix()
+
+    def legacy_output(self: TablePrefix, partition: Partition, run_id: str) -> str:  # the layout before the move
+        return f"{self.legacy_compacted_prefix()}{partition.path()}run={run_id}/"
+
+    with monkeypatch.context() as patch, not_recorded("the lake as an older release's compactor left it"):
+        patch.setattr(TablePrefix, "compaction_output_prefix", legacy_output)
+        Compactor(spark, endpoints, [lake.topic], NO_GRACE).run()
+        Compactor(spark, endpoints, [lake.topic], NO_GRACE).run()  # the clean-up deletes the replaced raw files
+    assert list_objects(s3, BUCKET, prefix.data_prefix(), ".parquet") == {}
+    assert len(list_objects(s3, BUCKET, legacy, ".parquet")) == HOURS
+    assert len(subject_versions(s3, lake.topic)) == 2 * len(HOLDING), "raw and legacy copies (a control)"
+    digest = key.digest(SUBJECT)
+    store = RequestStore(s3, BUCKET, lake.topic.env)
+    store.put(new_request([digest], [], 1, key.key_id, datetime.now(UTC)))
+    outcome = Eraser(spark, endpoints, lake.topic.env, [lake.topic], NO_GRACE).run()
+    assert (len(outcome.receipts), outcome.failed) == (1, {})
+    [receipt] = store.receipts().values()
+    [table] = receipt["tables"].values()
+    assert table["rows_removed"] == len(HOLDING)
+    assert sorted(table["partitions"]) == sorted(lake.partition(h).values() for h in HOLDING)
+    assert subject_versions(s3, lake.topic) == [], "a version under either root still holds the subject"
+    assert index.index_digest(digest) not in index_digests(s3, lake.topic), "the index forgot the subject"
+    glue = make_client(endpoints, "glue")
+    rows = 0
+    for hour in range(HOURS):
+        values = lake.partition(hour).values()
+        found = glue.get_partition(DatabaseName=lake.topic.database, TableName=lake.topic.table, PartitionValues=values)
+        location = found["Partition"]["StorageDescriptor"]["Location"]
+        moved = hour in HOLDING
+        assert location.startswith(f"s3://{BUCKET}/{prefix.compacted_prefix() if moved else legacy}")
+        rows += spark.read.parquet(location.replace("s3://", "s3a://")).count()
+    assert rows == HOURS * 40 - len(HOLDING), "every other row reads the same"
