@@ -128,6 +128,5 @@ def spark(local_stack: Endpoints) -> Iterator[SparkSession]:
     from kafkalake_dev.local.spark import local_session
 
     session = local_session(local_stack, "kafkalake-tests")
-    principals.follow_in_spark(session)
     yield session
     session.stop()

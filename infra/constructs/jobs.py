@@ -54,7 +54,10 @@ the table's ``_compacted/`` folder)."""
 ERASURE_PURGES = (DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT)
 """Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data (the legacy compaction
 root included) and quarantine, and its environment's subject indexes (old segments hold erased subjects' digests)."""
-KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
+KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+"""What S3 asks KMS for on a job's behalf with the lake key: a data key to write an SSE-KMS object (a multipart upload
+and a copy's destination too), and its decryption to read one (a multipart upload's parts too). Nothing encrypts or
+re-encrypts with the key directly."""
 COMPACTOR_SIZES: dict[str, str] = {
     "spark.driver.cores": "2",
     "spark.driver.memory": "3g",
@@ -240,8 +243,6 @@ class Jobs(Construct):
             "them. PutMetricData has no resource-level permissions (AWS requires *); a "
             "condition limits it to the kafkalake namespace.",
             "AwsSolutions-IAM5[Resource::*]",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in (*ARCHIVER_ROOTS, requests)),
         )
         return role
@@ -265,8 +266,6 @@ class Jobs(Construct):
             "The compactor reads and deletes objects under the data prefix (and the legacy compaction root), writes "
             "its output (under each table's _compacted/ folder) and manifests with the lake key, and updates "
             "partitions of tables created at run time in our databases.",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in sorted({*COMPACTOR_ROOTS, *COMPACTOR_WRITES})),
             *glue_table_findings(stack, self.databases),
         )
@@ -318,8 +317,6 @@ class Jobs(Construct):
             "PutMetricData has no resource-level permissions (AWS requires *); a condition limits it to the "
             "kafkalake namespace.",
             "AwsSolutions-IAM5[Resource::*]",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             *(object_finding(self.bucket, root) for root in (*roots, *ERASURE_LEGACY)),
             object_finding(self.bucket, subject_indexes_prefix(self.settings.name).rstrip("/")),
             *glue_table_findings(stack, self.databases),

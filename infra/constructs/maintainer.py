@@ -127,10 +127,8 @@ class Maintainer(Construct):
             ),
             (["kms:Decrypt"], [k.key_arn for k in keys]),
             (list(MAINTAINER_GLUE_ACTIONS), glue_table_resources(stack, databases)),
-            (["glue:StartCrawler"], [f"{glue_arn(stack)}:crawler/{c}" for c in crawlers]),
-            # Looked up for any table it meets, ours or not (a table outside our databases has no crawler: AWS must
-            # answer EntityNotFound, not AccessDenied, for the maintainer to ignore it; the permission check saw it).
-            (["glue:GetCrawler"], [f"{glue_arn(stack)}:crawler/{crawler_name_for('*', '*')}"]),
+            # Looked up only for a table of our databases (lambdas/maintainer/sync.py: TableSync._resolve).
+            (["glue:GetCrawler", "glue:StartCrawler"], [f"{glue_arn(stack)}:crawler/{c}" for c in crawlers]),
             (["s3:GetObject"], [bucket.arn_for_objects(f"{DATA_ROOT}/*")]),
             (["s3:PutObject"], [bucket.arn_for_objects(p) for p in (LATE_DATA_MARKERS, COMPLETENESS_CLAIMS)]),
             # A claim whose creation was refused (412) is read back: it may be this drain's own, its answer lost.
@@ -156,7 +154,7 @@ class Maintainer(Construct):
             *glue_table_findings(stack, databases),
             *[
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:{stack.region}:<AWS::AccountId>:crawler/{c}]"
-                for c in [*crawlers, crawler_name_for("*", "*")]
+                for c in crawlers
                 if "*" in c
             ],
         )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from infra.assets import spark_jars
 from kafkalake.endpoints import Endpoints
 from kafkalake_dev.local.endpoints import ACCESS_KEY
-from kafkalake_dev.local.principals import DAEMON_MODULE, S3A_PROVIDER, s3a_credentials_jar
+from kafkalake_dev.local.principals import DAEMON_MODULE, S3A_PROVIDER, follow_in_spark, install, s3a_credentials_jar
 from kafkalake_dev.local.stack import state_dir
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ def s3a_conf(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, st
 
 def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSession:
     """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time).
-    Its S3A requests and Python workers name the principal of the code that runs a Spark job, once
-    ``kafkalake_dev.local.principals.follow_in_spark`` follows it (moto's test key otherwise)."""
+    Its S3A requests and Python workers name the principal of the code that runs a Spark job, and so do this
+    process's botocore clients (``kafkalake_dev.local.principals``: installed and followed here)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
@@ -95,4 +95,9 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
     settings = {**LOCAL_CONF, **s3a_conf(endpoints), **principals, **scratch_conf(session_scratch())}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    # Every local run, in a test or in a command a test started as a subprocess (the crash tests' runs), names the
+    # principal of each of its calls, so the permission check sees them all.
+    install()
+    follow_in_spark(session)
+    return session

@@ -36,7 +36,8 @@ class TableSync:
     """Brings one table's Glue entries in line with a set of new data keys."""
 
     tables: Mapping[TablePrefix, LakeTable]
-    """The catalog's tables; keys under other prefixes are ours only if their crawler exists by convention."""
+    """The catalog's tables; keys under other prefixes are ours only if their database is one of the catalog's and
+    their crawler exists by convention."""
     glue: CachedGlue
     lake: LakeObjects
     state: State
@@ -102,6 +103,10 @@ class TableSync:
         if known is not None:
             return known
         by_convention = LakeTable.by_convention(prefix)
+        if by_convention.database not in {t.database for t in self.tables.values()}:
+            # Not one of the databases the stack deploys: no crawler of ours can be there, and the role may look up
+            # only our databases' crawlers (AWS would answer AccessDenied, not EntityNotFound).
+            return None
         return by_convention if self.glue.crawler_exists(by_convention.crawler_name) else None
 
     def _start_crawler(self, table: LakeTable, why: MaintainerCount) -> None:

@@ -261,6 +261,30 @@ def test_overlapping_drains_publish_each_completeness_event_once(lake: Lake) -> 
     assert json.loads(claim["Body"].read())["partition"] == ["1", "2026-11-21", "03"]
 
 
+def test_a_crawler_is_looked_up_only_in_our_databases(lake: Lake) -> None:
+    """A table outside the catalog is ours when its crawler exists by convention, but only in a database the stack
+    deploys: the role may look up only those crawlers (elsewhere AWS answers AccessDenied, not EntityNotFound)."""
+    outside = TablePrefix("staging", "nobody", "x", "unknown-topic")
+    ours = TablePrefix("staging", "acme", "payments", "crawled-elsewhere")
+    for prefix in (outside, ours):
+        database, table = default_names(prefix)
+        lake.glue.create_crawler(
+            Name=crawler_name_for(database, table),
+            Role="arn:aws:iam::123456789012:role/crawler",
+            DatabaseName=database,
+            Targets={"S3Targets": [{"Path": f"s3://{BUCKET}/{prefix.data_prefix()}"}]},
+        )
+    assert default_names(ours)[0] == DATABASE
+    lake.calls.clear()
+    lake.put(DataKey(outside, Partition(1, date(2026, 11, 21), 3), 0, 0, 9))
+    report = lake.drain(State(600))
+    assert report.counts["ignored_unknown_table"] == 1 and report.counts["deleted"] == 1
+    assert "glue.GetCrawler" not in lake.calls
+    lake.put(DataKey(ours, Partition(1, date(2026, 11, 21), 3), 0, 0, 9))
+    lake.drain(State(600))
+    assert lake.calls["glue.GetCrawler"] == 1, "a crawler by convention in our database is looked up (a control)"
+
+
 def test_a_key_of_another_environment_is_ignored_and_its_crawler_never_started(lake: Lake) -> None:
     """Today's by-convention lookup would find production's crawler and start it from a staging maintainer."""
     production = TablePrefix("production", "acme", "payments", "card-authorized")
