@@ -345,10 +345,17 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     erasure = role_statements(tpl, "ErasureJobRole")
     [versions] = [s for s in erasure if s["Action"] == "s3:DeleteObjectVersion"]
     purged = sorted(r["Fn::Join"][1][1] for r in versions["Resource"])
-    assert purged == ["/data/*", f"/erasure/{env}/index/*", "/quarantine/*"], (
-        "object versions are deleted under the data, the quarantine and the environment's subject indexes only"
+    assert purged == ["/compacted/*", "/data/*", f"/erasure/{env}/index/*", "/quarantine/*"], (
+        "object versions are deleted under the data (legacy compaction root included), the quarantine and the "
+        "environment's subject indexes only"
     )
     assert any(s["Action"] == "s3:ListBucketVersions" for s in erasure)
+    legacy = [s for s in erasure if "/compacted/*" in json.dumps(s["Resource"])]
+    assert sorted(a for s in legacy for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])) == [
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:GetObject",
+    ], "the legacy compaction root: read, deleted and purged by the erasure job, never written"
     [secret_id] = resources(tpl, "AWS::SecretsManager::Secret")  # generated: environments.yaml names none
     reads = {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": {"Ref": secret_id}}
     assert reads in erasure, "the erasure job hashes requests' subjects with the pseudonym key"
