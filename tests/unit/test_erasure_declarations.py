@@ -37,7 +37,7 @@ def test_nothing_is_erasable_unless_declared(tmp_path: Path) -> None:
 
 
 def test_declarations_and_the_environment_wide_default(tmp_path: Path) -> None:
-    body = "erasure: by_key\narchive: {include_key: true}\nsubject_fields: [customer.id]\n"
+    body = "erasure: by_key\narchive: {key: hmac}\nsubject_fields: [customer.id]\n"
     write_topic(tmp_path, body, defaults="erasure_within_days: 3\n")
     topic = load_topic_catalog(tmp_path).topics[0]
     assert topic.erasable
