@@ -6,7 +6,8 @@ without the catalog's YAML/Avro.
   on every database (the most restrictive level among its tables, so that a table nobody tagged yet, such as one a
   crawler has just created, inherits the strictest level of its database until it is tagged).
 - ``pii`` (``false`` / ``true``): ``false`` on every table, ``true`` on each column that holds personal data after
-  the archiver's actions or identifies a data subject (a subject field's column, the stored Kafka key ``_key``),
+  the archiver's actions or identifies a data subject (a subject field's column, the stored Kafka key ``_key``,
+  clear or hashed) or can (the stored Kafka headers ``_headers``),
   and ``true`` on every database, so that the columns of a table nobody tagged yet count as personal. A grant
   whose expression says ``pii in (false)`` therefore leaves personal columns out, and every column of an untagged
   table. The maintainer tags a table's personal columns before the table itself, so a failure in between leaves
@@ -89,8 +90,8 @@ def personal_columns(personal_fields: Mapping[str, PiiAction], identifying: Iter
     ``contacts`` personal, ``attributes{}.phone`` makes ``attributes``; Lake Formation tags columns, not what
     is inside them), except where the action is ``drop`` (the value never reaches Parquet) or the top-level
     field itself is dropped (there is no column). The columns of ``identifying`` (a topic's subject fields and
-    its stored Kafka key) are personal too, whatever their action: they name a data subject, which is what
-    erasure finds them by. Glue keeps column names in lower case, so they are lowered."""
+    its stored Kafka key and headers) are personal too, whatever their action: they name a data subject, which is
+    what erasure finds them by (a header can). Glue keeps column names in lower case, so they are lowered."""
     dropped = {path for path, action in personal_fields.items() if action == PiiAction.DROP and top_level(path) == path}
     kept = [path for path, action in personal_fields.items() if action != PiiAction.DROP]
     columns = {top_level(path) for path in (*kept, *identifying)}

@@ -33,11 +33,12 @@ Expression = dict[str, tuple[str, ...]]
 
 def payload_columns(topic: Topic) -> tuple[str, ...]:
     """The topic's own columns (every schema version's top-level fields, in order of first appearance), minus
-    those the archiver drops, then the Kafka key's when the table stores it (it can name a data subject, so the
-    matrix shows who reads it); the other Kafka metadata columns (``_kafka_*``, ...) come on top."""
+    those the archiver drops, then the Kafka key's and headers' when the table stores them (they can name a data
+    subject, so the matrix shows who reads them); the other Kafka metadata columns (``_kafka_*``, ...) come on
+    top."""
     dropped = {path.lower() for path, action in topic.personal_fields.items() if action == PiiAction.DROP}
     names = [field["name"].lower() for text in topic.schemas for field in json.loads(text).get("fields", [])]
-    return (*(name for name in dict.fromkeys(names) if name not in dropped), *topic.stored_key)
+    return (*(name for name in dict.fromkeys(names) if name not in dropped), *topic.kafka_columns)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,10 @@ PII_TAG = "PII"
 CONFLUENT_TAGS = "confluent:tags"
 PII_ATTRIBUTE = "pii"
 KAFKA_KEY_COLUMN = "_key"
-"""The column holding a record's Kafka key, for a topic whose archive includes it (``archive.include_key``)."""
+"""The column holding a record's Kafka key, or its keyed hash, for a topic whose archive keeps it (``archive.key``)."""
+HEADERS_COLUMN = "_headers"
+"""The column holding a record's Kafka headers (name and value), for a topic whose archive keeps them
+(``archive.headers``)."""
 KEY_ID_COLUMN = "_pseudonym_key_id"
 """The column beside a table's pseudonyms naming the key that made them, so pseudonyms of a rotated key can be told
 apart from the new key's."""
@@ -73,6 +76,13 @@ protects them on its own."""
 
 DEFAULT_ACTION = PiiAction.HMAC
 """The action for a field tagged in the schema without naming one."""
+
+
+def kafka_hashed(column: str) -> dict[str, PiiAction]:
+    """What ``hmac`` hashes in a Kafka column (``archive.key`` or ``archive.headers``), as a path below the column
+    (``SchemaPath``, the column itself ``""``): the key's bytes; each header's value, its name kept (names are chosen
+    by the producers' code, as field names are; values are what can name a subject)."""
+    return {KAFKA_KEY_COLUMN: {"": PiiAction.HMAC}, HEADERS_COLUMN: {f"{ELEMENTS}.value": PiiAction.HMAC}}[column]
 
 
 def needs_key(fields: dict[str, PiiAction]) -> bool:

@@ -27,6 +27,7 @@ from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
 from kafkalake.lftags import personal_columns
 from kafkalake.naming import crawler_name_for, default_names
 from kafkalake.personal import (
+    HEADERS_COLUMN,
     KAFKA_KEY_COLUMN,
     PiiAction,
     QuarantineMode,
@@ -37,7 +38,7 @@ from kafkalake.personal import (
     within_collection,
 )
 from kafkalake.s3_location import s3_uri
-from kafkalake.topic_spec import TopicSpec
+from kafkalake.topic_spec import StoredAs, TopicSpec
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -94,20 +95,24 @@ class Topic:
         return found | {path: (action, "catalog") for path, action in self.spec.pii.items()}
 
     @property
-    def stored_key(self) -> tuple[str, ...]:
-        """The Kafka key's column when the archive stores it (``archive.include_key``), else nothing."""
-        return (KAFKA_KEY_COLUMN,) if self.spec.archive.include_key else ()
+    def kafka_columns(self) -> dict[str, StoredAs]:
+        """The columns of the Kafka key and headers the archive keeps (``_key``, ``_headers``), with how
+        (``archive.key``, ``archive.headers``: clear or hmac)."""
+        archive = self.spec.archive
+        kept = {KAFKA_KEY_COLUMN: archive.key, HEADERS_COLUMN: archive.headers}
+        return {column: how for column, how in kept.items() if how != StoredAs.DROP}
 
     @property
     def personal_columns(self) -> tuple[str, ...]:
         """The table's columns tagged ``pii`` (``kafkalake.lftags.personal_columns``): its personal fields',
-        each subject field's and the stored Kafka key."""
-        return personal_columns(self.personal_fields, (*self.spec.subject_fields, *self.stored_key))
+        each subject field's and the stored Kafka key's and headers' (clear or hashed: a key names a subject, a
+        header can)."""
+        return personal_columns(self.personal_fields, (*self.spec.subject_fields, *self.kafka_columns))
 
     @property
     def quarantine(self) -> QuarantineMode:
         """The catalog's choice, else restricted for a topic with a personal column (a personal field, a subject
-        field, the stored Kafka key: the raw bytes hold it too), plain for the others."""
+        field, the stored Kafka key or headers: the raw bytes hold the key too), plain for the others."""
         if self.spec.quarantine is not None:
             return self.spec.quarantine
         return QuarantineMode.RESTRICTED if self.personal_columns else QuarantineMode.PLAIN
@@ -128,9 +133,10 @@ class Topic:
 
     @property
     def needs_key(self) -> bool:
-        """Whether archiving the topic takes the environment's pseudonym key: it hashes a personal field, or its
-        tombstones are erasure requests (their Kafka keys are stored hashed)."""
-        return needs_key(self.personal_fields) or self.spec.erasure == "by_key"
+        """Whether archiving the topic takes the environment's pseudonym key: it hashes a personal field, its Kafka
+        key or headers, or its tombstones are erasure requests (their Kafka keys are stored hashed)."""
+        hashes_kafka = StoredAs.HMAC in self.kafka_columns.values()
+        return needs_key(self.personal_fields) or hashes_kafka or self.spec.erasure == "by_key"
 
     def declares(self, schema_text: str) -> bool:
         """Whether one of the topic's ``.avsc`` files holds this schema (equal as JSON: whitespace and key order
@@ -328,14 +334,14 @@ def _check_personal_fields(topic: Topic, problems: list[TopicCatalogProblem]) ->
             TopicCatalogProblem(
                 str(topic.source),
                 "quarantine",
-                "the topic has personal columns (personal fields, subject fields or the stored Kafka key: "
+                "the topic has personal columns (personal fields, subject fields or the stored Kafka key or headers: "
                 f"{', '.join(topic.personal_columns)}), so its raw records must not land in the plain quarantine",
                 f"use quarantine: {QuarantineMode.RESTRICTED} or {QuarantineMode.OFFSETS_ONLY}, or leave it out",
             )
         )
     for path in sorted(set(topic.spec.pii) - known):
-        message = "no schema version has this field"
-        problems.append(TopicCatalogProblem(str(topic.source), f"pii.{path}", message, PATHS))
+        message, fix = KAFKA_PARTS.get(path, ("no schema version has this field", PATHS))
+        problems.append(TopicCatalogProblem(str(topic.source), f"pii.{path}", message, fix))
     _check_actions(topic, problems)
 
 
@@ -344,6 +350,14 @@ PATHS = (
     "{} after a map for its values (customer.email, contacts[].email, tags[], attributes{}.phone)"
 )
 """The fix of an unknown path: the syntax of every path the catalog takes."""
+KAFKA_PARTS = {
+    column: (
+        f"{column} holds the record's Kafka {setting}, not a field of its value: pii names value fields",
+        f"declare how the archive keeps the {setting} instead: archive: {{{setting}: hmac}} (drop leaves it out)",
+    )
+    for column, setting in ((KAFKA_KEY_COLUMN, "key"), (HEADERS_COLUMN, "headers"))
+}
+"""Why ``pii`` (or ``subject_fields``) cannot name the Kafka key's or headers' column, and the setting that can."""
 
 
 def _check_actions(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
@@ -366,13 +380,13 @@ def _check_actions(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
 def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
     """A declaration that could never erase anything: ``by_key`` without the key stored, an unknown subject field."""
     source = str(topic.source)
-    if topic.spec.erasure == "by_key" and not topic.spec.archive.include_key:
+    if topic.spec.erasure == "by_key" and KAFKA_KEY_COLUMN not in topic.kafka_columns:
         problems.append(
             TopicCatalogProblem(
                 source,
                 "erasure",
-                "by_key erasure matches rows by their Kafka key, but the table does not store it",
-                "set archive.include_key: true (or declare subject_fields instead)",
+                "by_key erasure matches rows by their Kafka key, but the table does not store it (archive.key: drop)",
+                "set archive.key: hmac (its keyed hash) or clear (or declare subject_fields instead)",
             )
         )
     known = topic.field_paths() if topic.schemas else set()
@@ -385,15 +399,11 @@ def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
                 "name a field outside arrays and maps (or declare erasure: by_key)",
             )
         )
+    unknown = ("no schema version has this field", "use a dotted path of a field in one of the topic's .avsc files")
+    kafka_key = ("_key holds the record's Kafka key, not a field of its value", "declare erasure: by_key instead")
     for path in sorted(set(topic.spec.subject_fields) - known):
-        problems.append(
-            TopicCatalogProblem(
-                source,
-                f"subject_fields.{path}",
-                "no schema version has this field",
-                "use a dotted path of a field in one of the topic's .avsc files",
-            )
-        )
+        message, fix = kafka_key if path == KAFKA_KEY_COLUMN else unknown
+        problems.append(TopicCatalogProblem(source, f"subject_fields.{path}", message, fix))
 
 
 def _load_schemas(path: Path, name: str, problems: list[TopicCatalogProblem]) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ into these models, validates them against each other and the schemas, and derive
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -44,6 +44,22 @@ class TimeCandidate(BaseModel):
         return self
 
 
+class StoredAs(StrEnum):
+    """How the archive keeps a record's Kafka key (``archive.key``) or headers (``archive.headers``)."""
+
+    DROP = "drop"
+    """Left out of the table."""
+    CLEAR = "clear"
+    """As Kafka holds it: the key's bytes in ``_key``, the headers (name, bytes) in ``_headers``."""
+    HMAC = "hmac"
+    """Its keyed hash (``kafkalake.personal``): the key's digest in ``_key``, each header's value's digest in
+    ``_headers`` beside its name. The clear key is then stored nowhere, quarantine objects included."""
+
+
+OLDER_NAMES = {"include_key": "key", "include_headers": "headers"}
+"""The archive policy's older booleans (``true`` is ``clear``, ``false`` is ``drop``), still read."""
+
+
 class ArchivePolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,8 +67,24 @@ class ArchivePolicy(BaseModel):
     max_records_per_file: int = Field(default=500_000, ge=1)
     compression: Literal["snappy", "zstd"] = "snappy"
     accept_data_loss: bool = False
-    include_key: bool = False
-    include_headers: bool = False
+    key: StoredAs = StoredAs.DROP
+    headers: StoredAs = StoredAs.DROP
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_names(cls, data: Any) -> Any:
+        """``include_key: true`` of an older file is ``key: clear`` (``false``: ``drop``); so for headers."""
+        if not isinstance(data, dict):
+            return data
+        found = dict(data)
+        for older, name in OLDER_NAMES.items():
+            if older not in found:
+                continue
+            if name in found:
+                raise ValueError(f"{older} is the older name of {name}: keep {name} only")
+            value = found.pop(older)
+            found[name] = (StoredAs.CLEAR if value else StoredAs.DROP) if isinstance(value, bool) else value
+        return found
 
 
 class TopicSpec(BaseModel):

@@ -205,7 +205,7 @@ def topic_yaml(
     spec["time_fields"] = [t.candidate.model_dump(mode="json", exclude_defaults=True) for t in times]
     if sample.tombstones:
         spec["tombstones"] = "keep"
-        spec["archive"] = {"include_key": True}
+        spec["archive"] = {"key": "clear"}
     comments = [
         f"Written by `kafkalake catalog import` from {name.kafka_topic}: review it before merging.",
         f"Sampled {sample.records} records: {sample.keys} with a key, {sample.tombstones} tombstones.",

@@ -1,13 +1,14 @@
 """Personal fields protected in a plan's rows before the writer sees them: Spark columns only, no per-row Python.
 
-``kafkalake.personal`` says which fields are personal and what to do with each, ``kafkalake.undeclared`` which of
-them each schema version has (a version the catalog lacks may tag more); here every version's value column gets
-its own done: ``hmac`` replaces the leaf with the keyed hash of its canonical text
-(``canonical_text``, ``spark_jobs.keyed_hash``), ``drop`` removes the field, ``mask_last4`` replaces all but the
-last four characters with ``*``. Every record on the way to a personal field is rebuilt with its fields protected
-(a dropped field left out, a null record kept null); the way through an array is Spark's ``transform`` and through
-a map's values ``transform_values``, so fields inside ``array<record>``, ``map<record>``, arrays of maps and so on
-are reached at any depth. A table with hashed fields gets ``_pseudonym_key_id``, the id of the key that made its
+``kafkalake.personal`` says which fields are personal and what to do with each, ``kafkalake.undeclared`` which of them
+each schema version has (a version the catalog lacks may tag more); here every version's value column gets its own done:
+``hmac`` replaces the leaf with the keyed hash of its canonical text (``canonical_text``, ``spark_jobs.keyed_hash``),
+``drop`` removes the field, ``mask_last4`` replaces all but the last four characters with ``*``; the Kafka key and each
+header's value are hashed the same way when the archive policy says ``hmac`` (``kafkalake.personal.kafka_hashed``: the
+key's raw bytes, as a ``bytes`` field's). Every record on the way to a personal field is rebuilt with its fields
+protected (a dropped field left out, a null record kept null); the way through an array is Spark's ``transform`` and
+through a map's values ``transform_values``, so fields inside ``array<record>``, ``map<record>``, arrays of maps and so
+on are reached at any depth. A table with hashed fields gets ``_pseudonym_key_id``, the id of the key that made its
 pseudonyms.
 """
 
@@ -46,9 +47,10 @@ def canonical_text(value: Column, data_type: DataType) -> Column:
 
 
 def pseudonymise(rows: DataFrame, fields: Mapping[str, Mapping[str, PiiAction]], key: PseudonymKey | None) -> DataFrame:
-    """``rows`` with the personal fields of each value column protected (``fields``: value column → its version's
-    personal fields, ``kafkalake.undeclared.protection``), and ``_pseudonym_key_id`` when a field is hashed. Raise
-    ``KeyInvalid`` when a field is to be hashed and there is no key."""
+    """``rows`` with the personal fields of each column protected (``fields``: value column → its version's personal
+    fields, ``kafkalake.undeclared.protection``; a Kafka column the archive hashes → ``kafkalake.personal.
+    kafka_hashed``), and ``_pseudonym_key_id`` when a field is hashed. Raise ``KeyInvalid`` when a field is to be
+    hashed and there is no key."""
     if not any(fields.values()):
         return rows
     hashed = any(needs_key(dict(personal)) for personal in fields.values())
@@ -70,9 +72,9 @@ def pseudonymise(rows: DataFrame, fields: Mapping[str, Mapping[str, PiiAction]],
 def _protected(
     value: Column, data_type: DataType, path: str, fields: Mapping[str, PiiAction], key: PseudonymKey | None
 ) -> Column:
-    """``value`` (at ``path``; the root is ``""``) with its own action applied, or every personal place below it
-    protected; untouched when nothing below it is personal."""
-    action = fields.get(path) if path else None
+    """``value`` (at ``path``; the root is ``""``, whose own action is a Kafka column's, ``kafka_hashed``) with its
+    own action applied, or every personal place below it protected; untouched when nothing below it is personal."""
+    action = fields.get(path)
     if action == PiiAction.HMAC and key is not None:
         return keyed_hash(key, canonical_text(value, data_type))
     if action == PiiAction.MASK_LAST4:

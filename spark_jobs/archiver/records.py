@@ -14,10 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from kafkalake.kafka_access import KafkaAccess
-from kafkalake.personal import PseudonymKey
+from kafkalake.personal import HEADERS_COLUMN, PseudonymKey, kafka_hashed
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import ValueFormat
+from kafkalake.topic_spec import StoredAs, ValueFormat
 from kafkalake.undeclared import protection
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
@@ -46,7 +46,7 @@ def plan_records(
 ) -> DataFrame:
     """The plan's Kafka records as ``prepared`` makes them (the plan's creation is the 'now' of the time bounds, so
     a redo decides the same)."""
-    raw = read_kafka(spark, access, plan, topic.spec.archive.include_headers)
+    raw = read_kafka(spark, access, plan, HEADERS_COLUMN in topic.kafka_columns)
     return prepared(raw, topic, versions, now=datetime.fromisoformat(plan.created_at), key=key)
 
 
@@ -55,12 +55,14 @@ def prepared(
 ) -> DataFrame:
     """Kafka's rows (as the Kafka source gives them) classified, decoded, given their business time and their
     personal fields protected with ``key``, each version's own (``VersionSchema.personal``); a held version's
-    records quarantined (``VersionSchema.held``)."""
+    records quarantined (``VersionSchema.held``). The Kafka key and headers the archive hashes (``archive.key``,
+    ``archive.headers``: hmac) are hashed in every row, so the quarantine holds no clear key either."""
     columns = [transform.value_column(v.version) for v in versions]
     decoded = _decode(_classify(raw, topic, versions), topic, versions, raw.sparkSession)
     timed = transform.with_business_time(decoded, topic.spec.time_fields, now, columns)
     personal = {transform.value_column(v.version): v.personal for v in versions if v.held is None}
-    return transform.plan_rows(pseudonymise(timed, personal, key), columns)
+    kafka = {column: kafka_hashed(column) for column, how in topic.kafka_columns.items() if how == StoredAs.HMAC}
+    return transform.plan_rows(pseudonymise(timed, {**personal, **kafka}, key), columns)
 
 
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:

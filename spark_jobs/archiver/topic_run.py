@@ -33,6 +33,7 @@ from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PseudonymKey, needs_key
 from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import StoredAs
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
@@ -248,23 +249,21 @@ def carry_out(
 def plan_layout(
     endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema], key: PseudonymKey | None = None
 ) -> PlanLayout:
-    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns (``_pseudonym_key_id``
-    when a version it archives hashes a field) and file bounds, and for a ``by_key`` topic the key its tombstones'
-    Kafka keys are hashed with."""
-    archive = topic.spec.archive
-    extras = (
-        (KAFKA_KEY_COLUMN, archive.include_key),
-        ("_headers", archive.include_headers),
-        (KEY_ID_COLUMN, any(needs_key(dict(v.personal)) for v in versions if v.held is None)),
-    )
+    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns (the Kafka key and
+    headers the archive keeps, ``_pseudonym_key_id`` when a version it archives hashes a field or the archive hashes
+    the key or headers) and file bounds, and for a ``by_key`` topic the key its tombstones' Kafka keys are hashed
+    with (already hashed in the rows when the archive hashes the key)."""
+    archive, kafka = topic.spec.archive, topic.kafka_columns
+    hashes = StoredAs.HMAC in kafka.values() or any(needs_key(dict(v.personal)) for v in versions if v.held is None)
     return PlanLayout(
         endpoints,
         topic.prefix,
         tuple((v.version, transform.value_column(v.version)) for v in versions),
-        tuple(c for c, wanted in extras if wanted),
+        (*kafka, *((KEY_ID_COLUMN,) if hashes else ())),
         keep_tombstones=topic.spec.tombstones == "keep",
         max_records_per_file=archive.max_records_per_file,
         compression=archive.compression,
         quarantine=topic.quarantine,
         erasure_key=key if topic.spec.erasure == "by_key" else None,
+        key_hashed=kafka.get(KAFKA_KEY_COLUMN) == StoredAs.HMAC,
     )

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
-from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PiiAction
+from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PiiAction
 from kafkalake.topic_spec import TimeCandidate, TimeFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
@@ -75,7 +75,7 @@ def with_metadata(raw: DataFrame) -> DataFrame:
         F.col("timestamp").alias("_kafka_timestamp"),
         F.col("key").alias(KAFKA_KEY_COLUMN),
         F.col("value").alias("_raw_value"),
-        *([F.col("headers").alias("_headers")] if "headers" in raw.columns else []),
+        *([F.col("headers").alias(HEADERS_COLUMN)] if "headers" in raw.columns else []),
     )
 
 
@@ -270,7 +270,7 @@ def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
     raw bytes and ``_quarantine_dt`` (the UTC date of their Kafka time). Raw bytes travel only with
     quarantined rows. ``_headers`` and ``_pseudonym_key_id`` pass through when the rows have them."""
     quarantined = F.col("_error").isNotNull() & (F.col("_error") != F.lit(TOMBSTONE))
-    extras = [c for c in ("_headers", KEY_ID_COLUMN) if c in timed.columns]
+    extras = [c for c in (HEADERS_COLUMN, KEY_ID_COLUMN) if c in timed.columns]
     return timed.select(
         *META_COLUMNS,
         KAFKA_KEY_COLUMN,

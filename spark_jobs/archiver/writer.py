@@ -78,7 +78,8 @@ class PlanLayout:
     versions: tuple[tuple[int, str], ...]
     """(schema version, the column holding its values) for every version the plan may hold."""
     extra_columns: tuple[str, ...]
-    """``_key`` and/or ``_headers`` when the topic archives them, ``_pseudonym_key_id`` when it hashes fields."""
+    """``_key`` and/or ``_headers`` when the topic archives them, ``_pseudonym_key_id`` when it hashes fields, the key
+    or headers."""
     keep_tombstones: bool
     max_records_per_file: int
     compression: str = "snappy"
@@ -86,6 +87,9 @@ class PlanLayout:
     """Where quarantined records go, and whether with their raw bytes (``kafkalake.personal``)."""
     erasure_key: PseudonymKey | None = None
     """A ``by_key`` topic's pseudonym key: each tombstone's key is reported hashed (``ERASE``), never in clear."""
+    key_hashed: bool = False
+    """The rows' ``_key`` is already its keyed hash under ``erasure_key`` (``archive.key: hmac``): a tombstone's is
+    reported as it is, the digest its archived rows hold."""
 
     @property
     def newest(self) -> int:
@@ -247,7 +251,7 @@ class PlanWriter:
         columns = (tombstones.column(c).to_pylist() for c in (KAFKA_KEY_COLUMN, "_kafka_partition", "_kafka_offset"))
         for raw, part, offset in zip(*columns, strict=True):
             if raw is not None:
-                digest = key.digest_bytes(raw)
+                digest = raw if self.layout.key_hashed else key.digest_bytes(raw)
                 self.outcome.append({"kind": ERASE, "key": digest, "kafka_partition": part, "first_offset": offset})
 
     def _count(self, table: pa.Table) -> None:

@@ -2,14 +2,15 @@
 one of its quarantine objects), reading only the columns that identify a subject and the row keys.
 
 A row matches an explicit request when one of its subject fields, or (``erasure: by_key``) its Kafka key, hashes to
-one of the request's digests: a field the catalog pseudonymises with ``hmac`` already holds the digest, under the
-key its row's ``_pseudonym_key_id`` names, and is compared as it is with the subject's digest under that key id;
+one of the request's digests: a field the catalog pseudonymises with ``hmac``, and a key the archive hashes
+(``archive.key: hmac``), already hold the digest, under the key their row's ``_pseudonym_key_id`` names, and are
+compared as they are with the subject's digest under that key id;
 any other field is hashed in the scan (``spark_jobs.keyed_hash``, no per-row Python) under the key of each digest.
 So a rotation loses nothing: rows hashed before it match the digest under the earlier key, which the request holds
 too (``kafkalake.erasure.Subject.earlier_keys``), and a request digested before it hashes clear fields under its
 own key. What cannot be matched fails the table, naming the key id (``KeyUnavailable``), never a silent 0 rows.
-A row matches a tombstone when its key hashes to the tombstone's digest in the same Kafka partition at a lower
-offset (a broadcast join of the batch's tombstones).
+A row matches a tombstone when its key hashes to the tombstone's digest (a hashed key: holds it, under the same key
+id) in the same Kafka partition at a lower offset (a broadcast join of the batch's tombstones).
 Quarantined records hold raw bytes only: they match by their key (``by_key`` tables). With the table's subject index
 (``spark_jobs.erasure.index``), only the partitions it names for the batch's digests, and objects it does not cover,
 are read.
@@ -220,24 +221,29 @@ def _scan(
     wanted: Scope,
     fields: bool,
 ) -> DataFrame | None:
-    """(file, Kafka partition, offset, key id, subject digest, tombstone offset or null) of every matching row of
-    ``names``, per key id of the batch's digests: clear fields and the key hashed under that key, stored pseudonyms
-    of that key id (or of none) compared as they are; and (key id, null subject) of a row whose stored pseudonyms are
-    of a key id some explicit subject has no digest under."""
+    """``matching_rows`` of the objects ``names``; None for no object."""
     if not names:
         return None
-    frame = read_objects(spark, bucket, names)
-    subjects = subject_columns(frame, topic, fields=fields)
+    base = read_objects(spark, bucket, names).withColumn("file", F.input_file_name())
+    return matching_rows(spark, base, topic, keys=keys, wanted=wanted, fields=fields)
+
+
+def matching_rows(
+    spark: SparkSession, base: DataFrame, topic: Topic, *, keys: Keyring, wanted: Scope, fields: bool
+) -> DataFrame | None:
+    """(file, Kafka partition, offset, key id, subject digest, tombstone offset or null) of every matching row of
+    ``base`` (a table's rows with their ``file``), per key id of the batch's digests: clear fields and the key hashed
+    under that key, stored pseudonyms (a hashed key's too) of that key id (or of none) compared as they are; and (key
+    id, null subject) of a row whose stored pseudonyms are of a key id some explicit subject has no digest under."""
+    subjects = subject_columns(base, topic, fields=fields)
     _unusable(topic, keys, wanted, subjects)
     row_keys = ("file", "_kafka_partition", "_kafka_offset")
-    base = frame.withColumn("file", F.input_file_name())
     parts: list[DataFrame] = []
     for key_id in sorted(wanted.key_ids()):
         key = keys.get(key_id)
-        own = subjects.key_id.isNull() | (subjects.key_id == key_id)
-        candidates = [F.when(own, c) for c in subjects.stored]
-        key_hash = subjects.key_hash(key) if key is not None else None
+        candidates = [F.when(subjects.own(key_id), c) for c in subjects.stored]
         if key is not None:
+            key_hash = subjects.key_hash(key)
             candidates += subjects.hashed(key) + ([key_hash] if key_hash is not None else [])
         digests = sorted(d for k, d in wanted.explicit if k == key_id)
         if digests and candidates:
@@ -248,8 +254,9 @@ def _scan(
                 )
             )
         points = sorted((d, p, o) for k, d, p, o in wanted.tombstones if k == key_id)
-        if points and key_hash is not None:
-            parts.append(_tombstone_matches(spark, base, key_hash, points, key_id))
+        tombstoned = subjects.tombstoned(key_id, key)
+        if points and tombstoned is not None:
+            parts.append(_tombstone_matches(spark, base, tombstoned, points, key_id))
     common = wanted.common_key_ids()
     if subjects.stored and common is not None:
         parts.append(_strays(base, subjects, common))
@@ -257,14 +264,14 @@ def _scan(
 
 
 def _tombstone_matches(
-    spark: SparkSession, base: DataFrame, key_hash: Column, points: list[tuple[str, int, int]], key_id: str
+    spark: SparkSession, base: DataFrame, tombstoned: Column, points: list[tuple[str, int, int]], key_id: str
 ) -> DataFrame:
-    """The rows whose key hashes to a tombstone's digest in its Kafka partition, below its offset (a broadcast join
-    of the tombstones, never a filter of literals)."""
+    """The rows whose key's digest (``tombstoned``: hashed in the scan, or stored hashed) is a tombstone's in its
+    Kafka partition, below its offset (a broadcast join of the tombstones, never a filter of literals)."""
     table = spark.createDataFrame(points, "digest string, point_partition int, before long")
     joined = base.join(
         F.broadcast(table),
-        (key_hash == F.col("digest"))
+        (tombstoned == F.col("digest"))
         & (F.col("_kafka_partition") == F.col("point_partition"))
         & (F.col("_kafka_offset") < F.col("before")),
     )

@@ -2,11 +2,12 @@
 (``spark_jobs.erasure.matching``) and the subject index that tells it where to look (``spark_jobs.erasure.index``),
 so both hash the same columns the same way.
 
-A subject field the catalog pseudonymises with ``hmac`` already holds the digest, under the key its row's
-``_pseudonym_key_id`` names, and is taken as it is; any other subject field, and the Kafka key of an ``erasure:
-by_key`` table, is hashed in Spark (``spark_jobs.keyed_hash``) under whichever key a request's digest is under, a
-field of its canonical text (``spark_jobs.archiver.pseudonyms.canonical_text``), the archiver's for its ``hmac``
-fields, so a request's digest of ``42`` finds a ``long`` 42 whether the archiver hashed it or kept it.
+A subject field the catalog pseudonymises with ``hmac``, and the Kafka key of an ``erasure: by_key`` table whose
+archive hashes it (``archive.key: hmac``: its ``_key`` holds strings, the digests, where a clear key is bytes), already
+hold the digest, under the key their row's ``_pseudonym_key_id`` names, and are taken as they are; any other subject
+field, and a clear Kafka key, is hashed in Spark (``spark_jobs.keyed_hash``) under whichever key a request's digest
+is under, a field of its canonical text (``spark_jobs.archiver.pseudonyms.canonical_text``), the archiver's for its
+``hmac`` fields, so a request's digest of ``42`` finds a ``long`` 42 whether the archiver hashed it or kept it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
 from kafkalake.layout import PARTITION_PATH_RE
 from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, Keyring, PiiAction, PseudonymKey
@@ -36,9 +38,12 @@ class SubjectColumns:
     clear: list[Column]
     """The canonical text of each subject field the files keep in clear: hashed under whichever key (``hashed``)."""
     stored: list[Column]
-    """Each subject field the catalog pseudonymises with ``hmac``, as stored: a digest under the row's ``key_id``."""
+    """Each stored pseudonym, a digest under the row's ``key_id``: each subject field the catalog pseudonymises with
+    ``hmac``, and the hashed Kafka key (``stored_key``)."""
     kafka_key: Column | None
-    """The Kafka key (``erasure: by_key`` tables whose files store it): hashed under whichever key."""
+    """The clear Kafka key (``erasure: by_key`` tables whose files store it in clear): hashed under whichever key."""
+    stored_key: Column | None
+    """The Kafka key's digest (``erasure: by_key`` tables whose files store it hashed, ``archive.key: hmac``)."""
     key_id: Column
     """The key that made the row's stored pseudonyms (``KEY_ID_COLUMN``; null in files without it)."""
 
@@ -47,8 +52,20 @@ class SubjectColumns:
         return [keyed_hash(key, c) for c in self.clear]
 
     def key_hash(self, key: PseudonymKey) -> Column | None:
-        """The digest under ``key`` of the Kafka key."""
+        """The digest under ``key`` of the clear Kafka key."""
         return None if self.kafka_key is None else keyed_hash(key, self.kafka_key)
+
+    def own(self, key_id: str) -> Column:
+        """Whether the row's stored pseudonyms are under ``key_id`` (or it has none)."""
+        return self.key_id.isNull() | (self.key_id == key_id)
+
+    def tombstoned(self, key_id: str, key: PseudonymKey | None) -> Column | None:
+        """What a tombstone's digest under ``key_id`` is compared with: a stored digest of the Kafka key as it is,
+        when its row's pseudonyms are under ``key_id`` (no key needed), else the clear key hashed under ``key``;
+        None when neither can be (no key column, or a clear one and no ``key``)."""
+        if self.stored_key is not None:
+            return F.when(self.own(key_id), self.stored_key)
+        return None if key is None else self.key_hash(key)
 
     @property
     def needs_key(self) -> bool:
@@ -68,8 +85,13 @@ def subject_columns(frame: DataFrame, topic: Topic, *, fields: bool = True) -> S
                 else:
                     clear.append(canonical_text(F.col(path), data_type))
     by_key = topic.spec.erasure == "by_key" and KAFKA_KEY_COLUMN in frame.columns
+    digested = by_key and isinstance(frame.schema[KAFKA_KEY_COLUMN].dataType, StringType)
+    kafka_key = F.col(KAFKA_KEY_COLUMN)
+    if digested:
+        stored.append(kafka_key)
     key_id = F.col(KEY_ID_COLUMN) if KEY_ID_COLUMN in frame.columns else F.lit(None).cast("string")
-    return SubjectColumns(clear, stored, F.col(KAFKA_KEY_COLUMN) if by_key else None, key_id)
+    clear_key, stored_key = (None, kafka_key) if digested else (kafka_key if by_key else None, None)
+    return SubjectColumns(clear, stored, clear_key, stored_key, key_id)
 
 
 def signature(topic: Topic, keys: Keyring) -> str:

@@ -19,6 +19,7 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Held
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import StoredAs
 from kafkalake.wire import encode
 from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
@@ -322,7 +323,7 @@ def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, 
 
 
 def test_keys_and_headers_are_archived_when_the_topic_asks(spark: SparkSession, endpoints: Endpoints) -> None:
-    topic = fresh("card-authorized", include_key=True, include_headers=True)
+    topic = fresh("card-authorized", key=StoredAs.CLEAR, headers=StoredAs.CLEAR)
     schema = topic.schemas[-1]
     schema_id = topic_with_schema(endpoints, topic, schema)
     producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap})

@@ -4,7 +4,9 @@ any object in the bucket holds an erased row, every other row is still read thro
 its receipt, with no identifier in clear anywhere under ``erasure/``; a request whose identifier is nowhere gets a
 receipt of 0 rows and rewrites nothing; a late object with a row the tombstone precedes is erased by the next run;
 a run that crashes after a swap is finished by the next; `kafkalake erase run` killed with SIGKILL at random
-moments, then run once more, ends in the same state as one uninterrupted run."""
+moments, then run once more, ends in the same state as one uninterrupted run; a by_key table whose archive hashes
+its key holds its digest only, which its tombstone erases by. Past 400 lines: the scenarios share the catalog, the
+producer and the checks of every object version above."""
 
 from __future__ import annotations
 
@@ -80,11 +82,11 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
     return found
 
 
-def write_catalog(folder: Path, env: str) -> list[Topic]:
+def write_catalog(folder: Path, env: str, archive: dict[str, str] | None = None) -> list[Topic]:
     """A catalog folder of the environment's two tables, each the demo's ``customer-updated`` (its schema, its
-    hashed ``email``, its key stored) under a name, Kafka topic and database of its own: ``customers_a`` erased by
-    key and by ``customer_id``, its tombstones kept as a delete log, ``customers_b`` by ``customer_id`` only; the
-    tables as the jobs load them."""
+    hashed ``email``, its key stored; or the archive policy ``archive``) under a name, Kafka topic and database of
+    its own: ``customers_a`` erased by key and by ``customer_id``, its tombstones kept as a delete log,
+    ``customers_b`` by ``customer_id`` only; the tables as the jobs load them."""
     source = catalog_dir() / "globex" / "crm" / "staging"
     spec = yaml.safe_load((source / "customer-updated.yaml").read_text())
     tables = {"customers_a": {"erasure": "by_key", "tombstones": "keep"}, "customers_b": {"erasure": "none"}}
@@ -94,14 +96,20 @@ def write_catalog(folder: Path, env: str) -> list[Topic]:
     for table, erasure in tables.items():
         name = table.replace("_", "-")
         own = {"kafka_topic": f"test.erasure.{table}.{env}", "database": f"erase_{env}", "table": table}
-        (topics / f"{name}.yaml").write_text(yaml.safe_dump({**spec, **own, **erasure}))
+        policy = {"archive": archive} if archive else {}
+        (topics / f"{name}.yaml").write_text(yaml.safe_dump({**spec, **own, **erasure, **policy}))
         shutil.copy(source / "customer-updated.v1.avsc", topics / f"{name}.v1.avsc")
     loaded = load_topic_catalog(folder).for_env(env)
     return [next(t for t in loaded if t.table == table) for table in tables]
 
 
-def produce(endpoints: Endpoints, topic: Topic, records: list[tuple[str, str | None, int]]) -> None:
-    """(key, customer_id or None for a tombstone, hour after START); key ``poison`` values are not Avro."""
+def produce(
+    endpoints: Endpoints,
+    topic: Topic,
+    records: list[tuple[str, str | None, int]],
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+) -> None:
+    """(key, customer_id or None for a tombstone, hour after START), each with ``headers``."""
     ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic.kafka_topic, 2)
     schema = topic.schemas[0]
     schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic.kafka_topic), schema)
@@ -111,7 +119,7 @@ def produce(endpoints: Endpoints, topic: Topic, records: list[tuple[str, str | N
         record = {"id": f"{topic.table}-{index}", "customer_id": customer, "email": None, "updated_at": at}
         value = None if customer is None else encode(schema_id, schema, record)
         partition = index % 2 if key != GONE else 0
-        producer.produce(topic.kafka_topic, key=key.encode(), value=value, partition=partition)
+        producer.produce(topic.kafka_topic, key=key.encode(), value=value, partition=partition, headers=headers)
     assert producer.flush(30) == 0
 
 
@@ -304,6 +312,50 @@ def test_tombstones_and_a_subject_request_erase_every_copy_and_nothing_else(
     assert {r["customer_id"] for r in rows} >= {"person-z", "person-0"}, "rows not requested stay"
     receipt = case.store.receipts()[case.tombstones.request_id]["tables"][f"{case.keyed.database}.customers_a"]
     assert receipt["rows_removed"] == 3, "the receipt adds the late row"
+
+
+def test_a_hashed_key_is_stored_as_its_digest_and_its_tombstone_erases_its_rows(
+    spark: SparkSession, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """``archive: {key: hmac, headers: hmac}`` on a by_key table: no object holds the clear key, its rows and its
+    quarantined record hold its digest under the local key (with the key id), each header its value's digest; the
+    tombstone's request asks for that same digest, and the erasure removes the key's earlier rows and quarantined
+    record, keeping the record after the tombstone."""
+    env = f"h{uuid.uuid4().hex[:8]}"
+    keyed, _ = write_catalog(tmp_path / "catalog", env, archive={"key": "hmac", "headers": "hmac"})
+    key = local_key(endpoints)
+    digest = key.digest(GONE)
+    records = [(p, p, 0) for p in ("person-0", "person-1")]
+    origin: list[tuple[str, str | bytes | None]] = [("origin", b"crm-eu")]
+    produce(endpoints, keyed, [*records, (GONE, "person-x", 0), (GONE, "person-y", 1)], origin)
+    poison(endpoints, keyed)  # quarantined, keyed GONE
+    produce(endpoints, keyed, [(GONE, None, 1), (GONE, "person-z", 1)], origin)  # the tombstone, then a later record
+    archive(spark, endpoints, keyed)
+    register(endpoints, keyed)
+    s3 = make_client(endpoints, "s3")
+    prefixes = (keyed.prefix.data_prefix(), keyed.quarantine_prefix())
+    for version in (v for prefix in prefixes for v in versions(s3, endpoints.bucket, prefix) if not v["Marker"]):
+        body = s3.get_object(Bucket=endpoints.bucket, Key=version["Key"], VersionId=version["VersionId"])["Body"]
+        assert GONE.encode() not in body.read(), version["Key"]
+    rows = list(every_version(endpoints, keyed.prefix.data_prefix()))
+    assert {r["_key"] for r in rows if r["customer_id"] in ERASED["customers_a"] | {"person-z"}} == {digest}
+    assert {r["_key"] for r in rows if r["customer_id"] == "person-0"} == {key.digest("person-0")}
+    assert {r["_pseudonym_key_id"] for r in rows} == {key.key_id}
+    assert [h for r in rows if not r["_tombstone"] for h in r["_headers"]] == [
+        {"key": "origin", "value": key.digest("crm-eu")}
+    ] * 5
+    assert [r["_key"] for r in every_version(endpoints, keyed.quarantine_prefix())] == [digest]
+    store = RequestStore(s3, endpoints.bucket, env)
+    [tombstones], _ = store.requests()
+    assert [s.digest for s in tombstones.subjects] == [digest], "the request asks for the digest the rows hold"
+    eraser = Eraser(spark, endpoints, env, [keyed], Knobs(grace_period=timedelta(0)), run=RUN)
+    outcome = eraser.run()
+    assert (outcome.receipts, outcome.failed) == ([tombstones.request_id], {})
+    left = list(every_version(endpoints, keyed.prefix.data_prefix()))
+    assert {r["customer_id"] for r in left if not r["_tombstone"]} == {"person-0", "person-1", "person-z"}
+    assert [r for r in every_version(endpoints, keyed.quarantine_prefix()) if r["_key"] == digest] == []
+    receipt = store.receipts()[tombstones.request_id]["tables"][f"{keyed.database}.{keyed.table}"]
+    assert (receipt["rows_removed"], receipt["quarantine_rows_removed"]) == (2, 1)
 
 
 def test_a_run_that_crashes_after_a_swap_is_finished_by_the_next(

@@ -37,7 +37,7 @@ def test_nothing_is_erasable_unless_declared(tmp_path: Path) -> None:
 
 
 def test_declarations_and_the_environment_wide_default(tmp_path: Path) -> None:
-    body = "erasure: by_key\narchive: {include_key: true}\nsubject_fields: [customer.id]\n"
+    body = "erasure: by_key\narchive: {key: hmac}\nsubject_fields: [customer.id]\n"
     write_topic(tmp_path, body, defaults="erasure_within_days: 3\n")
     topic = load_topic_catalog(tmp_path).topics[0]
     assert topic.erasable
@@ -54,7 +54,8 @@ def test_by_key_without_the_key_stored_and_an_unknown_subject_field_are_refused(
         load_topic_catalog(tmp_path)
     assert [str(p) for p in exc.value.problems] == [
         f"{path}: erasure: by_key erasure matches rows by their Kafka key, but the table does not store it "
-        "(fix: set archive.include_key: true (or declare subject_fields instead))",
+        "(archive.key: drop) (fix: set archive.key: hmac (its keyed hash) or clear (or declare subject_fields "
+        "instead))",
         f"{path}: subject_fields.customer.email: no schema version has this field "
         "(fix: use a dotted path of a field in one of the topic's .avsc files)",
     ]

@@ -172,8 +172,7 @@ def test_proposal_for_an_avro_topic_with_every_version(tmp_path: Path) -> None:
     assert "# Sampled 3 records: 3 with a key, 1 tombstones." in text
     assert "placed_at (avro_timestamp): score 3, Avro logical type timestamp-millis" in text
     assert (
-        "time_fields:\n- {path: placed_at, format: avro_timestamp}\ntombstones: keep\narchive: {include_key: true}\n"
-        in text
+        "time_fields:\n- {path: placed_at, format: avro_timestamp}\ntombstones: keep\narchive: {key: clear}\n" in text
     )
     assert "kafka_topic" not in text.split("\n# ")[-1]  # the default name needs no override
 

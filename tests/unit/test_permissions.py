@@ -56,7 +56,7 @@ def test_what_identifies_a_subject_is_personal_whatever_its_action() -> None:
 
 def test_the_stored_kafka_key_is_a_personal_column_of_its_table() -> None:
     record = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "string"}]}
-    stored = TopicSpec.model_validate({"archive": {"include_key": True}, "subject_fields": ["id"]})
+    stored = TopicSpec.model_validate({"archive": {"key": "clear"}, "subject_fields": ["id"]})
     topic = Topic("t", "acme", "crm", "staging", stored, (json.dumps(record),), Path("t.yaml"))
     tags = table_tags_of(topic)
     assert (tags.columns, tags.personal_columns) == (("id", "_key"), ("_key", "id"))

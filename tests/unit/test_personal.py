@@ -173,7 +173,7 @@ def test_quarantine_of_a_topic_erased_by_subject_field_or_storing_its_key_is_res
     schema = {**SCHEMA, "fields": [{"name": "id", "type": "string"}, {"name": "customer_id", "type": "string"}]}
     write_topic(tmp_path / "a", "subject_fields: [customer_id]\n", schema)
     assert load_topic_catalog(tmp_path / "a").topics[0].quarantine == QuarantineMode.RESTRICTED
-    write_topic(tmp_path / "b", "archive: {include_key: true}\n", schema)
+    write_topic(tmp_path / "b", "archive: {key: clear}\n", schema)
     assert load_topic_catalog(tmp_path / "b").topics[0].quarantine == QuarantineMode.RESTRICTED
     write_topic(tmp_path / "c", "subject_fields: [customer_id]\nquarantine: plain\n", schema)
     with pytest.raises(TopicCatalogInvalid, match=r"personal columns .*customer_id.*use quarantine: restricted"):

@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 
 from infra.repo import catalog_dir
 from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
+from kafkalake.topic_spec import StoredAs
 from kafkalake_dev.cli.app import app
 
 EXAMPLE = catalog_dir()
@@ -46,7 +47,7 @@ def test_example_catalog_derives_everything() -> None:
     # Defaults from defaults.yaml, overridden per topic.
     assert catalog.get("shipment-events", "staging").spec.tombstones == "keep"
     assert catalog.get("sensor-readings", "staging").spec.tombstones == "drop"
-    assert catalog.get("customer-updated").spec.archive.include_key is True
+    assert catalog.get("customer-updated").spec.archive.key == StoredAs.CLEAR  # the older include_key: true
     assert catalog.get("acme_staging.refund_issued").name == "refund-issued"
 
 
