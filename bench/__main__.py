@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, erasure, fleet, maintainer, report
+from bench import archiver, compactor, erasure, fleet, hashing, maintainer, report
 from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
@@ -16,6 +16,7 @@ BENCHMARKS = {
     "compactor": compactor.main,
     "compactor-fleet": compactor.fleet,
     "erasure": erasure.main,
+    "hashing": hashing.main,
     "fleet": fleet.full,
     "cost": report.write_cost,
 }

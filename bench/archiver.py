@@ -31,13 +31,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.common import LOCAL_CORES, paired_ratio, write_result
+from bench.common import LOCAL_CORES, cpu_per_million, paired_ratio, rate_after_start, write_result
 from bench.proc import MEMORY_FIGURES, watched
 from bench.sizing import PlanMemory, emr_sizes
 from kafkalake.endpoints import Endpoints
@@ -73,12 +74,20 @@ SCHEMA = json.dumps(
 
 
 def produce(
-    endpoints: Endpoints, topic: str, records: int, *, quiet: bool = False, hours_ago: tuple[int, int] | None = None
+    endpoints: Endpoints,
+    topic: str,
+    records: int,
+    *,
+    quiet: bool = False,
+    hours_ago: tuple[int, int] | None = None,
+    schema: str = SCHEMA,
+    more: Callable[[int], dict[str, Any]] | None = None,
 ) -> float:
     """``records`` records (3 partitions); their Kafka time is now, or spread evenly from ``hours_ago[0]`` hours ago
-    to ``hours_ago[1]`` hours ago. The values' mean size."""
+    to ``hours_ago[1]`` hours ago. SCHEMA's fields, and those of ``schema`` beyond them from ``more`` (record index →
+    its further fields). The values' mean size."""
     ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, PARTITIONS)
-    schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic), SCHEMA)
+    schema_id = RegistryClient(endpoints.schema_registry_url).register(value_subject(topic), schema)
     producer = Producer(
         {
             "bootstrap.servers": endpoints.kafka_bootstrap,
@@ -94,13 +103,14 @@ def produce(
     for i in range(records):
         value = encode(
             schema_id,
-            SCHEMA,
+            schema,
             {
                 "id": f"p-{i:012d}",
                 "amount_cents": i * 7,
                 "currency": "EUR",
                 "created_at_ms": base_ms + i % 3_600_000,
                 "note": "n" * 140,
+                **(more(i) if more else {}),
             },
         )
         sizes += len(value)
@@ -170,23 +180,26 @@ def forget_offsets(endpoints: Endpoints, topic: str) -> None:
                 raise
 
 
-def archive(topics: list[str], per_run: int, concurrency: int = 4) -> dict[str, Any]:
+def archive(
+    topics: list[str], per_run: int, concurrency: int = 4, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Run the archiver in a child process until every topic is caught up; its timings, the peak memory of its
     process tree (``bench.proc.MEMORY_FIGURES``, each its own peak) and the CPU seconds the tree used (the Spark start
-    included; ``run_cpu_seconds`` after it)."""
-    return child_run("bench.archiver_run", str(per_run), str(concurrency), *topics)
+    included; ``run_cpu_seconds`` after it). ``env``: added to the child's environment (``bench.hashing.VARIANT``)."""
+    return child_run("bench.archiver_run", str(per_run), str(concurrency), *topics, env=env)
 
 
-def spark_alone(topic: str, per_plan: int) -> dict[str, Any]:
+def spark_alone(topic: str, per_plan: int, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The same topic through Spark alone (``bench.spark_alone``) in plans of ``per_plan`` records: the baseline."""
-    return child_run("bench.spark_alone", str(per_plan), topic)
+    return child_run("bench.spark_alone", str(per_plan), topic, env=env)
 
 
-def child_run(module: str, *arguments: str) -> dict[str, Any]:
-    """``python -m module RESULT_FILE arguments...`` watched (``bench.proc.watched``): its result, peaks and CPU."""
+def child_run(module: str, *arguments: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``python -m module RESULT_FILE arguments...`` watched (``bench.proc.watched``), with ``env`` added to its
+    environment: its result, peaks and CPU."""
     with tempfile.TemporaryDirectory() as folder:
         result_file = Path(folder) / "result.json"
-        memory, cpu = watched([sys.executable, "-m", module, str(result_file), *arguments])
+        memory, cpu = watched([sys.executable, "-m", module, str(result_file), *arguments], env)
         outcome: dict[str, Any] = json.loads(result_file.read_text())
     return {**outcome, **memory, "cpu_seconds": cpu}
 
@@ -210,15 +223,6 @@ def memory_ratios(ten_x: dict[str, Any], one_x: dict[str, Any]) -> dict[str, flo
         "B1m_ratio_peak_memory_10x_to_1x": ratios.pop("rss"),
         **{f"ratio_peak_{name}_10x_to_1x": ratio for name, ratio in ratios.items()},
     }
-
-
-def rate_after_start(run: dict[str, Any]) -> float:
-    return float(run["records"] / run["run_seconds"])
-
-
-def cpu_per_million(run: dict[str, Any]) -> float:
-    """CPU seconds of the run's process tree after the Spark start, per million records."""
-    return float(run["run_cpu_seconds"] / run["records"] * 1e6)
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:

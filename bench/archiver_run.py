@@ -1,6 +1,8 @@
 """Child process of bench/archiver.py: archive benchmark topics until caught up (as the archiver job does, several at
-a time), report the Spark start, the run's time and CPU seconds after it (``bench.proc``), the records read, the
-objects and bytes stored, and the driver's API calls (``bench.calls``)."""
+a time, with the environment's pseudonym key read first when a topic hashes), report the Spark start, the run's time
+and CPU seconds after it (``bench.proc``), the records read, the objects and bytes stored, the driver's API calls
+(``bench.calls``) and the keyed hash used. ``bench.hashing`` sets its variant (``bench.hashing.VARIANT``) for it:
+its topic's schema, personal fields and keyed hash."""
 
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from bench.archiver import SCHEMA
 from bench.calls import count_every_client
 from bench.common import started_session
+from bench.hashing import hash_in_use, topic_pii, topic_schema
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import ArchivePolicy, TopicSpec
 from kafkalake_dev.local.endpoints import local_credentials
-from spark_jobs.archiver.job import archive_fleet
+from spark_jobs.archiver.job import archive_fleet, read_pseudonym_key
 from spark_jobs.archiver.summary import PHASES
 
 SCHEMA_FILE = "bench.v1.avsc"
@@ -30,14 +32,14 @@ def bench_topic(argument: str, per_run: int) -> Topic:
     """``KAFKA_TOPIC``: a table in an environment of its own (so each run archives the topic afresh); or
     ``KAFKA_TOPIC=ENV/COMPANY/DOMAIN/NAME``: that table, as the catalog would name it (``bench.fleet``). Its
     catalog declares the schema the benchmark registers (a version the catalog lacks would be held:
-    ``kafkalake.undeclared``)."""
+    ``kafkalake.undeclared``) and, under a ``bench.hashing`` variant that hashes, its personal fields."""
     kafka_topic, _, table = argument.partition("=")
     env, company, domain, name = (
         table.split("/") if table else (f"t{uuid.uuid4().hex[:8]}", "bench", "bench", "payments")
     )
     archive = ArchivePolicy(max_records_per_run=per_run)
-    spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE)
-    return Topic(name, company, domain, env, spec, (SCHEMA,), Path(SCHEMA_FILE))
+    spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE, pii=topic_pii())
+    return Topic(name, company, domain, env, spec, (topic_schema(),), Path(SCHEMA_FILE))
 
 
 def main() -> None:
@@ -46,12 +48,20 @@ def main() -> None:
     result_file, per_run, concurrency = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
     spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver")
+    key = read_pseudonym_key(endpoints, topics)  # once, before the run, as the job does (None: nothing hashes)
     calls: Counter[str] = Counter()
     count_every_client(calls)  # the driver's calls; each executor's are its objects' PUTs
-    cpu_before, started = tree_cpu(), time.monotonic()
-    results = archive_fleet(
-        spark, endpoints, topics, concurrency=concurrency, deadline=time.monotonic() + 3600, say=lambda _: None
-    )
+    with hash_in_use() as keyed_hash:
+        cpu_before, started = tree_cpu(), time.monotonic()
+        results = archive_fleet(
+            spark,
+            endpoints,
+            topics,
+            concurrency=concurrency,
+            deadline=time.monotonic() + 3600,
+            pseudonym_key=key,
+            say=lambda _: None,
+        )
     failed = [r.error for r in results if not r.ok]
     if failed:
         raise SystemExit(f"archiver failed: {failed}")
@@ -76,6 +86,7 @@ def main() -> None:
         "seconds": session_seconds + run_seconds,
         "phase_seconds_summed_over_topics": timings,
         "plans_after_the_first": after_first,
+        "keyed_hash": keyed_hash if key is not None else None,
     }
     result_file.write_text(json.dumps(outcome))
 

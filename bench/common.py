@@ -55,10 +55,26 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, value
 
 
+def pair_ratios(ours: list[float], baseline: list[float]) -> list[float]:
+    """The ratio of each pair of runs made in alternation (ours[i] right before baseline[i]); their smallest and
+    largest are the spread a result reports beside ``paired_ratio``."""
+    return [a / b for a, b in zip(ours, baseline, strict=True)]
+
+
 def paired_ratio(ours: list[float], baseline: list[float]) -> float:
     """The median of the ratios of runs made in alternation (ours[i] right before baseline[i]): each pair saw the
     same load of a shared machine, which the medians of each side alone do not."""
-    return statistics.median(a / b for a, b in zip(ours, baseline, strict=True))
+    return statistics.median(pair_ratios(ours, baseline))
+
+
+def rate_after_start(run: dict[str, Any]) -> float:
+    """A benchmark child's records/s after its Spark start."""
+    return float(run["records"] / run["run_seconds"])
+
+
+def cpu_per_million(run: dict[str, Any]) -> float:
+    """CPU seconds of the run's process tree after the Spark start, per million records."""
+    return float(run["run_cpu_seconds"] / run["records"] * 1e6)
 
 
 def say(line: str) -> None:

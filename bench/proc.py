@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 MEMORY_FIGURES = ("rss", "pss", "jvm_rss", "driver_python_rss", "workers_python_rss")
@@ -89,10 +89,11 @@ class Peaks:
         return {f"peak_{name}_mib": kib / 1024 for name, kib in self.kib.items()}
 
 
-def watched(command: Sequence[str]) -> tuple[dict[str, float], float]:
-    """Run ``command`` to its end; the peak of each MEMORY_FIGURES (MiB, each its own peak) over its tree and the
-    CPU seconds its tree used (the last sample of each process)."""
-    child = subprocess.Popen(list(command))
+def watched(command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[dict[str, float], float]:
+    """Run ``command`` to its end (with ``env`` added to this process's environment); the peak of each
+    MEMORY_FIGURES (MiB, each its own peak) over its tree and the CPU seconds its tree used (the last sample of each
+    process)."""
+    child = subprocess.Popen(list(command), env=None if env is None else {**os.environ, **env})
     with Peaks(child.pid, lambda: child.poll() is None) as peaks:
         child.wait()
     if child.returncode != 0:

@@ -24,6 +24,7 @@ from bench.rows import (
     erasure_rows,
     fleet_rows,
     full_fleet_rows,
+    hashing_rows,
     maintainer_rows,
     memory_lines,
     need,
@@ -176,7 +177,7 @@ def render(results: Results) -> str:
     header = ["benchmark", "our figure", "baseline (same run)", "ratio"]
     rows = archiver_rows(results) + (fleet_rows(results) if "archiver-fleet" in results else [])
     rows += maintainer_rows(results) + compactor_rows(results) + erasure_rows(results)
-    rows += full_fleet_rows(results)
+    rows += full_fleet_rows(results) + hashing_rows(results)
     lines = [
         BEGIN,
         f"The current figures, on a {need(results, 'archiver')['local_cores']}-core machine, from "

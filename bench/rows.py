@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.common import paired_ratio
+from bench.common import paired_ratio, rate_after_start
 from kafkalake.topic_spec import ArchivePolicy
 
 Results = dict[str, dict[str, Any]]
@@ -171,6 +171,58 @@ def erasure_rows(results: Results) -> list[list[str]]:
             f"**{erased['ratio_find_to_whole_table_scan']:.2f}**",
         ],
     ]
+
+
+HASH_VARIANTS = {
+    "jvm": "hashed by the JVM function (since #35)",
+    "literals": "hashed by the pre-#35 expression (key blocks as plan literals)",
+    "none": "nothing declared personal (the control)",
+}
+"""``bench.hashing``'s variants as the rows name them, in their order."""
+
+
+def hashing_rows(results: Results) -> list[list[str]]:
+    """The hashing benchmark's rows, when it has a result: each variant against Spark alone, then the variants
+    against each other round by round."""
+    if "hashing" not in results:
+        return []
+    h = results["hashing"]
+    what = (
+        f"archiver, {number(h['records'])} Avro records of ~{h['avg_value_bytes']:.0f} B with "
+        f"{len(h['personal_fields'])} personal string fields, {number(h['records_per_plan'])} per plan"
+    )
+    rows = []
+    for name, label in HASH_VARIANTS.items():
+        if name not in h["variants"]:
+            continue
+        v = h["variants"][name]
+        low, high = v["ratio_to_spark_alone_spread"]
+        rows.append(
+            [
+                f"{what}, {label}: records/s after the Spark start (median run; runs "
+                f"{', '.join(number(r) for r in v['archiver']['rates_after_start'])})",
+                number(rate_after_start(v["archiver"])),
+                "Spark alone, same read, decode and committer, no hashing, each run right after one of ours: "
+                f"{number(rate_after_start(v['spark_alone']))}",
+                f"**{v['ratio_to_spark_alone']:.2f}** (median of {len(v['ratios_to_spark_alone'])} pairs' ratios, "
+                f"{low:.2f}-{high:.2f}; {1 / v['cpu_ratio_to_spark_alone']:.2f} by CPU)",
+            ]
+        )
+    for ours, theirs in (("jvm", "literals"), ("jvm", "none"), ("literals", "none")):
+        if f"{ours}_to_{theirs}" not in h:
+            continue
+        b = h[f"{ours}_to_{theirs}"]
+        low, high = b["rate_ratio_spread"]
+        rows.append(
+            [
+                f"the archiver {HASH_VARIANTS[ours]}, records/s after the Spark start, round by round",
+                number(rate_after_start(h["variants"][ours]["archiver"])),
+                f"{HASH_VARIANTS[theirs]}, same rounds: {number(rate_after_start(h['variants'][theirs]['archiver']))}",
+                f"**{b['rate_ratio']:.2f}** (median of {len(b['rate_ratios'])} rounds' ratios, {low:.2f}-{high:.2f}; "
+                f"CPU per record {b['cpu_ratio']:.2f})",
+            ]
+        )
+    return rows
 
 
 def compactor_rows(results: Results) -> list[list[str]]:

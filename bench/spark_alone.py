@@ -9,7 +9,8 @@ the archiver's own work (classification, business time, routing, quarantine, lay
   offsets, through the workers' S3 client (``spark_jobs.common.worker_s3_client``), as the archiver's writer does:
   no S3A, no rename.
 
-The decode is ``from_avro`` past the Confluent header. Reports the Spark start, the run's time, the records written
+The decode is ``from_avro`` past the Confluent header (of the topic's schema: ``bench.hashing.topic_schema``); no
+field is hashed (``bench.hashing`` says why). Reports the Spark start, the run's time, the records written
 and the CPU seconds the process tree used after the Spark start (``bench.proc``)."""
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
-from bench.archiver import PARTITIONS, SCHEMA
+from bench.archiver import PARTITIONS
 from bench.common import started_session
+from bench.hashing import topic_schema
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
@@ -57,7 +59,7 @@ def plans(ends: list[int], per_plan: int) -> list[tuple[list[int], list[int]]]:
 
 def decoded(records: DataFrame) -> DataFrame:
     """The records decoded past their Confluent header, with the Kafka partition and offset."""
-    value = from_avro(F.expr("substring(value, 6, length(value) - 5)"), SCHEMA).alias("value")
+    value = from_avro(F.expr("substring(value, 6, length(value) - 5)"), topic_schema()).alias("value")
     return records.select(value, "partition", "offset", "timestamp").select(
         "value.*", F.col("partition").alias("_kafka_partition"), F.col("offset").alias("_kafka_offset"), "timestamp"
     )
