@@ -275,7 +275,8 @@ class Lease:
 def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
     """Renew every lease in ``leases`` each ``every`` from one background thread until the block ends. A renewal
     that fails (an S3 or network error, a malformed answer) is tried again at the next beat; a lease that is lost
-    (another run took it, or the holder's expiry passed) is renewed no more, and the holder's next durable step raises ``LeaseLost``."""
+    (another run took it, or the holder's expiry passed) is renewed no more, and the holder's next durable step
+    raises ``LeaseLost``."""
     stop = threading.Event()
     live = list(leases)
 
