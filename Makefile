@@ -64,7 +64,7 @@ CALL_LOG := $(CURDIR)/build/permission-check/calls.jsonl
 test: install browser synth
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint scan-templates
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
-	@rm -f $(CALL_LOG)
+	@rm -f $(CALL_LOG) $(CALL_LOG).keys.json
 	@KAFKALAKE_CALL_LOG=$(CALL_LOG) $(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/e2e tests/integration
 	@$(MAKE) --no-print-directory permissions
 

@@ -58,7 +58,7 @@ from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 _CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404")
 """What S3 answers a conditional write that lost the race: the object changed, is being changed, or is gone."""
@@ -274,8 +274,9 @@ class Lease:
 @contextmanager
 def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
     """Renew every lease in ``leases`` each ``every`` from one background thread until the block ends. A renewal
-    that fails on an S3 or network error is tried again at the next beat; a lease that is lost (another run took it,
-    or the holder's expiry passed) is renewed no more, and the holder's next durable step raises ``LeaseLost``."""
+    that fails (an S3 or network error, a malformed answer) is tried again at the next beat; a lease that is lost
+    (another run took it, or the holder's expiry passed) is renewed no more, and the holder's next durable step
+    raises ``LeaseLost``."""
     stop = threading.Event()
     live = list(leases)
 
@@ -286,7 +287,10 @@ def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
                     lease.renew()
                 except LeaseLost:
                     live.remove(lease)
-                except (ClientError, BotoCoreError):  # a 5xx, timeout or reset left after botocore's retries
+                except Exception:  # noqa: BLE001, S112 - tried again at the next beat, whatever failed this one
+                    # A 5xx, timeout or reset left after botocore's retries, or an answer without a usable Date:
+                    # never the end of the renewals. A lease that stays unrenewed expires, and the holder's next
+                    # durable step raises LeaseLost.
                     continue
 
     beating = threading.Thread(target=beat, name="lease renewals", daemon=True)

@@ -1,11 +1,11 @@
 """A privacy audit on the local stack: the demo's workload, its erasure by subject and by tombstones, every job run
 with Spark's event log on (EMR Serverless keeps every run's for its Spark UI). Then every version of every object in
-the bucket (quarantine and restricted included), every event log and every line the jobs, the Lambdas and the demo
-printed are searched for what must not be there:
+the bucket (quarantine and restricted included), every event log, every line the jobs, the Lambdas and the demo
+printed, and the Glue tables and partitions of the demo's databases are searched for what must not be there:
 
 - each erased identifier (the demo's subject, every tombstoned Kafka key) in clear, and hashed: its pseudonym under
   the environment's key and its plain SHA-256;
-- every personal field's clear value (the workload's, recomputed from its plan);
+- every personal field's clear value at any depth (the workload's, recomputed from its plan);
 - the pseudonym key: its bytes, HMAC's two padded blocks, each as bytes, hex and base64.
 
 Parquet objects are searched in their decoded values (their pages are compressed), every other object and file in
@@ -20,6 +20,7 @@ import base64
 import dataclasses
 import hashlib
 import io
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -85,21 +86,54 @@ def hashed_forms(identifier: bytes, key: PseudonymKey) -> dict[str, re.Pattern[b
     return {f"{form} of {identifier.decode()}": re.compile(re.escape(v)) for form, v in forms.items()}
 
 
+def at_path(value: Any, path: str) -> Iterator[Any]:
+    """The values a catalog path names in a record: ``email``, ``address.city``, ``contacts[].email`` (each element
+    of an array), ``attributes{}.phone`` (each value of a map), ``tags[]``."""
+    head, _, rest = path.partition(".")
+    name = head.removesuffix("[]").removesuffix("{}")
+    child = value.get(name) if isinstance(value, dict) else None
+    if head.endswith("[]"):
+        items = child if isinstance(child, list) else []
+    elif head.endswith("{}"):
+        items = list(child.values()) if isinstance(child, dict) else []
+    else:
+        items = [child]
+    for item in items:
+        yield from at_path(item, rest) if rest else [item]
+
+
+def test_a_path_names_the_values_at_any_depth() -> None:
+    record = {"email": "a@x", "contacts": [{"email": "b@x"}, {"email": "c@x"}], "attrs": {"k": {"phone": "1"}}}
+    assert list(at_path(record, "contacts[].email")) == ["b@x", "c@x"]
+    assert list(at_path(record, "attrs{}.phone")) == ["1"]
+    assert list(at_path(record, "email")) == ["a@x"] and list(at_path(record, "missing[].x")) == []
+
+
 def personal_values(topics: list[Topic], env: str) -> list[bytes]:
-    """Every clear string value the workload gave a personal field (top-level and dotted paths)."""
+    """Every clear string value the workload gave a personal field, at any depth."""
     values: set[bytes] = set()
     start = workload_start(env, RECORDS, datetime.now(UTC))  # the demo's run recorded it
     for topic in topics:
-        paths = [p for p in topic.personal_fields if "[" not in p and "{" not in p]
         for planned in plan_workload(topic, RECORDS, start=start, hours=6):
-            for path in paths:
-                value: Any = planned.record
-                for part in path.split("."):
-                    value = value.get(part) if isinstance(value, dict) else None
-                if isinstance(value, str) and len(value) >= SHORTEST:
-                    values.add(value.encode())
+            for path in topic.personal_fields:
+                values |= {v.encode() for v in at_path(planned.record, path) if isinstance(v, str)}
+    values = {v for v in values if len(v) >= SHORTEST}
     assert values, "the demo's topics have no personal field with a clear value"
     return sorted(values)
+
+
+def glue_texts(endpoints: Endpoints, databases: set[str]) -> Iterator[tuple[str, bytes]]:
+    """(database, its tables and partitions as Glue returns them): names, locations, parameters and any statistic."""
+    glue = make_client(endpoints, "glue")
+    for database in sorted(databases):
+        tables = glue.get_tables(DatabaseName=database)["TableList"]
+        partitions = [
+            p
+            for t in tables
+            for page in glue.get_paginator("get_partitions").paginate(DatabaseName=database, TableName=t["Name"])
+            for p in page["Partitions"]
+        ]
+        yield database, json.dumps([tables, partitions], default=str).encode()
 
 
 def object_texts(endpoints: Endpoints) -> Iterator[tuple[str, bytes]]:
@@ -161,6 +195,7 @@ def test_no_erased_identifier_personal_value_or_key_material_anywhere(
     ]
     requests = erasure_requests_prefix(settings.name)
     places += [(f"s3 {name}", data, not name.startswith(requests)) for name, data in object_texts(endpoints)]
+    places += [(f"glue {name}", data, True) for name, data in glue_texts(endpoints, {t.database for t in topics})]
     assert sum(name.startswith("s3 restricted/") for name, _, _ in places) > 0, "nothing quarantined restricted"
     kept = next(v for t in report.tables for i, v in t.produced.subjects.items() if v.encode() not in erased)
     controls = {  # the search finds what it looks for where it belongs: it reads what it is shown
@@ -169,6 +204,7 @@ def test_no_erased_identifier_personal_value_or_key_material_anywhere(
             [re.compile(key.digest(v.decode()).encode()) for v in personal],
             f"s3 data/{settings.name}/",
         ),
+        "the tables' columns in Glue": ([re.compile(rb"_kafka_offset")], "glue "),
         "the erased subject's digest in its request": (
             [re.compile(key.digest_bytes(erased[0]).encode())],
             f"s3 {requests}",

@@ -164,6 +164,28 @@ def test_kept_alive_renews_in_the_background_so_a_long_step_keeps_the_lease(s3: 
     lease.update({"plan": 2})  # the holder's etag followed the renewals
 
 
+def test_a_renewal_that_fails_for_any_reason_is_tried_again_at_the_next_beat(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renewal thread lives through a failure that is not S3's (here: an answer without a Date header)."""
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=lambda: datetime.now(UTC))
+    first = stored(s3)["renewed_at"]
+    renew, calls = Lease.renew, []
+
+    def fails_first(self: Lease) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("s3://lake/lease.json: the answer has no usable Date header (None)")
+        renew(self)
+
+    monkeypatch.setattr(Lease, "renew", fails_first)
+    with lease.kept_alive(every=timedelta(milliseconds=50)):
+        deadline = datetime.now(UTC) + timedelta(seconds=5)
+        while stored(s3)["renewed_at"] == first and datetime.now(UTC) < deadline:
+            pass
+    assert len(calls) >= 2 and stored(s3)["renewed_at"] > first, "the renewals stopped at the first failure"
+
+
 class Answers:
     """An S3 client whose next ``put_object`` calls are answered as listed: ``lost`` (the write lands, its answer
     is a 412, as botocore's retry of a write whose first answer was lost gets), ``409`` (refused, in progress)."""

@@ -228,3 +228,15 @@ def test_the_endpoint_records_principals_calls_only_while_recording(tmp_path: Pa
         ("archiver", "s3", ""),
     ]
     assert lines[0]["headers"]["x-amz-target"] == "AWSGlue.GetTable"
+
+
+def test_a_read_answered_404_also_needs_the_listing_that_makes_s3_answer_404_not_403() -> None:
+    missing = record("s3", "GET", "/b/state/staging/acme/payments/x/lease.json", status=404)
+    found = record("s3", "HEAD", "/b/state/staging/acme/payments/x/lease.json")
+    assert actions(mapped(missing)) == [
+        ("s3:GetObject", f"{BUCKET}/state/staging/acme/payments/x/lease.json"),
+        ("s3:ListBucket", BUCKET),
+    ]
+    [listing] = [i for i in mapped(missing) if isinstance(i, IamRequest) and i.action == "s3:ListBucket"]
+    assert listing.context == {}, "asked without a prefix: a prefix-conditioned grant does not answer it"
+    assert actions(mapped(found)) == [("s3:GetObject", f"{BUCKET}/state/staging/acme/payments/x/lease.json")]

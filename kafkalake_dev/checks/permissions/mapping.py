@@ -217,6 +217,13 @@ def s3_reads(
         yield IamRequest(principal, versioned("s3:GetObject", query), target, call=f"s3.{operation}")
         if operation == "GetObject" and record["status"] < 300:  # HEAD reads no bytes: no KMS request
             yield kms_via_s3(principal, operation, "kms:Decrypt", read_key(record, names), names.where)
+        if record["status"] == 404:
+            # S3 answers a missing key with 404 only to a caller that may list the bucket, with 403 to any other
+            # (GetObject and HeadObject, "Permissions", in the Amazon S3 API reference), and the code that reads
+            # a key which may not exist (a lease, a manifest, a claim) tells the two apart. The listing is asked
+            # without a prefix: a statement conditioned on s3:prefix does not match it (an assumption: AWS does
+            # not document the request context of this check).
+            yield IamRequest(principal, "s3:ListBucket", bucket_arn(names.where), call=f"s3.{operation} (404)")
 
 
 def bucket_operation(
