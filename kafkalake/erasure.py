@@ -8,7 +8,8 @@ stored at ``kafkalake.layout.erasure_request_key`` before anything else happens.
 - ``kafkalake erase --subject <id>`` (or an object of the same format put under the requests prefix in AWS): the
   subject's rows in every table that declares ``subject_fields`` or ``erasure: by_key`` (or the tables named);
 - the archiver, for a plan's tombstones of a ``by_key`` topic: each key's rows in that topic's table whose
-  (Kafka partition, offset) precede its tombstone (``Subject.before_offset``).
+  (Kafka partition, offset) precede its tombstone (``Subject.before_offset``), the key digested under every key
+  the secret keeps, as an explicit subject is.
 
 The erasure job (``spark_jobs.erasure``) ends each request with a receipt at ``erasure_receipt_key``: hashed
 subjects, tables and partitions rewritten, rows removed per table, objects and versions deleted, start and finish.
@@ -117,8 +118,7 @@ def new_request(
     """An explicit request for ``digests``: a random id (nothing of the subject in its name). Each subject is its
     digest under ``key_id``, or key id → digest under every key the secret keeps (``kafkalake.personal.Keyring``)."""
     request_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:12]}"
-    by_key = [{key_id: d} if isinstance(d, str) else dict(d) for d in digests]
-    found = {k[key_id]: {i: d for i, d in k.items() if i != key_id} for k in by_key}
+    found = dict(_under(d, key_id) for d in digests)
     subjects = tuple(Subject(d, earlier_keys=found[d]) for d in sorted(found))
     return ErasureRequest(request_id, now.isoformat(), Source.REQUEST, subjects, tuple(tables), within_days, key_id)
 
@@ -127,19 +127,30 @@ def tombstone_request(
     table: str,
     plan_id: str,
     created_at: str,
-    tombstones: Iterable[tuple[str, int, int]],
+    tombstones: Iterable[tuple[str | Mapping[str, str], int, int]],
     *,
     within_days: int,
     key_id: str,
 ) -> ErasureRequest:
-    """A plan's tombstones (digest of the key, Kafka partition, offset) as one request, named after the plan so a
-    redo of the plan writes the same object; per key and partition, the last tombstone covers the earlier ones."""
+    """A plan's tombstones (digest of the key under ``key_id``, or key id → digest under every key the archiver
+    holds; Kafka partition; offset) as one request, named after the plan so a redo of the plan writes the same
+    object; per key and partition, the last tombstone covers the earlier ones. A digest under an earlier key (the
+    one a rotation replaced) finds the rows whose ``_key`` that key hashed (``Subject.earlier_keys``)."""
     latest: dict[tuple[str, int], int] = {}
-    for digest, partition, offset in tombstones:
+    earlier: dict[str, dict[str, str]] = {}
+    for digests, partition, offset in tombstones:
+        digest, earlier[digest] = _under(digests, key_id)
         latest[(digest, partition)] = max(offset, latest.get((digest, partition), -1))
-    subjects = tuple(Subject(d, p, o) for (d, p), o in sorted(latest.items()))
+    subjects = tuple(Subject(d, p, o, earlier[d]) for (d, p), o in sorted(latest.items()))
     request_id = f"tombstones-{table}-{plan_id}"
     return ErasureRequest(request_id, created_at, Source.TOMBSTONES, subjects, (table,), within_days, key_id)
+
+
+def _under(digests: str | Mapping[str, str], key_id: str) -> tuple[str, dict[str, str]]:
+    """A subject's digest under ``key_id``, and key id → its digest under each other key."""
+    if isinstance(digests, str):
+        return digests, {}
+    return digests[key_id], {i: d for i, d in sorted(digests.items()) if i != key_id}
 
 
 def receipt_token(digest: str) -> str:

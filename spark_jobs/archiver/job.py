@@ -5,8 +5,10 @@ A topic that fails commits nothing of the failing plan and is reported with what
 others go on; the run exits non-zero at the end when any topic failed. Per topic one JSON line goes to the job's
 log, and the run's metrics go to CloudWatch (``spark_jobs.archiver.metrics``), with, for a scheduled run of every
 topic, the catalog's drift from the cluster (``kafkalake.drift``). One topic's way through the run is
-``spark_jobs.archiver.topic_run``. The environment's pseudonym key is read once, at the start, when some topic
-hashes personal fields (``kafkalake.personal``); a topic that needs it fails when it cannot be read.
+``spark_jobs.archiver.topic_run``. The environment's pseudonym keys are read once, at the start, when some topic
+hashes personal fields or its tombstones' keys (``kafkalake.personal``): the current one hashes everything new, and
+a ``by_key`` topic's tombstones are digested under it and the previous one the secret keeps (rows archived before a
+rotation hold the previous key's digests); a topic that needs them fails when they cannot be read.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from kafkalake.drift import metric_data as drift_metric_data
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
 from kafkalake.kafka_access import kafka_access
-from kafkalake.personal import KeyInvalid, PseudonymKey, load_key
+from kafkalake.personal import KeyInvalid, Keyring, load_keys
 from kafkalake.registry import RegistryError
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from spark_jobs.archiver.metrics import metric_data, publish
@@ -98,7 +100,7 @@ def archive_fleet(
     concurrency: int,
     deadline: float,
     run: Run | None = None,
-    pseudonym_key: PseudonymKey | KeyInvalid | None = None,
+    pseudonym_key: Keyring | KeyInvalid | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> list[TopicResult]:
@@ -112,8 +114,8 @@ def archive_fleet(
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", topic.name)
         started = time.monotonic()
         try:
-            key = topic_key(pseudonym_key, topic)
-            return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, key=key, now=now, say=say)
+            keys = topic_key(pseudonym_key, topic)
+            return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, keys=keys, now=now, say=say)
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported below
             error = explain(exc, topic, endpoints.bucket)
             say(f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}")
@@ -144,14 +146,15 @@ def archive(
     )
 
 
-def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKey | KeyInvalid | None:
-    """The environment's pseudonym key, read once at the start when some topic needs it (``Topic.needs_key``; None
-    when none does), or why it could not be read: the topics that need it fail with that reason, the others go on."""
+def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> Keyring | KeyInvalid | None:
+    """The environment's pseudonym keys (the current one, and the previous one the secret keeps), read once at the
+    start when some topic needs them (``Topic.needs_key``; None when none does), or why they could not be read: the
+    topics that need them fail with that reason, the others go on."""
     if not any(t.needs_key for t in topics):
         return None
     secret = endpoints.pseudonym_secret_arn
     try:
-        return load_key(make_client(endpoints, "secretsmanager"), secret)
+        return load_keys(make_client(endpoints, "secretsmanager"), secret)
     except KeyInvalid as exc:
         return exc
     except (ClientError, BotoCoreError) as exc:
@@ -162,8 +165,8 @@ def read_pseudonym_key(endpoints: Endpoints, topics: list[Topic]) -> PseudonymKe
         )
 
 
-def topic_key(read: PseudonymKey | KeyInvalid | None, topic: Topic) -> PseudonymKey | None:
-    """The key for ``topic``'s pseudonyms; raise the reason the key could not be read when the topic needs it."""
+def topic_key(read: Keyring | KeyInvalid | None, topic: Topic) -> Keyring | None:
+    """The keys for ``topic``'s pseudonyms; raise the reason they could not be read when the topic needs them."""
     if isinstance(read, KeyInvalid):
         if topic.needs_key:
             raise KeyInvalid(

@@ -56,10 +56,13 @@ def prepared(
     """Kafka's rows (as the Kafka source gives them) classified, decoded, given their business time and their
     personal fields protected with ``key``, each version's own (``VersionSchema.personal``); a held version's
     records quarantined (``VersionSchema.held``). The Kafka key and headers the archive hashes (``archive.key``,
-    ``archive.headers``: hmac) are hashed in every row, so the quarantine holds no clear key either."""
+    ``archive.headers``: hmac) are hashed in every row, so the quarantine holds no clear key either; a ``by_key``
+    topic's tombstones keep theirs in ``TOMBSTONE_KEY_COLUMN`` for the writer to digest under every key."""
     columns = [transform.value_column(v.version) for v in versions]
     decoded = _decode(_classify(raw, topic, versions), topic, versions, raw.sparkSession)
     timed = transform.with_business_time(decoded, topic.spec.time_fields, now, columns)
+    if topic.spec.erasure == "by_key":
+        timed = transform.with_tombstone_key(timed)
     personal = {transform.value_column(v.version): v.personal for v in versions if v.held is None}
     kafka = {column: kafka_hashed(column) for column, how in topic.kafka_columns.items() if how == StoredAs.HMAC}
     return transform.plan_rows(pseudonymise(timed, {**personal, **kafka}, key), columns)

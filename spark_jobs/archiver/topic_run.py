@@ -31,7 +31,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
-from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PseudonymKey, needs_key
+from kafkalake.personal import KEY_ID_COLUMN, Keyring, needs_key
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs
 from kafkalake.undeclared import UNDECLARED_VERSION
@@ -43,6 +43,9 @@ from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
 
+Tombstone = tuple[dict[str, str], int, int]
+"""A tombstone of a ``by_key`` topic: key id → the digest of its Kafka key under that key, Kafka partition, offset."""
+
 
 def catch_up(
     spark: SparkSession,
@@ -51,16 +54,17 @@ def catch_up(
     *,
     deadline: float,
     run: Run | None = None,
-    key: PseudonymKey | None = None,
+    keys: Keyring | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> TopicResult:
     """Plans one after another until the topic reaches the high watermark seen at the start, or ``deadline``
     (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit. A topic another run holds is
-    skipped (``TopicResult.skipped``). ``key`` hashes the topic's personal fields."""
+    skipped (``TopicResult.skipped``). ``keys``: the current one hashes the topic's personal fields, each digests
+    its tombstones' keys."""
     result = TopicResult(topic.name, topic.kafka_topic)
     started = time.monotonic()
-    archiver = TopicArchiver(spark, endpoints, topic, key=key, now=now, say=say)
+    archiver = TopicArchiver(spark, endpoints, topic, keys=keys, now=now, say=say)
     try:
         with archiver.holding(run or Run.new(spark)) as lease:
             committed, low, target = archiver.offsets.state()
@@ -85,7 +89,7 @@ def catch_up(
 
 
 class TopicArchiver:
-    """One topic's offsets, plan store and Kafka/registry access, and the key of its pseudonyms, for one or more
+    """One topic's offsets, plan store and Kafka/registry access, and the keys of its pseudonyms, for one or more
     plans in a row."""
 
     def __init__(
@@ -94,12 +98,12 @@ class TopicArchiver:
         endpoints: Endpoints,
         topic: Topic,
         *,
-        key: PseudonymKey | None = None,
+        keys: Keyring | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
         self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
-        self.key = key
+        self.keys = keys
         self.s3 = make_client(endpoints, "s3")
         self.s3_retries = RetryCount(self.s3)
         secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
@@ -148,16 +152,16 @@ class TopicArchiver:
             f"{topic.kafka_topic}: {'redoing stored' if stored else 'new'} plan of {plan.records} records "
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
-        tombstones: list[tuple[str, int, int]] = []
+        tombstones: list[Tombstone] = []
         if plan.ranges:
             tombstones = carry_out(
-                self.spark, self.endpoints, topic, plan, summary, access=self.access, key=self.key, say=self.say
+                self.spark, self.endpoints, topic, plan, summary, access=self.access, keys=self.keys, say=self.say
             )
         with summary.phase("commit"):
             if plan.ranges:
                 key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
-                if tombstones and self.key is not None:
-                    self._request_erasure(plan, key, tombstones, self.key)
+                if tombstones and self.keys is not None:
+                    self._request_erasure(plan, key, tombstones, self.keys.current.key_id)
                 body = receipt(topic, plan, summary).to_json().encode()
                 self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
                 self.offsets.commit(plan.ranges)
@@ -167,16 +171,14 @@ class TopicArchiver:
         summary.seconds = time.monotonic() - started
         return summary
 
-    def _request_erasure(
-        self, plan: Plan, receipt_key: str, tombstones: list[tuple[str, int, int]], key: PseudonymKey
-    ) -> None:
+    def _request_erasure(self, plan: Plan, receipt_key: str, tombstones: list[Tombstone], key_id: str) -> None:
         """The plan's tombstones as an erasure request, stored before the plan's receipt and offsets (a redo of the
         plan stores the same request)."""
         topic = self.topic
         plan_id = receipt_key.rsplit("/", 1)[-1].removesuffix(".json")
         table = f"{topic.database}.{topic.table}"
         within = topic.spec.erasure_within_days
-        request = tombstone_request(table, plan_id, plan.created_at, tombstones, within_days=within, key_id=key.key_id)
+        request = tombstone_request(table, plan_id, plan.created_at, tombstones, within_days=within, key_id=key_id)
         stored = RequestStore(self.s3, self.endpoints.bucket, topic.env).put(request)
         self.say(f"{topic.kafka_topic}: {len(request.subjects)} tombstoned keys requested for erasure ({stored})")
 
@@ -215,13 +217,13 @@ def carry_out(
     summary: Summary,
     *,
     access: KafkaAccess,
-    key: PseudonymKey | None,
+    keys: Keyring | None,
     say: Callable[[str], None],
-) -> list[tuple[str, int, int]]:
-    """One Spark job: read the plan's records, decode them, protect their personal fields, write data and
-    quarantine objects; then check every record is accounted for. Returns the tombstones of a ``by_key`` topic:
-    (keyed hash of the Kafka key, Kafka partition, offset)."""
-    versions = version_schemas(topic, access.registry(), key_at_hand=key is not None)
+) -> list[Tombstone]:
+    """One Spark job: read the plan's records, decode them, protect their personal fields (with the current key),
+    write data and quarantine objects; then check every record is accounted for. Returns the tombstones of a
+    ``by_key`` topic: (key id → keyed hash of the Kafka key under each of ``keys``, Kafka partition, offset)."""
+    versions = version_schemas(topic, access.registry(), key_at_hand=keys is not None)
     for held in (v for v in versions if v.held is not None):
         say(
             f"{topic.kafka_topic}: schema_version={held.version} is not in the catalog and its records are held in "
@@ -229,9 +231,12 @@ def carry_out(
             f"{held.held}. Tag its personal fields in the registry, or add it to the catalog as "
             f"{topic.name}.v<N>.avsc; later records then archive"
         )
-    records = plan_records(spark, access, topic, plan, versions, key=key)
-    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions, key)), OUTCOME_SCHEMA).collect()
-    tombstones = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in outcome if r["kind"] == ERASE]
+    records = plan_records(spark, access, topic, plan, versions, key=keys.current if keys else None)
+    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions, keys)), OUTCOME_SCHEMA).collect()
+    digests: dict[tuple[int, int], dict[str, str]] = {}
+    for r in (r for r in outcome if r["kind"] == ERASE):
+        digests.setdefault((r["kafka_partition"], r["first_offset"]), {})[r["key_id"]] = r["key"]
+    tombstones = [(found, partition, offset) for (partition, offset), found in sorted(digests.items())]
     per_version = account([r for r in outcome if r["kind"] != ERASE], topic, summary)
     for version, (rows, objects) in sorted(per_version.items()):
         say(
@@ -247,12 +252,13 @@ def carry_out(
 
 
 def plan_layout(
-    endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema], key: PseudonymKey | None = None
+    endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema], keys: Keyring | None = None
 ) -> PlanLayout:
     """Where and how the writer writes the topic's plan: its prefix, versions, extra columns (the Kafka key and
     headers the archive keeps, ``_pseudonym_key_id`` when a version it archives hashes a field or the archive hashes
-    the key or headers) and file bounds, and for a ``by_key`` topic the key its tombstones' Kafka keys are hashed
-    with (already hashed in the rows when the archive hashes the key)."""
+    the key or headers) and file bounds, and for a ``by_key`` topic the keys its tombstones' clear Kafka keys are
+    hashed under (each key a row's ``_key`` may have been hashed with, ``archive.key: hmac``, or any for a clear
+    one)."""
     archive, kafka = topic.spec.archive, topic.kafka_columns
     hashes = StoredAs.HMAC in kafka.values() or any(needs_key(dict(v.personal)) for v in versions if v.held is None)
     return PlanLayout(
@@ -264,6 +270,5 @@ def plan_layout(
         max_records_per_file=archive.max_records_per_file,
         compression=archive.compression,
         quarantine=topic.quarantine,
-        erasure_key=key if topic.spec.erasure == "by_key" else None,
-        key_hashed=kafka.get(KAFKA_KEY_COLUMN) == StoredAs.HMAC,
+        erasure_keys=keys if topic.spec.erasure == "by_key" else None,
     )

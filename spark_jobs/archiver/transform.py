@@ -41,6 +41,9 @@ ISO_WITHOUT_SECONDS = f"^({_ISO_DATE}[T ][0-9]{{2}}:[0-9]{{2}})([^:0-9].*)?$"
 SECONDS_PER_DAY = 86_400
 TOMBSTONE = "tombstone"
 """The ``_error`` of a record without a value: not an error, dropped or kept as a delete-log row."""
+TOMBSTONE_KEY_COLUMN = "_tombstone_key"
+"""A ``by_key`` topic's tombstone's Kafka key in clear (null on every other row), taken before ``_key`` is hashed:
+the writer digests it under every pseudonym key for the plan's erasure request and writes it to no object."""
 META_COLUMNS = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 QUARANTINE_COLUMNS = (
     "_kafka_partition",
@@ -264,13 +267,19 @@ def with_business_time(
     )
 
 
+def with_tombstone_key(rows: DataFrame) -> DataFrame:
+    """``TOMBSTONE_KEY_COLUMN``: each tombstone's Kafka key as Kafka holds it (before ``_key`` is hashed)."""
+    return rows.withColumn(TOMBSTONE_KEY_COLUMN, F.when(F.col("_error") == F.lit(TOMBSTONE), F.col(KAFKA_KEY_COLUMN)))
+
+
 def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
     """Every record of the plan, in Kafka order, with what the writer needs to route it: data rows (``_error``
     null) to their version's object, tombstones to the delete log or nowhere, the rest to quarantine with their
     raw bytes and ``_quarantine_dt`` (the UTC date of their Kafka time). Raw bytes travel only with
-    quarantined rows. ``_headers`` and ``_pseudonym_key_id`` pass through when the rows have them."""
+    quarantined rows. ``_headers``, ``_pseudonym_key_id`` and ``TOMBSTONE_KEY_COLUMN`` pass through when the rows
+    have them."""
     quarantined = F.col("_error").isNotNull() & (F.col("_error") != F.lit(TOMBSTONE))
-    extras = [c for c in (HEADERS_COLUMN, KEY_ID_COLUMN) if c in timed.columns]
+    extras = [c for c in (HEADERS_COLUMN, KEY_ID_COLUMN, TOMBSTONE_KEY_COLUMN) if c in timed.columns]
     return timed.select(
         *META_COLUMNS,
         KAFKA_KEY_COLUMN,

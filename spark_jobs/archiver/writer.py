@@ -27,14 +27,20 @@ from botocore.exceptions import ClientError
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
-from kafkalake.personal import KAFKA_KEY_COLUMN, PseudonymKey, QuarantineMode
+from kafkalake.personal import KAFKA_KEY_COLUMN, Keyring, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
-from spark_jobs.archiver.transform import META_COLUMNS, QUARANTINE_COLUMNS, RAW_COLUMNS, TOMBSTONE
+from spark_jobs.archiver.transform import (
+    META_COLUMNS,
+    QUARANTINE_COLUMNS,
+    RAW_COLUMNS,
+    TOMBSTONE,
+    TOMBSTONE_KEY_COLUMN,
+)
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
 OUTCOME_SCHEMA = (
-    "kind string, key string, kafka_partition int, error string, rows long, first_offset long, last_offset long, "
-    "bytes long, seconds double"
+    "kind string, key string, key_id string, kafka_partition int, error string, rows long, first_offset long, "
+    "last_offset long, bytes long, seconds double"
 )
 """One row per object written (kind data or quarantine), per (Kafka partition, error) counted (kind count: error
 null for data rows), per task timing (kind waited: seconds spent waiting for Spark's read and decode; kind
@@ -42,8 +48,9 @@ wrote: seconds spent splitting, encoding and uploading), and per task the S3 cal
 in rows)."""
 DATA, QUARANTINE, COUNT, WAITED, WROTE, RETRIED = "data", "quarantine", "count", "waited", "wrote", "retried"
 ERASE = "erase"
-"""An outcome row per tombstone of a ``by_key`` topic: the keyed hash of its key (``key``), its Kafka partition and
-offset (``first_offset``), for the plan's erasure request (``kafkalake.erasure.tombstone_request``)."""
+"""An outcome row per tombstone of a ``by_key`` topic and key the archiver holds: the keyed hash of its Kafka key
+(``key``) under that key (``key_id``), its Kafka partition and offset (``first_offset``), for the plan's erasure
+request (``kafkalake.erasure.tombstone_request``)."""
 TOMBSTONE_COLUMN = "_tombstone"
 DATA_GROUP = ("_kafka_partition", "dt", "hour")
 QUARANTINE_GROUP = ("_kafka_partition", "dt")
@@ -52,6 +59,7 @@ _OUTCOME_ARROW = pa.schema(
     [
         ("kind", pa.string()),
         ("key", pa.string()),
+        ("key_id", pa.string()),
         ("kafka_partition", pa.int32()),
         ("error", pa.string()),
         ("rows", pa.int64()),
@@ -85,11 +93,9 @@ class PlanLayout:
     compression: str = "snappy"
     quarantine: QuarantineMode = QuarantineMode.PLAIN
     """Where quarantined records go, and whether with their raw bytes (``kafkalake.personal``)."""
-    erasure_key: PseudonymKey | None = None
-    """A ``by_key`` topic's pseudonym key: each tombstone's key is reported hashed (``ERASE``), never in clear."""
-    key_hashed: bool = False
-    """The rows' ``_key`` is already its keyed hash under ``erasure_key`` (``archive.key: hmac``): a tombstone's is
-    reported as it is, the digest its archived rows hold."""
+    erasure_keys: Keyring | None = None
+    """A ``by_key`` topic's pseudonym keys: each tombstone's key (``TOMBSTONE_KEY_COLUMN``) is reported hashed under
+    each of them (``ERASE``), never in clear."""
 
     @property
     def newest(self) -> int:
@@ -156,7 +162,7 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
         if KAFKA_KEY_COLUMN not in layout.extra_columns:
             columns[KAFKA_KEY_COLUMN] = rows.column(KAFKA_KEY_COLUMN)
             fields.append(rows.schema.field(KAFKA_KEY_COLUMN))
-        if layout.erasure_key is not None:  # the subject's erasure request, not the log, says whose key it was
+        if layout.erasure_keys is not None:  # the subject's erasure request, not the log, says whose key it was
             columns[KAFKA_KEY_COLUMN] = pc.if_else(
                 tombstones, pa.scalar(None, rows.schema.field(KAFKA_KEY_COLUMN).type), columns[KAFKA_KEY_COLUMN]
             )
@@ -239,20 +245,29 @@ class PlanWriter:
             flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
             for group, part in split_groups(data_rows(rows, column, self.layout, flags), DATA_GROUP):
                 self._add((DATA, version, *group), part)
-        if self.layout.erasure_key is not None and pc.any(tombstone).as_py():
-            self._erasures(self.layout.erasure_key, table.filter(tombstone))
+        if self.layout.erasure_keys is not None and pc.any(tombstone).as_py():
+            self._erasures(self.layout.erasure_keys, table.filter(tombstone))
         if error.null_count < table.num_rows:
             quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
             for mode, rows in quarantine_modes(quarantined, self.layout.quarantine):
                 for group, part in split_groups(quarantine_rows(rows, mode), QUARANTINE_GROUP):
                     self._add((QUARANTINE, mode, *group), part)
 
-    def _erasures(self, key: PseudonymKey, tombstones: pa.Table) -> None:
-        columns = (tombstones.column(c).to_pylist() for c in (KAFKA_KEY_COLUMN, "_kafka_partition", "_kafka_offset"))
-        for raw, part, offset in zip(*columns, strict=True):
+    def _erasures(self, keys: Keyring, tombstones: pa.Table) -> None:
+        """Each tombstone's clear key digested under every key (the rows before it may have been hashed under any)."""
+        names = (TOMBSTONE_KEY_COLUMN, "_kafka_partition", "_kafka_offset")
+        for raw, part, offset in zip(*(tombstones.column(c).to_pylist() for c in names), strict=True):
             if raw is not None:
-                digest = raw if self.layout.key_hashed else key.digest_bytes(raw)
-                self.outcome.append({"kind": ERASE, "key": digest, "kafka_partition": part, "first_offset": offset})
+                self.outcome += [
+                    {
+                        "kind": ERASE,
+                        "key": k.digest_bytes(raw),
+                        "key_id": k.key_id,
+                        "kafka_partition": part,
+                        "first_offset": offset,
+                    }
+                    for k in keys.keys
+                ]
 
     def _count(self, table: pa.Table) -> None:
         """Rows per (Kafka partition, error)."""

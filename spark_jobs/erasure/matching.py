@@ -9,8 +9,9 @@ any other field is hashed in the scan (``spark_jobs.keyed_hash``, no per-row Pyt
 So a rotation loses nothing: rows hashed before it match the digest under the earlier key, which the request holds
 too (``kafkalake.erasure.Subject.earlier_keys``), and a request digested before it hashes clear fields under its
 own key. What cannot be matched fails the table, naming the key id (``KeyUnavailable``), never a silent 0 rows.
-A row matches a tombstone when its key hashes to the tombstone's digest (a hashed key: holds it, under the same key
-id) in the same Kafka partition at a lower offset (a broadcast join of the batch's tombstones).
+A row matches a tombstone when its key hashes to one of the tombstone's digests (a hashed key: holds it, under the
+same key id; the archiver digests a tombstone's key under every key the secret keeps, so rows hashed before a
+rotation match too) in the same Kafka partition at a lower offset (a broadcast join of the batch's tombstones).
 Quarantined records hold raw bytes only: they match by their key (``by_key`` tables). With the table's subject index
 (``spark_jobs.erasure.index``), only the partitions it names for the batch's digests, and objects it does not cover,
 are read.
@@ -56,6 +57,8 @@ class Scope:
     """(Key id, digest, Kafka partition, offset) → the requests naming it."""
     subjects: list[tuple[str, frozenset[str]]] = field(default_factory=list)
     """(Request, the key ids it has a digest under) of every explicit subject."""
+    tombstoned: list[tuple[str, frozenset[str]]] = field(default_factory=list)
+    """(Request, the key ids it has a digest under) of every tombstone."""
 
     def __bool__(self) -> bool:
         return bool(self.explicit or self.tombstones)
@@ -87,11 +90,13 @@ def scope(topic: Topic, requests: Iterable[ErasureRequest]) -> Scope:
         if request.tables and table not in request.tables:
             continue
         for subject in request.subjects:
+            digests = subject.digests(request.key_id)
             if request.source == Source.TOMBSTONES and subject.kafka_partition is not None:
-                point = (request.key_id, subject.digest, subject.kafka_partition, subject.before_offset or 0)
-                found.tombstones[point].append(request.request_id)
+                for key_id, digest in digests.items():
+                    point = (key_id, digest, subject.kafka_partition, subject.before_offset or 0)
+                    found.tombstones[point].append(request.request_id)
+                found.tombstoned.append((request.request_id, frozenset(digests)))
             else:
-                digests = subject.digests(request.key_id)
                 for key_id, digest in digests.items():
                     found.explicit[(key_id, digest)].append(request.request_id)
                 found.subjects.append((request.request_id, frozenset(digests)))
@@ -187,12 +192,12 @@ def _add(keys: list[list[int]], counts: dict[str, int], point: list[int], reques
 
 
 def _unusable(topic: Topic, keys: Keyring, wanted: Scope, subjects: SubjectColumns) -> None:
-    """``KeyUnavailable`` when the scan must hash under a key the secret no longer keeps: a request's subject
-    without a digest under any key the job holds, or a tombstone's key id."""
+    """``KeyUnavailable`` when the scan must hash under a key the secret no longer keeps: a request's subject, or a
+    tombstone of a clear key, without a digest under any key the job holds (one such key finds every row)."""
     held = set(keys.key_ids)
     missing = {r for r, key_ids in wanted.subjects if subjects.needs_key and not key_ids & held}
     if subjects.kafka_key is not None:
-        missing |= {r for (key_id, *_), requests in wanted.tombstones.items() if key_id not in held for r in requests}
+        missing |= {r for r, key_ids in wanted.tombstoned if not key_ids & held}
     if missing:
         asked = sorted({k for k in wanted.key_ids() if k not in held})
         raise KeyUnavailable(

@@ -19,7 +19,7 @@ from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
-from kafkalake.personal import PseudonymKey
+from kafkalake.personal import Keyring
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import S3Location
 from kafkalake.topic_catalog import Topic, load_topic_catalog
@@ -113,12 +113,12 @@ def archive_topic(
     topic: Topic,
     *,
     run: Run | None = None,
-    key: PseudonymKey | None = None,
+    keys: Keyring | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> Summary:
     """Carry out one plan of ``topic`` (``Held`` when another run holds it)."""
-    archiver = TopicArchiver(spark, endpoints, topic, key=key, now=now, say=say)
+    archiver = TopicArchiver(spark, endpoints, topic, keys=keys, now=now, say=say)
     try:
         with archiver.holding(run or Run.new(spark)):
             return archiver.run_plan()

@@ -5,11 +5,13 @@ its receipt, with no identifier in clear anywhere under ``erasure/``; a request 
 receipt of 0 rows and rewrites nothing; a late object with a row the tombstone precedes is erased by the next run;
 a run that crashes after a swap is finished by the next; `kafkalake erase run` killed with SIGKILL at random
 moments, then run once more, ends in the same state as one uninterrupted run; a by_key table whose archive hashes
-its key holds its digest only, which its tombstone erases by. Past 400 lines: the scenarios share the catalog, the
+its key holds its digest only, which its tombstone erases by, also the rows hashed under the key a rotation
+replaced. Past 400 lines: the scenarios share the catalog, the
 producer and the checks of every object version above."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -39,7 +41,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import ErasureRequest, RequestStore, new_request, receipt_token
 from kafkalake.glue import table_partitions
 from kafkalake.layout import DataKey, Partition, erasure_prefix, parse_data_key
-from kafkalake.personal import PseudonymKey
+from kafkalake.personal import PseudonymKey, load_keys
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, load_topic_catalog
@@ -130,8 +132,10 @@ def poison(endpoints: Endpoints, topic: Topic, value: bytes = b"\x07not avro") -
 
 
 def archive(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> None:
-    """One plan of the topic, with the pseudonym key the archiver job reads for its hashed fields and tombstones."""
-    archive_topic(spark, endpoints, topic, run=RUN, key=local_key(endpoints))
+    """One plan of the topic, with the pseudonym keys the archiver job reads (the secret's current and previous) for
+    its hashed fields and tombstones."""
+    keys = load_keys(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn)
+    archive_topic(spark, endpoints, topic, run=RUN, keys=keys)
 
 
 def register(endpoints: Endpoints, topic: Topic) -> None:
@@ -356,6 +360,56 @@ def test_a_hashed_key_is_stored_as_its_digest_and_its_tombstone_erases_its_rows(
     assert [r for r in every_version(endpoints, keyed.quarantine_prefix()) if r["_key"] == digest] == []
     receipt = store.receipts()[tombstones.request_id]["tables"][f"{keyed.database}.{keyed.table}"]
     assert (receipt["rows_removed"], receipt["quarantine_rows_removed"]) == (2, 1)
+
+
+def test_after_a_key_rotation_a_hashed_keys_tombstone_erases_its_rows_hashed_under_the_earlier_key(
+    spark: SparkSession, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """``archive: {key: hmac}`` on a by_key table whose own secret is rotated between two plans: the rows of the first
+    hold their key's digest under k1; the tombstone, archived under k2, asks for its key's digest under k2 and
+    (``earlier_keys``) under k1, from the clear key, which no object, request or receipt holds; the erasure removes
+    the k1 rows and quarantined record before it and keeps the record after it (k2)."""
+    suffix = uuid.uuid4().hex[:8]
+    secret = f"kafkalake/local/pseudonym-tombstone-rotation-{suffix}"
+    own = dataclasses.replace(endpoints, pseudonym_secret_arn=secret)
+    old, new = PseudonymKey("k1", uuid.uuid4().bytes * 2), PseudonymKey("k2", uuid.uuid4().bytes * 2)
+    secrets = make_client(own, "secretsmanager")
+    secrets.create_secret(Name=secret, SecretString=PseudonymKey.secret_string(old.key_id, old.secret))
+    env = f"t{suffix}"
+    keyed, _ = write_catalog(tmp_path / "catalog", env, archive={"key": "hmac"})
+    produce(endpoints, keyed, [("person-0", "person-0", 0), (GONE, "person-x", 0), (GONE, "person-y", 1)])
+    poison(endpoints, keyed)  # quarantined, keyed GONE, under k1
+    archive(spark, own, keyed)
+    secrets.put_secret_value(SecretId=secret, SecretString=PseudonymKey.secret_string(new.key_id, new.secret))
+    produce(endpoints, keyed, [(GONE, None, 1), (GONE, "person-z", 1)])  # the tombstone, then a later record
+    archive(spark, own, keyed)
+    register(endpoints, keyed)
+    rows = list(every_version(endpoints, keyed.prefix.data_prefix()))
+    assert len(rows) == 5 and {(r["customer_id"], r["_key"], r["_pseudonym_key_id"]) for r in rows} == {
+        (None, None, new.key_id),  # the delete log's row: no key, clear or hashed
+        ("person-0", old.digest("person-0"), old.key_id),
+        ("person-x", old.digest(GONE), old.key_id),
+        ("person-y", old.digest(GONE), old.key_id),
+        ("person-z", new.digest(GONE), new.key_id),
+    }
+    s3 = make_client(endpoints, "s3")
+    store = RequestStore(s3, endpoints.bucket, env)
+    [tombstones], _ = store.requests()
+    assert tombstones.key_id == new.key_id
+    assert [(s.digest, s.earlier_keys) for s in tombstones.subjects] == [(new.digest(GONE), {"k1": old.digest(GONE)})]
+    outcome = Eraser(spark, own, env, [keyed], Knobs(grace_period=timedelta(0)), run=RUN).run()
+    assert (outcome.receipts, outcome.failed) == ([tombstones.request_id], {})
+    left = list(every_version(endpoints, keyed.prefix.data_prefix()))
+    assert {r["customer_id"] for r in left if not r["_tombstone"]} == {"person-0", "person-z"}
+    assert [r for r in every_version(endpoints, keyed.quarantine_prefix()) if r["_key"] == old.digest(GONE)] == []
+    receipt = store.receipts()[tombstones.request_id]
+    table = receipt["tables"][f"{keyed.database}.{keyed.table}"]
+    assert (table["rows_removed"], table["quarantine_rows_removed"]) == (2, 1)
+    assert receipt["subjects"] == [receipt_token(new.digest(GONE))]
+    prefixes = (keyed.prefix.data_prefix(), keyed.quarantine_prefix(), erasure_prefix(env))
+    for version in (v for prefix in prefixes for v in versions(s3, endpoints.bucket, prefix) if not v["Marker"]):
+        body = s3.get_object(Bucket=endpoints.bucket, Key=version["Key"], VersionId=version["VersionId"])["Body"]
+        assert GONE.encode() not in body.read(), version["Key"]
 
 
 def test_a_run_that_crashes_after_a_swap_is_finished_by_the_next(

@@ -32,7 +32,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.environments import load_environments
 from kafkalake.job_runs import archiver_run
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE
-from kafkalake.personal import KEY_ID_COLUMN, PseudonymKey, load_key
+from kafkalake.personal import KEY_ID_COLUMN, Keyring, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.undeclared import UNDECLARED_VERSION
@@ -335,7 +335,7 @@ def test_a_version_the_catalog_lacks_is_hashed_by_its_tags_or_held_restricted_un
     for version in (1, 2, 3):
         signups.produce(version, PER_VERSION)
     said: list[str] = []
-    summary = archive_topic(spark, endpoints, signups.topic, key=key, say=said.append)
+    summary = archive_topic(spark, endpoints, signups.topic, keys=Keyring(key), say=said.append)
     topic = signups.topic
     assert (summary.read, summary.written, summary.held) == (3 * PER_VERSION, 2 * PER_VERSION, PER_VERSION)
     assert summary.quarantine_by_reason == {UNDECLARED_VERSION: PER_VERSION}
@@ -369,7 +369,7 @@ def test_a_version_the_catalog_lacks_is_hashed_by_its_tags_or_held_restricted_un
     (signups.folder / "signups.v3.avsc").write_text(json.dumps(UNTAGGED))
     declared = load_topic_catalog(signups.root).get("signups", topic.env)
     signups.produce(3, PER_VERSION)
-    after = archive_topic(spark, endpoints, declared, key=key, say=said.append)
+    after = archive_topic(spark, endpoints, declared, keys=Keyring(key), say=said.append)
     assert (after.written, after.held) == (PER_VERSION, 0)
     later = [
         r

@@ -24,11 +24,13 @@ from kafkalake.erasure import (
     watched,
 )
 from kafkalake.layout import LayoutError, erasure_receipt_key, erasure_request_key, parse_data_key
-from kafkalake.personal import PseudonymKey
+from kafkalake.personal import Keyring, PseudonymKey
 from spark_jobs.archiver.writer import DATA, ERASE, QUARANTINE
 from tests.unit.test_writer import PLAN, layout, read, write
 
 KEY = PseudonymKey("k1", bytes(range(32)))
+EARLIER = PseudonymKey("k0", bytes(range(1, 33)))
+"""The key a rotation replaced, still kept by the secret (``AWSPREVIOUS``)."""
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 
 
@@ -93,10 +95,34 @@ def test_a_plans_tombstones_make_one_request_the_last_tombstone_per_key_and_part
     assert ErasureRequest.parse(json.loads(request.to_json()), "here") == request
 
 
+def test_a_tombstone_request_holds_its_keys_digest_under_every_key_and_reads_back_as_older_ones_do() -> None:
+    """Rows archived before a rotation hold the earlier key's digest: the request names it too (``earlier_keys``),
+    its ``digest`` under the current key as before; a redo of the plan writes the same bytes; a request stored
+    before tombstones had earlier keys still parses."""
+    a = {"k1": KEY.digest("a"), "k0": EARLIER.digest("a")}
+    made: list[tuple[str | dict[str, str], int, int]] = [(dict(a), 0, 5), (dict(a), 0, 9), (KEY.digest("b"), 1, 3)]
+    request = tombstone_request("db.t", "plan1", NOW.isoformat(), made, within_days=1, key_id="k1")
+    assert request.subjects == (
+        Subject(KEY.digest("a"), 0, 9, {"k0": EARLIER.digest("a")}),
+        Subject(KEY.digest("b"), 1, 3),
+    )
+    assert request.subjects[0].digests("k1") == a
+    body = request.to_json()
+    assert ErasureRequest.parse(json.loads(body), "here") == request
+    assert tombstone_request("db.t", "plan1", NOW.isoformat(), made, within_days=1, key_id="k1").to_json() == body
+    older = json.loads(body)
+    for subject in older["subjects"]:
+        del subject["earlier_keys"]
+    assert ErasureRequest.parse(older, "here").subjects == (
+        Subject(KEY.digest("a"), 0, 9),
+        Subject(KEY.digest("b"), 1, 3),
+    )
+
+
 def test_the_writer_reports_a_by_key_topics_tombstones_by_keyed_hash_only(s3: Any) -> None:
     plain = write(PLAN, layout())
     assert not [r for r in plain if r["kind"] == ERASE]
-    hashed = write(PLAN, dataclasses.replace(layout(), erasure_key=KEY))
+    hashed = write(PLAN, dataclasses.replace(layout(), erasure_keys=Keyring(KEY)))
     erasures = [(r["key"], r["kafka_partition"], r["first_offset"]) for r in hashed if r["kind"] == ERASE]
     assert erasures == [(KEY.digest_bytes(b"k2"), 0, 2)]
     assert KEY.digest_bytes(b"k2") == KEY.digest("k2")
@@ -105,8 +131,10 @@ def test_the_writer_reports_a_by_key_topics_tombstones_by_keyed_hash_only(s3: An
 def test_a_by_key_topics_kept_tombstone_keeps_its_offsets_but_not_its_key_in_clear(s3: Any) -> None:
     """The delete-log row is the tombstone itself: in a by_key topic (which archives keys, ``catalog validate``
     says) its ``_key`` is null, so no row, the log included, keeps the erased key once the request has erased the
-    earlier ones; the other rows keep theirs, and the request still gets the key's hash at the tombstone's offset."""
-    outcome = write(PLAN, dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_key=KEY))
+    earlier ones; the other rows keep theirs, and the request still gets the key's hash at the tombstone's offset,
+    under each key the archiver holds."""
+    keys = Keyring(KEY, (EARLIER,))
+    outcome = write(PLAN, dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_keys=keys))
     rows = [r for k in (o["key"] for o in outcome if o["kind"] == DATA) for r in read(s3, k).to_pylist()]
     assert [(r["_kafka_offset"], r["_key"]) for r in rows if r.get("_tombstone")] == [(2, None)]
     kept = sorted((r["_kafka_offset"], r["_key"]) for r in rows if not r.get("_tombstone"))
@@ -115,7 +143,10 @@ def test_a_by_key_topics_kept_tombstone_keeps_its_offsets_but_not_its_key_in_cle
         s3.get_object(Bucket="lake", Key=o["key"])["Body"].read() for o in outcome if o["kind"] in (DATA, QUARANTINE)
     ]
     assert not [b for b in bodies if b"k2" in b]  # nor in Parquet's statistics
-    assert [(r["key"], r["first_offset"]) for r in outcome if r["kind"] == ERASE] == [(KEY.digest_bytes(b"k2"), 2)]
+    assert [(r["key_id"], r["key"], r["first_offset"]) for r in outcome if r["kind"] == ERASE] == [
+        ("k1", KEY.digest_bytes(b"k2"), 2),
+        ("k0", EARLIER.digest_bytes(b"k2"), 2),
+    ]
 
 
 def test_state_against_the_deadline() -> None:

@@ -15,7 +15,7 @@ from moto import mock_aws
 from infra.repo import catalog_dir
 from kafkalake.aws import RETRIES, RetryCount
 from kafkalake.endpoints import Endpoints
-from kafkalake.personal import KeyInvalid, PiiAction, PseudonymKey
+from kafkalake.personal import KeyInvalid, Keyring, PiiAction, PseudonymKey
 from kafkalake.topic_catalog import load_topic_catalog
 from spark_jobs.archiver.job import MAX_ERROR_CHARS, explain, read_pseudonym_key, topic_key, worker_error
 from tests.faults import s3_answers
@@ -100,9 +100,11 @@ def test_the_key_is_read_only_when_a_topic_hashes_and_only_the_topics_that_hash_
             match=r"hashes personal fields or its erasure requests' keys, so nothing was archived: cannot read the",
         ):
             topic_key(missing, PERSONAL)
-        boto3.client("secretsmanager", region_name="eu-west-1").create_secret(
-            Name="kafkalake/key", SecretString=PseudonymKey.secret_string("k1", b"s" * 32)
-        )
-        assert read_pseudonym_key(ENDPOINTS, [PERSONAL]) == PseudonymKey("k1", b"s" * 32)
+        secrets = boto3.client("secretsmanager", region_name="eu-west-1")
+        secrets.create_secret(Name="kafkalake/key", SecretString=PseudonymKey.secret_string("k1", b"s" * 32))
+        assert read_pseudonym_key(ENDPOINTS, [PERSONAL]) == Keyring(PseudonymKey("k1", b"s" * 32))
+        secrets.put_secret_value(SecretId="kafkalake/key", SecretString=PseudonymKey.secret_string("k2", b"t" * 32))
+        rotated = Keyring(PseudonymKey("k2", b"t" * 32), (PseudonymKey("k1", b"s" * 32),))
+        assert read_pseudonym_key(ENDPOINTS, [PERSONAL]) == rotated, "tombstones are digested under both keys"
     unset = read_pseudonym_key(dataclasses.replace(ENDPOINTS, pseudonym_secret_arn=None), [PERSONAL])
     assert isinstance(unset, KeyInvalid) and "set pseudonym_secret_arn" in str(unset)

@@ -2,7 +2,9 @@
 ``clear``, ``hmac``) with the older booleans still read, what ``catalog validate`` refuses, the ``pii`` LF-tag and the
 access matrix; on a bare local session (chispa-style: DataFrame in, rows out) the archiver's digests of the key and
 of each header's value, quarantine included, and the erasure scan comparing a stored key digest, by tombstone and by
-subject, under its row's key id; the writer's tombstone of a hashed key is the digest its rows hold."""
+subject, under its row's key id, and a tombstone's digests under every key (rows of before a rotation); the writer
+digests a tombstone's clear key, which reaches it beside the hashed ``_key`` and is written nowhere, under every
+key."""
 
 from __future__ import annotations
 
@@ -24,11 +26,11 @@ from kafkalake.topic_spec import ArchivePolicy, StoredAs, TopicSpec
 from kafkalake.wire import encode
 from spark_jobs.archiver.records import prepared
 from spark_jobs.archiver.topic_run import plan_layout
-from spark_jobs.archiver.transform import VersionSchema
-from spark_jobs.archiver.writer import ERASE, PlanWriter
+from spark_jobs.archiver.transform import TOMBSTONE_KEY_COLUMN, VersionSchema
+from spark_jobs.archiver.writer import DATA, ERASE, QUARANTINE, PlanWriter
 from spark_jobs.erasure.matching import matching_rows, scope
 from spark_jobs.erasure.subjects import subject_columns
-from tests.unit.test_writer import ENDPOINTS, PLAN, SCHEMA, layout
+from tests.unit.test_writer import ENDPOINTS, PLAN, SCHEMA, layout, read
 
 KEY = PseudonymKey("k-2026", bytes(range(40)))
 EARLIER = PseudonymKey("k-2025", bytes(range(1, 41)))
@@ -95,20 +97,19 @@ def test_the_stored_key_and_headers_carry_the_pii_tag_and_the_access_matrix_show
 
 def test_the_writer_gets_the_kafka_columns_and_the_key_id_when_the_key_or_headers_are_hashed() -> None:
     versions = [VersionSchema(1, 11, json.dumps(ORDER))]
-    hashed = plan_layout(ENDPOINTS, topic({"key": "hmac", "headers": "hmac"}, erasure="by_key"), versions, KEY)
-    assert (hashed.extra_columns, hashed.key_hashed, hashed.erasure_key) == (
-        ("_key", "_headers", KEY_ID_COLUMN),
-        True,
-        KEY,
-    )
-    clear = plan_layout(ENDPOINTS, topic({"key": "clear"}, erasure="by_key"), versions, KEY)
-    assert (clear.extra_columns, clear.key_hashed) == (("_key",), False)
+    keys = Keyring(KEY, (EARLIER,))
+    hashed = plan_layout(ENDPOINTS, topic({"key": "hmac", "headers": "hmac"}, erasure="by_key"), versions, keys)
+    assert (hashed.extra_columns, hashed.erasure_keys) == (("_key", "_headers", KEY_ID_COLUMN), keys)
+    clear = plan_layout(ENDPOINTS, topic({"key": "clear"}), versions, keys)
+    assert (clear.extra_columns, clear.erasure_keys) == (("_key",), None)
 
 
 def test_the_archiver_stores_the_digest_of_the_key_and_of_each_header_value_in_every_row(
     bare_spark: SparkSession,
 ) -> None:
-    """Data rows, the tombstone and the quarantined record: none keeps the clear key; header names stay."""
+    """Data rows, the tombstone and the quarantined record: none keeps the clear key in ``_key`` (one type, the
+    digest, in every row); header names stay. The tombstone's clear key goes to the writer in ``_tombstone_key``
+    only, for its digests under every key."""
     hashed = topic({"key": "hmac", "headers": "hmac"}, erasure="by_key")
     value = encode(11, json.dumps(ORDER), {"id": "a"})
     raw = bare_spark.createDataFrame(
@@ -122,29 +123,42 @@ def test_the_archiver_stores_the_digest_of_the_key_and_of_each_header_value_in_e
         "headers array<struct<key:string, value:binary>>",
     )
     rows = prepared(raw, hashed, [VersionSchema(1, 11, json.dumps(ORDER))], now=NOW, key=KEY)
-    actual = rows.select("_kafka_offset", "_error", "_key", "_headers", KEY_ID_COLUMN).orderBy("_kafka_offset")
+    columns = ("_kafka_offset", "_error", "_key", "_headers", KEY_ID_COLUMN, TOMBSTONE_KEY_COLUMN)
+    actual = rows.select(*columns).orderBy("_kafka_offset")
     one, two = KEY.digest_bytes(b"cust-1"), KEY.digest_bytes(b"cust-2")
     expected = bare_spark.createDataFrame(
         [
-            (0, None, one, [("trace", KEY.digest_bytes(b"t-1")), ("empty", None)], KEY.key_id),
-            (1, "tombstone", one, [], KEY.key_id),
-            (2, "truncated", two, None, KEY.key_id),
-            (3, None, None, [], KEY.key_id),
+            (0, None, one, [("trace", KEY.digest_bytes(b"t-1")), ("empty", None)], KEY.key_id, None),
+            (1, "tombstone", one, [], KEY.key_id, bytearray(b"cust-1")),
+            (2, "truncated", two, None, KEY.key_id, None),
+            (3, None, None, [], KEY.key_id, None),
         ],
         "_kafka_offset long, _error string, _key string, _headers array<struct<key:string, value:string>>, "
-        "_pseudonym_key_id string",
+        "_pseudonym_key_id string, _tombstone_key binary",
     )
     assert actual.schema.simpleString() == expected.schema.simpleString()
     assert actual.collect() == expected.collect()
 
 
-def test_a_hashed_keys_tombstone_is_reported_as_the_digest_its_rows_hold(s3: Any) -> None:
+def test_a_hashed_keys_tombstone_is_reported_under_every_key_and_its_clear_key_stored_nowhere(s3: Any) -> None:
+    """Rows as ``prepared`` gives them with ``archive.key: hmac``: ``_key`` the digest under the current key, the
+    tombstone's clear key in ``_tombstone_key``. Its digests under the current key (the one its later rows hold) and
+    under the earlier one (its rows of before the rotation); the kept delete-log row has a null ``_key``."""
     rows = [{**r, "_key": KEY.digest_bytes(r["_key"])} for r in PLAN]
     schema = SCHEMA.set(SCHEMA.get_field_index("_key"), pa.field("_key", pa.string()))
-    writer = PlanWriter(dataclasses.replace(layout(extra=("_key",)), erasure_key=KEY, key_hashed=True))
+    keys = Keyring(KEY, (EARLIER,))
+    writer = PlanWriter(dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_keys=keys))
     outcome = pa.Table.from_batches(list(writer(iter(pa.Table.from_pylist(rows, schema=schema).to_batches()))))
-    erasures = [(r["key"], r["first_offset"]) for r in outcome.to_pylist() if r["kind"] == ERASE]
-    assert erasures == [(KEY.digest_bytes(b"k2"), 2)]
+    erasures = [(r["key_id"], r["key"], r["first_offset"]) for r in outcome.to_pylist() if r["kind"] == ERASE]
+    assert erasures == [(KEY.key_id, KEY.digest_bytes(b"k2"), 2), (EARLIER.key_id, EARLIER.digest_bytes(b"k2"), 2)]
+    written = [r["key"] for r in outcome.to_pylist() if r["kind"] in (DATA, QUARANTINE)]
+    stored = [row for name in written for row in read(s3, name).to_pylist()]
+    assert [(r["_kafka_offset"], r["_key"]) for r in stored if r.get("_tombstone")] == [(2, None)]
+    assert {r["_key"] for r in stored if not r.get("_tombstone")} == {
+        KEY.digest_bytes(f"k{o}".encode()) for o in range(8) if o != 2
+    }, "data and quarantine rows keep their digest"
+    bodies = [s3.get_object(Bucket="lake", Key=name)["Body"].read() for name in written]
+    assert not [b for b in bodies if b"k2" in b or b"_tombstone_key" in b]
 
 
 def frames(spark: SparkSession) -> dict[str, DataFrame]:
@@ -153,6 +167,7 @@ def frames(spark: SparkSession) -> dict[str, DataFrame]:
     columns = "file string, _kafka_partition int, _kafka_offset long"
     hashed = [
         ("f1", 0, 1, KEY.digest("cust-1"), KEY.key_id),
+        ("f2", 0, 3, EARLIER.digest("cust-1"), EARLIER.key_id),  # hashed before the rotation: the tombstone's too
         ("f1", 0, 7, KEY.digest("cust-1"), KEY.key_id),  # after the tombstone
         ("f1", 1, 2, KEY.digest("cust-1"), KEY.key_id),  # another Kafka partition
         ("f2", 0, 4, EARLIER.digest("cust-2"), EARLIER.key_id),  # hashed before the rotation
@@ -170,22 +185,25 @@ def test_the_erasure_scan_compares_a_stored_key_digest_under_its_rows_key_id(
     bare_spark: SparkSession, stored: str
 ) -> None:
     """A digest is compared as it is, under its row's key id: no key material needed for it (the job holds only the
-    current key); a clear key is hashed in the scan, as before."""
+    current key), and a tombstone's digest under the earlier key finds the rows hashed before the rotation; a clear
+    key is hashed in the scan, as before, under the key the job holds (the tombstone's earlier digest, whose key it
+    no longer holds, is not needed)."""
     by_key = topic({"key": stored}, erasure="by_key")
     table = f"{by_key.database}.{by_key.table}"
-    tombstones = tombstone_request(
-        table, "p1", NOW.isoformat(), [(KEY.digest_bytes(b"cust-1"), 0, 6)], within_days=1, key_id=KEY.key_id
-    )
+    both = {KEY.key_id: KEY.digest_bytes(b"cust-1"), EARLIER.key_id: EARLIER.digest_bytes(b"cust-1")}
+    tombstones = tombstone_request(table, "p1", NOW.isoformat(), [(both, 0, 6)], within_days=1, key_id=KEY.key_id)
     subject = {KEY.key_id: KEY.digest("cust-2"), EARLIER.key_id: EARLIER.digest("cust-2")}
     explicit = new_request([subject], [], 1, KEY.key_id, NOW)
     frame = frames(bare_spark)[stored]
     columns = subject_columns(frame, by_key)
     assert (columns.stored_key is not None, columns.kafka_key is not None) == (stored == "hmac", stored == "clear")
     wanted = scope(by_key, [tombstones, explicit])
+    assert sorted(wanted.tombstones) == sorted((k, d, 0, 6) for k, d in both.items())
     found = matching_rows(bare_spark, frame, by_key, keys=Keyring(KEY), wanted=wanted, fields=True)
     assert found is not None
     rows = sorted(tuple(r) for r in found.distinct().collect())
     cust_2 = ("f2", 0, 4, EARLIER.key_id, EARLIER.digest("cust-2"), None)
     if stored == "clear":  # hashed under the request's key only: the job holds no other
         cust_2 = ("f2", 0, 4, KEY.key_id, KEY.digest("cust-2"), None)
-    assert rows == [("f1", 0, 1, KEY.key_id, KEY.digest("cust-1"), 6), cust_2]
+    earlier = [("f2", 0, 3, EARLIER.key_id, EARLIER.digest("cust-1"), 6)] if stored == "hmac" else []
+    assert rows == sorted([("f1", 0, 1, KEY.key_id, KEY.digest("cust-1"), 6), cust_2, *earlier])
