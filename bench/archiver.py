@@ -169,15 +169,31 @@ def consumer_perf_test(endpoints: Endpoints, topic: str, records: int) -> dict[s
     }
 
 
-def forget_offsets(endpoints: Endpoints, topic: str) -> None:
-    """Delete the topic's archiver consumer group, so that the next run archives the topic again."""
+COORDINATOR_STARTING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+)
+"""What a broker started moments ago answers group requests with until its offsets topic is loaded."""
+
+
+def forget_offsets(endpoints: Endpoints, topic: str, attempts: int = 30) -> None:
+    """Delete the topic's archiver consumer group, so that the next run archives the topic again (retried while a
+    freshly started broker's group coordinator is not ready yet)."""
     admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})
-    for future in admin.delete_consumer_groups([consumer_group(topic)]).values():
+    for attempt in range(attempts):
         try:
-            future.result()
+            for future in admin.delete_consumer_groups([consumer_group(topic)]).values():
+                future.result()
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:  # never archived yet
+            code = exc.args[0].code()
+            if code == KafkaError.GROUP_ID_NOT_FOUND:  # never archived yet
+                return
+            if code not in COORDINATOR_STARTING or attempt == attempts - 1:
                 raise
+            time.sleep(1)
+        else:
+            return
 
 
 def archive(
