@@ -19,7 +19,7 @@ from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka import watermarks
-from kafkalake.personal import Keyring
+from kafkalake.personal import Keyring, PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import S3Location
 from kafkalake.topic_catalog import Topic, load_topic_catalog
@@ -124,3 +124,27 @@ def archive_topic(
             return archiver.run_plan()
     finally:
         archiver.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class RotatingSecret:
+    """A pseudonym secret of a test's own, which ``endpoints`` name: it holds ``old`` (key id k1) until ``rotate``
+    puts ``new`` (k2), and Secrets Manager keeps ``old`` as the previous version, as a rotation does in AWS."""
+
+    endpoints: Endpoints
+    old: PseudonymKey
+    new: PseudonymKey
+
+    def rotate(self) -> None:
+        value = PseudonymKey.secret_string(self.new.key_id, self.new.secret)
+        secrets = make_client(self.endpoints, "secretsmanager")
+        secrets.put_secret_value(SecretId=self.endpoints.pseudonym_secret_arn, SecretString=value)
+
+
+def rotating_secret(endpoints: Endpoints, suffix: str) -> RotatingSecret:
+    secret = f"kafkalake/local/pseudonym-rotation-{suffix}"
+    own = dataclasses.replace(endpoints, pseudonym_secret_arn=secret)
+    old, new = PseudonymKey("k1", uuid.uuid4().bytes * 2), PseudonymKey("k2", uuid.uuid4().bytes * 2)
+    value = PseudonymKey.secret_string(old.key_id, old.secret)
+    make_client(own, "secretsmanager").create_secret(Name=secret, SecretString=value)
+    return RotatingSecret(own, old, new)

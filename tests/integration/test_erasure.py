@@ -11,7 +11,6 @@ producer and the checks of every object version above."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -56,7 +55,7 @@ from spark_jobs.compaction.work import Knobs
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.purge import versions
 from tests.crashes import crash_after_saving, kill_on_progress, random_kills
-from tests.integration.archive_helpers import archive_topic
+from tests.integration.archive_helpers import archive_topic, rotating_secret
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-tests"
@@ -370,17 +369,14 @@ def test_after_a_key_rotation_a_hashed_keys_tombstone_erases_its_rows_hashed_und
     (``earlier_keys``) under k1, from the clear key, which no object, request or receipt holds; the erasure removes
     the k1 rows and quarantined record before it and keeps the record after it (k2)."""
     suffix = uuid.uuid4().hex[:8]
-    secret = f"kafkalake/local/pseudonym-tombstone-rotation-{suffix}"
-    own = dataclasses.replace(endpoints, pseudonym_secret_arn=secret)
-    old, new = PseudonymKey("k1", uuid.uuid4().bytes * 2), PseudonymKey("k2", uuid.uuid4().bytes * 2)
-    secrets = make_client(own, "secretsmanager")
-    secrets.create_secret(Name=secret, SecretString=PseudonymKey.secret_string(old.key_id, old.secret))
+    rotating = rotating_secret(endpoints, suffix)
+    own, old, new = rotating.endpoints, rotating.old, rotating.new
     env = f"t{suffix}"
     keyed, _ = write_catalog(tmp_path / "catalog", env, archive={"key": "hmac"})
     produce(endpoints, keyed, [("person-0", "person-0", 0), (GONE, "person-x", 0), (GONE, "person-y", 1)])
     poison(endpoints, keyed)  # quarantined, keyed GONE, under k1
     archive(spark, own, keyed)
-    secrets.put_secret_value(SecretId=secret, SecretString=PseudonymKey.secret_string(new.key_id, new.secret))
+    rotating.rotate()
     produce(endpoints, keyed, [(GONE, None, 1), (GONE, "person-z", 1)])  # the tombstone, then a later record
     archive(spark, own, keyed)
     register(endpoints, keyed)

@@ -33,6 +33,7 @@ from spark_jobs.erasure import index
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.matching import find, scope
 from spark_jobs.erasure.purge import versions
+from tests.integration.archive_helpers import rotating_secret
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-index-tests"
@@ -288,11 +289,8 @@ def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_e
     """Two tables of one environment: ``customer_id`` kept in clear (hashed in the scan) and pseudonymised (hashed
     by the archiver, under the key of its day); the environment's own secret rotated between the two days."""
     suffix = uuid.uuid4().hex[:8]
-    secret = f"kafkalake/local/pseudonym-rotation-{suffix}"
-    own = dataclasses.replace(endpoints, pseudonym_secret_arn=secret)
-    old, new = PseudonymKey("k1", uuid.uuid4().bytes * 2), PseudonymKey("k2", uuid.uuid4().bytes * 2)
-    secrets = make_client(own, "secretsmanager")
-    secrets.create_secret(Name=secret, SecretString=PseudonymKey.secret_string(old.key_id, old.secret))
+    rotating = rotating_secret(endpoints, suffix)
+    own, old, new = rotating.endpoints, rotating.old, rotating.new
     template = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
     spec = template.spec.model_copy(update={"database": f"rotation_{suffix}", "erasure": "none"})
     clear = dataclasses.replace(template, env=f"r{suffix}", name=f"clear-{suffix}", spec=spec)
@@ -318,7 +316,7 @@ def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_e
     store = RequestStore(s3, BUCKET, env)
     before = new_request([old.digest(SUBJECT)], [f"{clear.database}.{clear.table}"], 1, old.key_id, datetime.now(UTC))
     store.put(before)  # digested before the rotation, carried out after it
-    secrets.put_secret_value(SecretId=secret, SecretString=PseudonymKey.secret_string(new.key_id, new.secret))
+    rotating.rotate()
     after = record_request(own, env, [hashed], SUBJECT, named=True).request
     assert {s.digest for s in after.subjects} == {new.digest(SUBJECT)}, "the receipt's subjects: the current key's"
     outcome = Eraser(spark, own, env, [clear, hashed], NO_GRACE).run()
