@@ -54,6 +54,9 @@ the table's ``_compacted/`` folder)."""
 ERASURE_PURGES = (DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT)
 """Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data (the legacy compaction
 root included) and quarantine, and its environment's subject indexes (old segments hold erased subjects' digests)."""
+REWRITER_GLUE_ACTIONS = ("glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition")
+"""The compactor and the erasure job read a table's partitions and re-point them (``kafkalake.glue``); neither reads
+the table itself (the permission check saw no GetTable)."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 """What S3 asks KMS for on a job's behalf with the lake key: a data key to write an SSE-KMS object (a multipart upload
 and a copy's destination too), and its decryption to read one (a multipart upload's parts too). Nothing encrypts or
@@ -257,7 +260,7 @@ class Jobs(Construct):
         )
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
+                actions=list(REWRITER_GLUE_ACTIONS),
                 resources=glue_table_resources(stack, self.databases),
             )
         )
@@ -293,7 +296,7 @@ class Jobs(Construct):
             (["s3:GetObject"], [self.bucket.arn_for_objects(key) for key in ancestors]),
             (["s3:DeleteObject"], [self.bucket.arn_for_objects(f"{ERASURE_ROOT}/")]),
             (
-                ["glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition", "glue:GetTable"],
+                list(REWRITER_GLUE_ACTIONS),
                 glue_table_resources(stack, self.databases),
             ),
         ]

@@ -122,7 +122,7 @@ class Maintainer(Construct):
         statements = [
             (["logs:CreateLogStream", "logs:PutLogEvents"], [log_group.log_group_arn]),
             (
-                ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                ["sqs:ReceiveMessage", "sqs:DeleteMessage"],  # the drain's only queue calls (it has the queue's URL)
                 [queue.queue_arn],
             ),
             (["kms:Decrypt"], [k.key_arn for k in keys]),

@@ -22,7 +22,7 @@ from kafkalake.environments import load_environments
 from kafkalake.layout import erasure_receipt_key, erasure_request_key
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.checks.permissions.iam import StatementRef, decide, evaluate_iam
-from kafkalake_dev.checks.permissions.necessity import check_necessity, without
+from kafkalake_dev.checks.permissions.necessity import check_necessity, unused_in, without
 from kafkalake_dev.checks.permissions.requests import (
     DEPLOYED,
     PRINCIPALS,
@@ -398,3 +398,17 @@ def test_the_role_tables_of_the_docs_are_the_template(
     assert written == render(staging)
     # a grant added to the template shows in the table: the test does not compare the table with itself
     assert render(with_identity(staging, "archiver", allow("s3:DeleteObject", lake("staging", "data/*")))) != written
+
+
+def test_the_actions_and_resources_of_a_used_statement_that_no_request_named_are_reported() -> None:
+    statement = {
+        "Effect": "Allow",
+        "Action": ["s3:GetObject", "s3:Put*", "glue:GetTable"],
+        "Resource": ["arn:aws:s3:::lake/data/*", "arn:aws:s3:::lake/state/?/x", "arn:aws:s3:::lake/other/*"],
+    }
+    requests = [
+        IamRequest("compactor", "s3:GetObject", "arn:aws:s3:::lake/data/a.parquet"),
+        IamRequest("compactor", "S3:PutObject", "arn:aws:s3:::lake/state/1/x"),
+    ]
+    assert unused_in(statement, requests) == ["action glue:GetTable", "resource arn:aws:s3:::lake/other/*"]
+    assert unused_in({**statement, "Action": "s3:*", "Resource": "*"}, requests) == []

@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     for ref in necessity.unused:
         statement = documents[ref.policy]["Statement"][ref.index]
         print(f"  no recorded call used {ref.describe(documents[ref.policy])}: {json.dumps(statement)[:160]}")
+    for ref, parts in necessity.unused_parts.items():
+        print(f"  no recorded call used, of {ref.describe(documents[ref.policy])}: {', '.join(parts)}")
 
     summary = ", ".join(f"{p} {seen[p]}" for p in PRINCIPALS)
     print(
