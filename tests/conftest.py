@@ -125,8 +125,8 @@ def local_stack() -> Iterator[Endpoints]:
 @pytest.fixture(scope="session")
 def spark(local_stack: Endpoints) -> Iterator[SparkSession]:
     """Local Spark with the connector jars and S3A on the local stack."""
-    from kafkalake_dev.local.spark import local_session
+    from kafkalake_dev.local.spark import principal_session
 
-    session = local_session(local_stack, "kafkalake-tests")
+    session = principal_session(local_stack, "kafkalake-tests")
     yield session
     session.stop()

@@ -125,13 +125,13 @@ def erase_run(
     catalog: CatalogOption = DEFAULT_CATALOG,
 ) -> None:
     """Carry out every pending request of the environment on local Spark; exit 1 when any table failed."""
-    from kafkalake_dev.local.spark import local_session
+    from kafkalake_dev.local.spark import principal_session
     from spark_jobs.common import Run
     from spark_jobs.compaction.work import Knobs
     from spark_jobs.erasure.job import Eraser
 
     endpoints = with_restricted_key(on_local_stack(ctx, environment(env).bucket))
-    spark = local_session(endpoints, "kafkalake-erasure")
+    spark = principal_session(endpoints, "kafkalake-erasure")
     spark.sparkContext.setLogLevel("ERROR")
     knobs = dataclasses.replace(Knobs(), grace_period=timedelta(minutes=grace_minutes))
     run = Run.new(spark, timedelta(seconds=lease_ttl_seconds))

@@ -112,7 +112,7 @@ def archive(
 ) -> None:
     """Archive topics from Kafka to S3 Parquet, each caught up and exactly once, several at a time; exits 1 when
     any topic failed."""
-    from kafkalake_dev.local.spark import local_session
+    from kafkalake_dev.local.spark import principal_session
     from spark_jobs.archiver import job as archiver_job
 
     if not local:
@@ -120,7 +120,7 @@ def archive(
     bucket = environment(env).bucket
     topics, unknown = archiver_job.resolve(load_topic_catalog(catalog), env, topic or [])
     endpoints = with_restricted_key(on_local_stack(ctx, bucket))
-    spark = local_session(endpoints, "kafkalake-archiver")
+    spark = principal_session(endpoints, "kafkalake-archiver")
     spark.sparkContext.setLogLevel("ERROR")
     console = render.wide_console()
     lease_ttl = timedelta(seconds=lease_ttl_seconds)
@@ -193,7 +193,7 @@ def compact_run(
 ) -> None:
     """Compact the closed partitions of the tables (every table of the env by default) on local Spark, in one run;
     print files, bytes, rows and seconds per partition, and exit 1 if any table or partition failed."""
-    from kafkalake_dev.local.spark import local_session
+    from kafkalake_dev.local.spark import principal_session
     from spark_jobs.common import Run
     from spark_jobs.compaction.job import Compactor
     from spark_jobs.compaction.work import Action, Knobs
@@ -204,7 +204,7 @@ def compact_run(
     topics = [found.get(name, env) for name in table] if table else found.for_env(env)
     endpoints = on_local_stack(ctx, environment(env).bucket)
     console = render.wide_console()
-    spark = local_session(endpoints, "kafkalake-compactor")
+    spark = principal_session(endpoints, "kafkalake-compactor")
     spark.sparkContext.setLogLevel("ERROR")
     knobs = Knobs(
         target_file_bytes=target_file_mb * 1024 * 1024,

@@ -142,8 +142,11 @@ def install(*, worker: bool = False) -> None:
 
 def follow_in_spark(spark: Any) -> None:
     """Before each py4j call of this process, the calling thread's Spark local property ``kafkalake.principal`` is
-    its principal (set only when it changes), so Spark jobs carry it to their tasks and S3A."""
+    its principal (set only when it changes), so Spark jobs carry it to their tasks and S3A; idempotent."""
     gateway_client = spark.sparkContext._gateway._gateway_client
+    if getattr(gateway_client, "_kafkalake_followed", False):  # the same session again (getOrCreate): once
+        return
+    gateway_client._kafkalake_followed = True
     context = spark.sparkContext._jsc
     send = gateway_client.send_command
 

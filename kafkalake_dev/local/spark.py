@@ -72,8 +72,8 @@ def s3a_conf(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, st
 
 def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSession:
     """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time).
-    Its S3A requests and Python workers name the principal of the code that runs a Spark job, and so do this
-    process's botocore clients (``kafkalake_dev.local.principals``: installed and followed here)."""
+    Its S3A requests and Python workers name the principal of the code that runs a Spark job once it is followed
+    (``principal_session``), moto's test key otherwise."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
@@ -95,9 +95,15 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
     settings = {**LOCAL_CONF, **s3a_conf(endpoints), **principals, **scratch_conf(session_scratch())}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    # Every local run, in a test or in a command a test started as a subprocess (the crash tests' runs), names the
-    # principal of each of its calls, so the permission check sees them all.
+    return builder.getOrCreate()
+
+
+def principal_session(endpoints: Endpoints, app_name: str) -> SparkSession:
+    """``local_session`` whose calls name the principal that makes them (``kafkalake_dev.local.principals``): this
+    process's botocore clients and the Spark jobs it starts. What the permission check records: the tests' session,
+    and the job commands (``kafkalake archive``, ``compact run``, ``erase run``) a crash test runs as subprocesses;
+    the demo and the benchmarks leave it out."""
+    session = local_session(endpoints, app_name)
     install()
     follow_in_spark(session)
     return session
