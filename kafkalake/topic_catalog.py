@@ -340,7 +340,11 @@ def _check_personal_fields(topic: Topic, problems: list[TopicCatalogProblem]) ->
             )
         )
     for path in sorted(set(topic.spec.pii) - known):
-        message, fix = KAFKA_PARTS.get(path, ("no schema version has this field", PATHS))
+        message, fix = "no schema version has this field", PATHS
+        if setting := KAFKA_SETTINGS.get(path):
+            message = f"{not_a_value_field(path)}: pii names value fields"
+            fix = f"declare how the archive keeps the {setting} instead: archive: {{{setting}: hmac}}"
+            fix += " (drop leaves it out)"
         problems.append(TopicCatalogProblem(str(topic.source), f"pii.{path}", message, fix))
     _check_actions(topic, problems)
 
@@ -350,14 +354,14 @@ PATHS = (
     "{} after a map for its values (customer.email, contacts[].email, tags[], attributes{}.phone)"
 )
 """The fix of an unknown path: the syntax of every path the catalog takes."""
-KAFKA_PARTS = {
-    column: (
-        f"{column} holds the record's Kafka {setting}, not a field of its value: pii names value fields",
-        f"declare how the archive keeps the {setting} instead: archive: {{{setting}: hmac}} (drop leaves it out)",
-    )
-    for column, setting in ((KAFKA_KEY_COLUMN, "key"), (HEADERS_COLUMN, "headers"))
-}
-"""Why ``pii`` (or ``subject_fields``) cannot name the Kafka key's or headers' column, and the setting that can."""
+KAFKA_SETTINGS = {KAFKA_KEY_COLUMN: "key", HEADERS_COLUMN: "headers"}
+"""The Kafka key's and headers' columns, and the archive setting that says how each is kept: ``pii`` and
+``subject_fields`` name value fields, never these."""
+
+
+def not_a_value_field(column: str) -> str:
+    return f"{column} holds the record's Kafka {KAFKA_SETTINGS[column]}, not a field of its value"
+
 
 
 def _check_actions(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
@@ -400,7 +404,7 @@ def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
             )
         )
     unknown = ("no schema version has this field", "use a dotted path of a field in one of the topic's .avsc files")
-    kafka_key = ("_key holds the record's Kafka key, not a field of its value", "declare erasure: by_key instead")
+    kafka_key = (not_a_value_field(KAFKA_KEY_COLUMN), "declare erasure: by_key instead")
     for path in sorted(set(topic.spec.subject_fields) - known):
         message, fix = kafka_key if path == KAFKA_KEY_COLUMN else unknown
         problems.append(TopicCatalogProblem(source, f"subject_fields.{path}", message, fix))
