@@ -363,7 +363,6 @@ def not_a_value_field(column: str) -> str:
     return f"{column} holds the record's Kafka {KAFKA_SETTINGS[column]}, not a field of its value"
 
 
-
 def _check_actions(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
     """Every personal field's action must fit its kind in every schema version that has it
     (``kafkalake.personal.action_refusal``); each refused path is reported once, for its first such version."""
