@@ -256,15 +256,17 @@ def test_special_bodies_are_counted_and_acknowledged(lake: Lake) -> None:
     lake.send(s3_event("quarantine/staging/acme/payments/card-authorized/x.parquet"))
     lake.send(s3_event("data/staging/acme/payments/card-authorized/schema_version=1/dt=2026-11-21/hour=06/_SUCCESS"))
     lake.send(s3_event(quote(key(TablePrefix(lake.env.name, "nobody", "x", "unknown-topic"), 1, 1).key(), safe="/")))
+    # a table of our database that the catalog lacks: ours only if its crawler exists by convention (it does not)
+    lake.send(s3_event(quote(key(TablePrefix(lake.env.name, "acme", "payments", "uncataloged"), 1, 1).key(), safe="/")))
     report = lake.run()
     assert report.counts["ignored_test_event"] == 2
     assert report.counts["ignored_removed_object"] == 1
     assert report.counts["ignored_foreign_key"] == 2
-    assert report.counts["ignored_unknown_table"] == 1
-    assert report.counts["data_events"] == 4
-    assert report.counts["unique_objects"] == 2
+    assert report.counts["ignored_unknown_table"] == 2
+    assert report.counts["data_events"] == 5
+    assert report.counts["unique_objects"] == 3
     assert report.counts["partitions_added"] == 1
-    assert report.counts["deleted"] == report.counts["messages"] == 9
+    assert report.counts["deleted"] == report.counts["messages"] == 10
     assert lake.partitions(lake.card) == {("1", "2026-11-21", "06")}
     assert lake.queue_depth() == 0
 
