@@ -32,6 +32,7 @@ import pytest
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
+from kafkalake.glue import table_partitions
 from kafkalake.jobspec import JobRun
 from kafkalake.layout import erasure_requests_prefix
 from kafkalake.personal import PseudonymKey
@@ -126,13 +127,9 @@ def glue_texts(endpoints: Endpoints, databases: set[str]) -> Iterator[tuple[str,
     """(database, its tables and partitions as Glue returns them): names, locations, parameters and any statistic."""
     glue = make_client(endpoints, "glue")
     for database in sorted(databases):
-        tables = glue.get_tables(DatabaseName=database)["TableList"]
-        partitions = [
-            p
-            for t in tables
-            for page in glue.get_paginator("get_partitions").paginate(DatabaseName=database, TableName=t["Name"])
-            for p in page["Partitions"]
-        ]
+        pages = glue.get_paginator("get_tables").paginate(DatabaseName=database)
+        tables = [t for page in pages for t in page["TableList"]]
+        partitions = [table_partitions(glue, database, t["Name"]) or [] for t in tables]
         yield database, json.dumps([tables, partitions], default=str).encode()
 
 
