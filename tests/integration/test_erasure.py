@@ -56,6 +56,7 @@ from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.purge import versions
 from tests.crashes import crash_after_saving, kill_on_progress, random_kills
 from tests.integration.archive_helpers import archive_topic, rotating_secret
+from tests.integration.lake_files import version_tables
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-tests"
@@ -147,12 +148,8 @@ def register(endpoints: Endpoints, topic: Topic) -> None:
 
 def every_version(endpoints: Endpoints, prefix: str) -> Iterator[dict[str, Any]]:
     """Every row of every version of every object under ``prefix``."""
-    s3 = make_client(endpoints, "s3")
-    for version in versions(s3, endpoints.bucket, prefix):
-        if version["Marker"]:
-            continue
-        body = s3.get_object(Bucket=endpoints.bucket, Key=version["Key"], VersionId=version["VersionId"])["Body"]
-        yield from pq.read_table(io.BytesIO(body.read())).to_pylist()
+    for _, table in version_tables(make_client(endpoints, "s3"), endpoints.bucket, prefix):
+        yield from table.to_pylist()
 
 
 def through_glue(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> dict[tuple[int, int], str]:

@@ -32,8 +32,8 @@ from spark_jobs.compaction.work import Action, Knobs
 from spark_jobs.erasure import index
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.matching import find, scope
-from spark_jobs.erasure.purge import versions
 from tests.integration.archive_helpers import rotating_secret
+from tests.integration.lake_files import version_tables
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-erasure-index-tests"
@@ -275,12 +275,8 @@ def hashed_file(customers: list[tuple[str, PseudonymKey]], first: int, partition
 
 def index_digests(s3: Any, topic: Topic) -> set[int]:
     """The digests of every version of every segment object of the table's index."""
-    found: set[int] = set()
-    for version in versions(s3, BUCKET, topic.prefix.subject_index_prefix()):
-        if not version["Marker"] and version["Key"].endswith(".parquet"):
-            body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
-            found |= set(pq.read_table(io.BytesIO(body)).column("digest").to_pylist())
-    return found
+    tables = version_tables(s3, BUCKET, topic.prefix.subject_index_prefix(), ".parquet")
+    return {digest for _, table in tables for digest in table.column("digest").to_pylist()}
 
 
 def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_erased_and_the_index_forgets_them(
@@ -342,14 +338,12 @@ def test_after_a_key_rotation_rows_of_either_key_and_requests_of_before_it_are_e
 
 def subject_versions(s3: Any, topic: Topic) -> list[str]:
     """Every version of every data object of the table, under either root, whose rows hold ``SUBJECT``."""
-    found = []
-    for prefix in (topic.prefix.data_prefix(), topic.prefix.legacy_compacted_prefix()):
-        for version in versions(s3, BUCKET, prefix):
-            if not version["Marker"] and version["Key"].endswith(".parquet"):
-                body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
-                if SUBJECT in pq.read_table(io.BytesIO(body)).column("customer_id").to_pylist():
-                    found.append(f"{version['Key']}@{version['VersionId']}")
-    return found
+    return [
+        name
+        for prefix in (topic.prefix.data_prefix(), topic.prefix.legacy_compacted_prefix())
+        for name, table in version_tables(s3, BUCKET, prefix, ".parquet")
+        if SUBJECT in table.column("customer_id").to_pylist()
+    ]
 
 
 def test_partitions_compacted_under_the_legacy_layout_are_found_rewritten_and_purged(
