@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.repo import REPO_ROOT, cache_dir
-from kafkalake.jobspec import HADOOP_VERSION, SPARK_CONNECTORS, SPARK_VERSION
+from kafkalake.jobspec import HADOOP_VERSION, ICEBERG_VERSION, SPARK_CONNECTORS, SPARK_VERSION
 from kafkalake.lambda_env import TABLES_FILE
 from kafkalake.topic_catalog import Topic, tables_document
 
@@ -43,6 +43,8 @@ JOB_REQUIREMENTS = (
     "fastavro",
     "confluent-kafka",
     "httpx",
+    "pyiceberg",
+    "pyiceberg-core",
 )
 """What the jobs import beyond PySpark, pinned as in requirements.txt (one list of versions)."""
 EMR_PYTHON = "/usr/bin/python3.11"
@@ -53,6 +55,12 @@ EMR_WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manyli
 
 PLATFORM_JARS = (f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}", "com.amazonaws:aws-java-sdk-bundle:1.12.262")
 """S3 support for local Spark: on EMR Serverless the platform provides it, so these are never shipped."""
+ICEBERG_JARS = (
+    f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",
+)
+"""Iceberg for local Spark, with the AWS SDK v2 its Glue catalog and S3 client use: on EMR Serverless the platform
+provides it too (``kafkalake.jobspec.EMR_ICEBERG_JAR``), so these are never shipped either."""
 
 
 def maven(*args: str) -> None:
@@ -81,7 +89,7 @@ def cached_folder(folder: Path, fill: Callable[[Path], None]) -> Path:
     return folder
 
 
-JAR_SETS = {"connector-jars": SPARK_CONNECTORS, "platform-jars": PLATFORM_JARS}
+JAR_SETS = {"connector-jars": SPARK_CONNECTORS, "platform-jars": PLATFORM_JARS, "iceberg-jars": ICEBERG_JARS}
 
 
 def _jar_folder(name: str) -> Path:
@@ -144,8 +152,8 @@ def connector_jars() -> list[Path]:
 
 
 def platform_jars() -> list[Path]:
-    """S3A for local Spark, which EMR Serverless provides itself."""
-    return _jars("platform-jars")
+    """S3A and Iceberg for local Spark, which EMR Serverless provides itself."""
+    return [*_jars("platform-jars"), *_jars("iceberg-jars")]
 
 
 def spark_jars() -> list[Path]:

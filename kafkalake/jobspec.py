@@ -33,6 +33,14 @@ SPARK_CONNECTORS: Final = (
     f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
 )
 """The connectors the jobs need beyond Spark itself, with their runtime dependencies: shipped as jars."""
+ICEBERG_VERSION: Final = "1.7.1"
+"""The Iceberg EMR Serverless emr-7.7.0 bundles (1.7.1-amzn-0): on EMR its own jar (``EMR_ICEBERG_JAR``), locally the
+open-source release of the same version from Maven Central (``kafkalake_dev``), so nothing is downloaded at run time."""
+EMR_ICEBERG_JAR: Final = "/usr/share/aws/iceberg/lib/iceberg-spark3-runtime.jar"
+"""Iceberg's Spark runtime as EMR Serverless ships it (its release guide: "Using Apache Iceberg with EMR
+Serverless"); the AWS SDK it needs is on EMR's classpath."""
+ICEBERG_CATALOG: Final = "glue_catalog"
+"""The Spark catalog of the Iceberg tables (the Glue Data Catalog): ``glue_catalog.<database>.<table>``."""
 CATALOG_DIR: Final = "catalog"
 """Where ``catalog.zip`` is unpacked in the job's working directory."""
 ENVIRONMENT_DIR: Final = "environment"
@@ -66,6 +74,27 @@ SCHEDULED_TIME: Final = "<aws.scheduler.scheduled-time>"
 SESSION_CONF: Final = {"spark.sql.session.timeZone": "UTC", "spark.scheduler.mode": "FAIR"}
 """Set for every job run and by the jobs' own session builder: UTC whatever the machine's zone; FAIR pools for the
 archiver's topics in flight."""
+
+
+def iceberg_conf(endpoints: Endpoints) -> dict[str, str]:
+    """Spark settings of the Iceberg catalog (``ICEBERG_CATALOG``) on the Glue Data Catalog, its files through
+    Iceberg's S3 client; with the local endpoint (dev tooling) for Glue and S3 alike, path-style."""
+    prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "glue",
+        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.warehouse": f"s3://{endpoints.bucket}/warehouse",
+        f"{prefix}.client.region": endpoints.region,
+    }
+    if endpoints.aws_endpoint_url:
+        conf |= {
+            f"{prefix}.glue.endpoint": endpoints.aws_endpoint_url,
+            f"{prefix}.s3.endpoint": endpoints.aws_endpoint_url,
+            f"{prefix}.s3.path-style-access": "true",
+        }
+    return conf
 
 
 class Job(StrEnum):
@@ -119,8 +148,9 @@ class JobRun:
         archives = f"{artifacts.catalog_archive}#{CATALOG_DIR},{artifacts.environment_archive}#{ENVIRONMENT_DIR}"
         conf = {
             "spark.archives": archives,
-            "spark.jars": ",".join(artifacts.jars),
+            "spark.jars": ",".join([*artifacts.jars, EMR_ICEBERG_JAR]),
             **SESSION_CONF,
+            **iceberg_conf(self.endpoints),
             **{f"spark.emr-serverless.driverEnv.{k}": v for k, v in driver_env.items()},
             **{f"spark.executorEnv.{k}": v for k, v in {**env, "PYSPARK_PYTHON": python}.items()},
         }

@@ -19,6 +19,16 @@ class ValueFormat(StrEnum):
     JSON = "json"
 
 
+class TableFormat(StrEnum):
+    """How a topic's table is kept (``table_format``)."""
+
+    HIVE = "hive"
+    """Parquet under a Hive layout, its partitions added to Glue by the maintainer, compacted by swapping them."""
+    ICEBERG = "iceberg"
+    """An Apache Iceberg table in the Glue Data Catalog, committed by the archiver plan by plan (``kafkalake.iceberg``);
+    no partitions to add, no crawler; compacted and erased by table operations."""
+
+
 class TimeFormat(StrEnum):
     EPOCH = "epoch"
     ISO8601 = "iso8601"
@@ -99,6 +109,8 @@ class TopicSpec(BaseModel):
     retention_days: int | None = Field(default=None, ge=1)
     sensitivity: Sensitivity = Sensitivity.INTERNAL
     table_inference: TableInference = TableInference.CRAWLER
+    """How the maintainer makes a Hive table (an Iceberg table is made by the archiver's first commit)."""
+    table_format: TableFormat = TableFormat.HIVE
     database: str | None = None
     table: str | None = None
     crawler_name: str | None = None

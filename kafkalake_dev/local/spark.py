@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from infra.assets import spark_jars
 from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import iceberg_conf
 from kafkalake_dev.local.endpoints import ACCESS_KEY
 from kafkalake_dev.local.principals import DAEMON_MODULE, S3A_PROVIDER, follow_in_spark, install, s3a_credentials_jar
 from kafkalake_dev.local.stack import state_dir
@@ -92,7 +93,13 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
         "spark.python.daemon.module": DAEMON_MODULE,
         "spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDER,
     }
-    settings = {**LOCAL_CONF, **s3a_conf(endpoints), **principals, **scratch_conf(session_scratch())}
+    settings = {
+        **LOCAL_CONF,
+        **s3a_conf(endpoints),
+        **iceberg_conf(endpoints),
+        **principals,
+        **scratch_conf(session_scratch()),
+    }
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -29,17 +29,19 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import RetryCount, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
+from kafkalake.iceberg import table_catalog
 from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.personal import KEY_ID_COLUMN, Keyring, needs_key
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import StoredAs
+from kafkalake.topic_spec import StoredAs, TableFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
 from spark_jobs.archiver.records import plan_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
+from spark_jobs.archiver.table_commit import commit_plan
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
 
@@ -160,8 +162,11 @@ class TopicArchiver:
         with summary.phase("commit"):
             if plan.ranges:
                 key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
+                plan_id = key.rsplit("/", 1)[-1].removesuffix(".json")
                 if tombstones and self.keys is not None:
-                    self._request_erasure(plan, key, tombstones, self.keys.current.key_id)
+                    self._request_erasure(plan, plan_id, tombstones, self.keys.current.key_id)
+                if topic.spec.table_format == TableFormat.ICEBERG:
+                    self._commit_table(plan, plan_id, summary)
                 body = receipt(topic, plan, summary).to_json().encode()
                 self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
                 self.offsets.commit(plan.ranges)
@@ -171,11 +176,29 @@ class TopicArchiver:
         summary.seconds = time.monotonic() - started
         return summary
 
-    def _request_erasure(self, plan: Plan, receipt_key: str, tombstones: list[Tombstone], key_id: str) -> None:
+    def _commit_table(self, plan: Plan, plan_id: str, summary: Summary) -> None:
+        """An Iceberg topic's plan appended to its table, once, before its receipt and offsets."""
+        topic, bucket = self.topic, self.endpoints.bucket
+        files = [f"s3://{bucket}/{o.key}" for o in summary.stored]
+        location = f"s3://{bucket}/{topic.prefix.data_prefix().rstrip('/')}"
+        identifier = (topic.database, topic.table)
+        appended = files and commit_plan(
+            table_catalog(self.endpoints),
+            identifier,
+            location=location,
+            plan_id=plan_id,
+            kafka_topic=topic.kafka_topic,
+            ranges=plan.ranges,
+            files=files,
+            say=self.say,
+        )
+        state = "appended" if appended else "already held" if files else "had no data files for"
+        self.say(f"{topic.kafka_topic}: Iceberg table {topic.database}.{topic.table} {state} plan {plan_id}")
+
+    def _request_erasure(self, plan: Plan, plan_id: str, tombstones: list[Tombstone], key_id: str) -> None:
         """The plan's tombstones as an erasure request, stored before the plan's receipt and offsets (a redo of the
         plan stores the same request)."""
         topic = self.topic
-        plan_id = receipt_key.rsplit("/", 1)[-1].removesuffix(".json")
         table = f"{topic.database}.{topic.table}"
         within = topic.spec.erasure_within_days
         request = tombstone_request(table, plan_id, plan.created_at, tombstones, within_days=within, key_id=key_id)
@@ -271,4 +294,5 @@ def plan_layout(
         compression=archive.compression,
         quarantine=topic.quarantine,
         erasure_keys=keys if topic.spec.erasure == "by_key" else None,
+        version_column=topic.spec.table_format == TableFormat.ICEBERG,
     )

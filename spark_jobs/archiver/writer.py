@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from botocore.exceptions import ClientError
 
 from kafkalake.endpoints import Endpoints
+from kafkalake.iceberg import SCHEMA_VERSION_COLUMN
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
 from kafkalake.personal import KAFKA_KEY_COLUMN, Keyring, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
@@ -96,6 +97,8 @@ class PlanLayout:
     erasure_keys: Keyring | None = None
     """A ``by_key`` topic's pseudonym keys: each tombstone's key (``TOMBSTONE_KEY_COLUMN``) is reported hashed under
     each of them (``ERASE``), never in clear."""
+    version_column: bool = False
+    """Whether data objects hold their schema version as a column (an Iceberg table's), not only in their path."""
 
     @property
     def newest(self) -> int:
@@ -243,7 +246,13 @@ class PlanWriter:
             carries_log = self.layout.keep_tombstones and version == self.layout.newest
             rows = table.filter(pc.or_(mine, tombstone) if carries_log else mine)
             flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
-            for group, part in split_groups(data_rows(rows, column, self.layout, flags), DATA_GROUP):
+            written = data_rows(rows, column, self.layout, flags)
+            if self.layout.version_column:
+                written = written.append_column(
+                    pa.field(SCHEMA_VERSION_COLUMN, pa.int32(), nullable=False),
+                    pa.array([version] * written.num_rows, pa.int32()),
+                )
+            for group, part in split_groups(written, DATA_GROUP):
                 self._add((DATA, version, *group), part)
         if self.layout.erasure_keys is not None and pc.any(tombstone).as_py():
             self._erasures(self.layout.erasure_keys, table.filter(tombstone))

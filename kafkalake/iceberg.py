@@ -1,0 +1,92 @@
+"""Iceberg tables (``table_format: iceberg``): what every component agrees on about them.
+
+A topic's Iceberg table lives in the Glue Data Catalog under the same database and name a Hive table would, at the
+same location (``s3://<bucket>/data/<topic path>``, ``kafkalake.layout``): the archiver's data files under it in the
+Hive-style layout it writes for every topic (the keys stay deterministic, a redo rewrites the same objects), and
+Iceberg's own ``metadata/`` and ``data/`` folders (rewrites' output) beside them. The table, not the folder, says
+which files are live: readers read a snapshot, so a whole-table read never counts a file twice.
+
+Exactly once: the archiver commits each plan's files in one Iceberg commit whose snapshot summary holds the plan's
+id and offset ranges (``PLAN_PROPERTY``, ``OFFSETS_PROPERTY``), as the Iceberg Kafka Connect sink does. Before
+committing it looks for the plan in the table's history, so a redo after a crash never appends twice; the commit
+itself is optimistic (Glue's ``VersionId``), and pyiceberg's own retry is off (``TABLE_PROPERTIES``) because a
+retry re-applies the append on the new base without that look: the archiver retries itself, looking again.
+
+Personal data: manifests keep per-file column bounds (min/max values) unless told not to, so by default no column
+keeps bounds (``write.metadata.metrics.default=counts``), and only the columns that hold no personal value do
+(``BOUNDED_COLUMNS``). Deletes rewrite data files (copy-on-write), so an erased row lives in no delete file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from kafkalake.endpoints import Endpoints
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+PLAN_PROPERTY: Final = "kafkalake.plan"
+"""The snapshot summary key of the archiver plan whose files the snapshot appended (the plan's receipt name)."""
+OFFSETS_PROPERTY: Final = "kafkalake.offsets"
+"""The snapshot summary key of the plan's offset ranges: ``{"<kafka topic>": {"<partition>": [start, end]}}``."""
+SCHEMA_VERSION_COLUMN: Final = "schema_version"
+"""The registry version of a row's schema: a path segment of a Hive table, a column of an Iceberg table."""
+TIME_COLUMN: Final = "_business_time"
+"""The column the table is partitioned by, by hour (hidden partitioning: ``hour(_business_time)``)."""
+PARTITION_FIELD: Final = "_business_time_hour"
+BOUNDED_COLUMNS: Final = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp", TIME_COLUMN, SCHEMA_VERSION_COLUMN)
+"""The columns whose min/max bounds the manifests keep (for pruning): none of them holds a personal value."""
+FORMAT_VERSION: Final = "2"
+"""Athena reads and writes Iceberg format v2, not v3 (``../shared/notes/iceberg-facts.md``); a table is never
+upgraded."""
+TABLE_PROPERTIES: Final = {
+    "format-version": FORMAT_VERSION,
+    "write.metadata.metrics.default": "counts",
+    **{f"write.metadata.metrics.column.{name}": "full" for name in BOUNDED_COLUMNS},
+    "write.delete.mode": "copy-on-write",
+    "write.update.mode": "copy-on-write",
+    "write.merge.mode": "copy-on-write",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+    "commit.retry.num-retries": "0",
+}
+"""Every table's properties: format v2, bounds only where no personal value is, deletes by rewriting files, old
+metadata files pruned, and no blind commit retry (see the module's docstring)."""
+
+
+def offsets_summary(kafka_topic: str, ranges: Mapping[int, tuple[int, int]]) -> str:
+    """``OFFSETS_PROPERTY``'s value for a plan's ranges."""
+    return json.dumps({kafka_topic: {str(p): [start, end] for p, (start, end) in sorted(ranges.items())}})
+
+
+def committed_plans(summaries: Iterable[Mapping[str, str]]) -> dict[str, dict[int, tuple[int, int]]]:
+    """Plan id → offset ranges, from snapshot summaries (any order), of every snapshot an archiver plan made."""
+    found: dict[str, dict[int, tuple[int, int]]] = {}
+    for summary in summaries:
+        plan = summary.get(PLAN_PROPERTY)
+        if plan is None:
+            continue
+        ranges: dict[int, tuple[int, int]] = {}
+        for per_partition in json.loads(summary.get(OFFSETS_PROPERTY, "{}")).values():
+            ranges |= {int(p): (int(start), int(end)) for p, (start, end) in per_partition.items()}
+        found[plan] = ranges
+    return found
+
+
+def catalog_properties(endpoints: Endpoints) -> dict[str, Any]:
+    """pyiceberg's Glue catalog settings; with the local endpoint (dev tooling) for Glue and S3 alike."""
+    settings: dict[str, Any] = {"type": "glue", "glue.region": endpoints.region, "s3.region": endpoints.region}
+    if endpoints.aws_endpoint_url:
+        settings |= {"glue.endpoint": endpoints.aws_endpoint_url, "s3.endpoint": endpoints.aws_endpoint_url}
+    return settings
+
+
+def table_catalog(endpoints: Endpoints) -> Catalog:
+    """The Glue Data Catalog as pyiceberg's catalog (imported here, not at the module's import: the Lambdas, which
+    never open a table, do not ship pyiceberg)."""
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog("glue", **catalog_properties(endpoints))

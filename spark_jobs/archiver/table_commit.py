@@ -1,0 +1,120 @@
+"""An Iceberg topic's plan committed to its table (``kafkalake.iceberg``): the plan's data files appended in one
+commit whose snapshot summary names the plan and its offset ranges, exactly once.
+
+The table is made by the first plan that writes to it (no crawler): its schema from that plan's files, partitioned
+by the business time's hour, with ``kafkalake.iceberg.TABLE_PROPERTIES``. A later schema version's new columns (and
+the type promotions Iceberg allows) are added before its files are. Before each attempt the table's history is
+searched for the plan: a redo after a crash at any moment (files written, table committed, receipt stored, offsets
+committed) finds it and appends nothing. An attempt that loses the optimistic commit to another writer (Glue's
+``VersionId``) reloads the table and looks again; so does a stale run still writing when another took its lease.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table import Table
+from pyiceberg.transforms import HourTransform
+
+from kafkalake.iceberg import (
+    OFFSETS_PROPERTY,
+    PARTITION_FIELD,
+    PLAN_PROPERTY,
+    TABLE_PROPERTIES,
+    TIME_COLUMN,
+    committed_plans,
+    offsets_summary,
+)
+
+COMMIT_ATTEMPTS = 5
+"""Attempts of one plan's commit against other writers of the table (the compactor, the erasure job) before the plan
+fails and stays stored for the next run."""
+
+
+class TableCommitFailed(RuntimeError):
+    """The plan's commit lost to other writers ``COMMIT_ATTEMPTS`` times; nothing of it was appended."""
+
+
+def plan_committed(table: Table, plan_id: str) -> bool:
+    """Whether a snapshot of the table's history appended the plan."""
+    return plan_id in committed_plans(dict(s.summary.additional_properties) for s in table.snapshots() if s.summary)
+
+
+def commit_plan(
+    catalog: Catalog,
+    identifier: tuple[str, str],
+    *,
+    location: str,
+    plan_id: str,
+    kafka_topic: str,
+    ranges: Mapping[int, tuple[int, int]],
+    files: list[str],
+    say: Callable[[str], None] = print,
+) -> bool:
+    """Append ``files`` (s3:// URIs) to the table in one commit naming ``plan_id`` and ``ranges``; True when this
+    call appended them, False when the table already held the plan. The table is made first when missing."""
+    summary = {PLAN_PROPERTY: plan_id, OFFSETS_PROPERTY: offsets_summary(kafka_topic, ranges)}
+    schemas = _file_schemas(catalog, files)
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table = _table(catalog, identifier, location, schemas)
+        if plan_committed(table, plan_id):
+            return False
+        _evolve(table, schemas)
+        try:
+            table.add_files(files, snapshot_properties=summary)
+            return True
+        except CommitFailedException as exc:
+            say(f"{'.'.join(identifier)}: commit of plan {plan_id} lost to another writer ({exc}); attempt {attempt}")
+            time.sleep(0.2 * attempt)
+    raise TableCommitFailed(
+        f"{'.'.join(identifier)}: plan {plan_id} could not be committed in {COMMIT_ATTEMPTS} attempts (other writers "
+        "kept committing first); nothing of it was appended, and the next run redoes it"
+    )
+
+
+def _file_schemas(catalog: Catalog, files: list[str]) -> list[pa.Schema]:
+    """The distinct Arrow schemas of ``files`` (one per schema version in a plan), each read from one file's
+    footer. Files of one version share a schema, and a file's name does not say its version, so every footer is
+    read; the footer reads are pyiceberg's too (``add_files`` reads each for its statistics)."""
+    io = catalog._load_file_io()  # the catalog's own S3 client and settings
+    found: dict[str, pa.Schema] = {}
+    for path in files:
+        with io.new_input(path).open() as stream:
+            schema = pq.read_schema(stream)
+        found.setdefault(schema.to_string(show_schema_metadata=False), schema)
+    return list(found.values())
+
+
+def _table(catalog: Catalog, identifier: tuple[str, str], location: str, schemas: list[pa.Schema]) -> Table:
+    """The table, made from the widest of ``schemas`` when missing (another run making it first is fine)."""
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        pass
+    widest = max(schemas, key=len)
+    try:
+        with (
+            catalog.create_table_transaction(
+                identifier, schema=widest, location=location, properties=TABLE_PROPERTIES
+            ) as creating,
+            creating.update_spec() as spec,
+        ):
+            spec.add_field(TIME_COLUMN, HourTransform(), PARTITION_FIELD)
+    except TableAlreadyExistsError:
+        pass
+    return catalog.load_table(identifier)
+
+
+def _evolve(table: Table, schemas: list[pa.Schema]) -> None:
+    """Add the columns of ``schemas`` the table lacks (and allowed promotions), in one schema commit."""
+    current = {field.name for field in table.schema().fields}
+    if all(set(schema.names) <= current for schema in schemas):
+        return
+    with table.update_schema() as update:
+        for schema in schemas:
+            update.union_by_name(schema)

@@ -1,0 +1,133 @@
+"""An Iceberg topic (``table_format: iceberg``) on the local stack: each plan appended to its table in one commit
+that names the plan and its offsets, exactly once across crashes and stale runs, and every reader (Spark through
+the Iceberg catalog, pyiceberg's scan) reading the same rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kafkalake.aws import make_client
+from kafkalake.endpoints import Endpoints
+from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, table_catalog
+from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TableFormat
+from kafkalake_dev.local.sandbox import with_bucket
+from spark_jobs.archiver import topic_run
+from spark_jobs.archiver.table_commit import commit_plan
+from tests.crashes import InjectedCrash, crash
+from tests.integration.archive_helpers import archive_topic, audit_problems, committed_and_end, fresh, produce
+
+pytestmark = pytest.mark.stack
+BUCKET = "kafkalake-iceberg-tests"
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    return with_bucket(local_stack, BUCKET)
+
+
+def iceberg_topic(endpoints: Endpoints, name: str, **archive: Any) -> Topic:
+    """A fresh catalog topic kept as an Iceberg table, with its Glue database (the stack deploys the databases)."""
+    topic = fresh(name, **archive)
+    topic = dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat.ICEBERG}))
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
+    return topic
+
+
+def table_rows(spark: SparkSession, topic: Topic) -> DataFrame:
+    spark.sql(f"REFRESH TABLE {ICEBERG_CATALOG}.{topic.database}.{topic.table}")
+    return spark.table(f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}")
+
+
+def plan_snapshots(endpoints: Endpoints, topic: Topic) -> list[dict[str, str]]:
+    table = table_catalog(endpoints).load_table((topic.database, topic.table))
+    summaries = [dict(s.summary.additional_properties) for s in table.snapshots() if s.summary]
+    return [s for s in summaries if PLAN_PROPERTY in s]
+
+
+def expected_rows(topic: Topic, counts: Counter[str]) -> int:
+    good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
+    return good + (counts["tombstones"] if topic.spec.tombstones == "keep" else 0)
+
+
+def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = iceberg_topic(endpoints, "card-authorized")
+    counts = produce(endpoints, topic, 1500)
+    summary = archive_topic(spark, endpoints, topic)
+    assert summary.read == 1500 and summary.balanced()
+
+    rows = table_rows(spark, topic)
+    assert rows.count() == expected_rows(topic, counts)
+    assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
+    versions = {r["schema_version"]: r["count"] for r in rows.groupBy("schema_version").count().collect()}
+    assert versions == {int(k.rsplit("_", 1)[1]): v for k, v in counts.items() if k.startswith("schema_version")}
+    scanned = table_catalog(endpoints).load_table((topic.database, topic.table)).scan().to_arrow()
+    assert scanned.num_rows == rows.count()
+    by_spark = {(r["_kafka_partition"], r["_kafka_offset"]) for r in rows.select(*OFFSET_COLUMNS).collect()}
+    assert set(zip(*(scanned.column(c).to_pylist() for c in OFFSET_COLUMNS), strict=True)) == by_spark
+
+    [snapshot] = plan_snapshots(endpoints, topic)
+    offsets = json.loads(snapshot[OFFSETS_PROPERTY])[topic.kafka_topic]
+    assert {int(p): tuple(r) for p, r in offsets.items()} == summary.plan
+    partitions = spark.sql(f"SELECT partition FROM {ICEBERG_CATALOG}.{topic.database}.{topic.table}.partitions")
+    assert partitions.count() == rows.select(F.date_trunc("hour", "_business_time")).distinct().count()
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+    assert audit_problems(endpoints, topic) == []
+
+
+OFFSET_COLUMNS = ("_kafka_partition", "_kafka_offset")
+
+
+def test_a_redo_after_the_table_commit_appends_nothing_twice(
+    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = iceberg_topic(endpoints, "card-authorized", max_records_per_file=40)
+    counts = produce(endpoints, topic, 600)
+    with monkeypatch.context() as patch:
+        patch.setattr(topic_run, "receipt", crash("after_table_commit"))  # the table holds the plan, nothing else
+        with pytest.raises(InjectedCrash):
+            archive_topic(spark, endpoints, topic)
+    assert len(plan_snapshots(endpoints, topic)) == 1
+    rerun = archive_topic(spark, endpoints, topic)
+    assert rerun.redone_plan
+    archive_topic(spark, endpoints, topic)  # caught up: nothing left to do
+    assert len(plan_snapshots(endpoints, topic)) == 1
+    rows = table_rows(spark, topic)
+    assert rows.count() == expected_rows(topic, counts)
+    assert rows.groupBy(*OFFSET_COLUMNS).count().filter("count > 1").count() == 0
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+
+
+def test_a_stale_run_committing_a_plan_the_table_holds_appends_nothing(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = iceberg_topic(endpoints, "shipment-events")
+    counts = produce(endpoints, topic, 300)
+    summary = archive_topic(spark, endpoints, topic)
+    [snapshot] = plan_snapshots(endpoints, topic)
+    plan_id = snapshot[PLAN_PROPERTY]
+    files = [f"s3://{endpoints.bucket}/{o.key}" for o in summary.stored]
+    location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
+    again = commit_plan(
+        table_catalog(endpoints),
+        (topic.database, topic.table),
+        location=location,
+        plan_id=plan_id,
+        kafka_topic=topic.kafka_topic,
+        ranges=summary.plan,
+        files=files,
+    )
+    assert again is False
+    assert table_rows(spark, topic).count() == expected_rows(topic, counts)
