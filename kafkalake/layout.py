@@ -400,6 +400,21 @@ def partition_segment_value(name: str, segment: str) -> str:
     return match.group("value")
 
 
+TABLE_PREFIX_RE: Final = re.compile(
+    "^"
+    + re.escape(DATA_ROOT)
+    + "/"
+    + "/".join(f"(?P<{n}>{NAME_PATTERN})" for n in ("env", "company", "domain", "topic"))
+    + "/"
+)
+
+
+def table_prefix_of(key: str) -> TablePrefix | None:
+    """The table whose location holds ``key`` (any object under ``data/<env>/<company>/<domain>/<topic>/``)."""
+    match = TABLE_PREFIX_RE.match(key)
+    return TablePrefix(**match.groupdict()) if match else None
+
+
 def is_compaction_output(key: str) -> bool:
     """Whether ``key`` (or key prefix) is compaction output, in this layout or the legacy one."""
     return COMPACTION_OUTPUT_RE.match(key) is not None

@@ -39,6 +39,11 @@ class MaintainerCount(StrEnum):
     IGNORED_COMPACTION_OUTPUT = "ignored_compaction_output"
     """Objects the compactor wrote under a table's location (``kafkalake.layout.is_compaction_output``)."""
     IGNORED_UNKNOWN_TABLE = "ignored_unknown_table"
+    IGNORED_ICEBERG_FILE = "ignored_iceberg_file"
+    """Iceberg's own files under an Iceberg table's location (a rewrite's output): the table, not Glue partitions,
+    says which are live."""
+    ICEBERG_OBJECTS = "iceberg_objects"
+    """The archiver's objects of Iceberg tables: no partition to add and no crawler; freshness and tags only."""
     IGNORED_OTHER_ENVIRONMENT = "ignored_other_environment"
     """Data keys under another environment's prefix: acknowledged, never sent to Glue (nor to a crawler)."""
     GLUE_READS = "glue_reads"

@@ -486,6 +486,7 @@ def tables_document(topics: Iterable[Topic]) -> list[dict[str, Any]]:
             "database": t.database,
             "table": t.table,
             "inference": t.spec.table_inference.value,
+            "table_format": t.spec.table_format.value,
             "crawler_name": t.crawler_name,
             "sensitivity": t.spec.sensitivity.value,
             "personal_columns": list(t.personal_columns),

@@ -18,6 +18,7 @@ from kafkalake.layout import TablePrefix
 from kafkalake.lftags import Sensitivity
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake.s3_location import s3_uri
+from kafkalake.topic_spec import TableFormat
 
 LAMBDAS_DIR = Path(__file__).parent
 
@@ -35,6 +36,9 @@ class LakeTable(BaseModel):
     table: str
     inference: TableInference
     crawler_name: str
+    table_format: TableFormat = TableFormat.HIVE
+    """An Iceberg table is made and committed by the archiver: the maintainer adds no partition and starts no
+    crawler for it."""
     sensitivity: Sensitivity | None = None
     """The table's LF-tag; None for a table outside the catalog, which inherits its database's (the strictest)."""
     personal_columns: tuple[str, ...] = ()

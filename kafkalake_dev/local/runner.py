@@ -33,7 +33,7 @@ import pyspark
 from infra.assets import connector_jars, job_environment, jobs_bundle, platform_jars
 from infra.repo import cache_dir
 from kafkalake.endpoints import Endpoints
-from kafkalake.jobspec import CATALOG_DIR, JobArtifacts, JobRun
+from kafkalake.jobspec import CATALOG_DIR, EMR_ICEBERG_JAR, JobArtifacts, JobRun
 from kafkalake_dev.local.endpoints import environ_with
 from kafkalake_dev.local.principals import principal_credentials
 from kafkalake_dev.local.spark import JAVA_OPTIONS, LOCAL_CONF, s3a_conf, scratch_conf
@@ -122,6 +122,12 @@ def unpacked_once(archive: Path) -> Path:
     return folder
 
 
+def shipped_jars(jars: str) -> list[str]:
+    """The run's ``spark.jars`` without what EMR's platform provides (its Iceberg jar): locally ``platform_jars``
+    stands in for it."""
+    return [jar for jar in jars.split(",") if jar != EMR_ICEBERG_JAR]
+
+
 def submit_command(run: JobRun, work: Path, event_log: Path | None = None) -> tuple[list[str], dict[str, str], str]:
     """The spark-submit command line, the driver's environment and the archives (``spark.archives``, which the
     runner unpacks into the working directory ``work`` as EMR does) for ``run``: the specification's options and
@@ -137,7 +143,7 @@ def submit_command(run: JobRun, work: Path, event_log: Path | None = None) -> tu
         **scratch,
         "spark.jars.ivy": str(work / ".ivy"),
         JAVA_OPTIONS: java_options,
-        "spark.jars": ",".join([conf["spark.jars"], *(str(p) for p in platform_jars())]),
+        "spark.jars": ",".join([*shipped_jars(conf["spark.jars"]), *(str(p) for p in platform_jars())]),
         **s3a_conf(run.endpoints, principal_credentials(run.job)["AWS_ACCESS_KEY_ID"]),
         **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri()} if event_log else {}),
     }

@@ -32,9 +32,10 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from kafkalake.layout import DataKey, LayoutError, TablePrefix, is_compaction_output
+from kafkalake.layout import DataKey, LayoutError, TablePrefix, is_compaction_output, table_prefix_of
 from kafkalake.layout import parse_data_key as parse_key
 from kafkalake.metrics import MaintainerCount
+from kafkalake.topic_spec import TableFormat
 from lambdas.maintainer.dal import CachedGlue, Clients, LakeObjects, LakeTags, Queue, State, publish
 from lambdas.maintainer.models import MalformedBody, ObjectEvent, parse_body
 from lambdas.maintainer.partitions import PartitionSync
@@ -49,6 +50,7 @@ IGNORED = {
     "foreign_key": MaintainerCount.IGNORED_FOREIGN_KEY,
     "other_environment": MaintainerCount.IGNORED_OTHER_ENVIRONMENT,
     "compaction_output": MaintainerCount.IGNORED_COMPACTION_OUTPUT,
+    "iceberg_file": MaintainerCount.IGNORED_ICEBERG_FILE,
 }
 """Why a record is ignored → what it is counted as."""
 
@@ -71,6 +73,10 @@ class DrainConfig:
     @cached_property
     def tables_by_prefix(self) -> Mapping[TablePrefix, LakeTable]:
         return {table.prefix: table for table in self.tables}
+
+    @cached_property
+    def iceberg_tables(self) -> frozenset[TablePrefix]:
+        return frozenset(t.prefix for t in self.tables if t.table_format == TableFormat.ICEBERG)
 
 
 @dataclass
@@ -100,14 +106,17 @@ def _not_a_new_data_object(event: ObjectEvent) -> Ignored | None:
     return None
 
 
-def handle_record(event: ObjectEvent, env: str) -> DataKey | Ignored:
-    """The typed record handler: a data key of environment ``env`` to act on, or why this event is ignored."""
+def handle_record(event: ObjectEvent, env: str, iceberg: frozenset[TablePrefix] = frozenset()) -> DataKey | Ignored:
+    """The typed record handler: a data key of environment ``env`` to act on, or why this event is ignored. Under
+    an Iceberg table's location (``iceberg``), Iceberg's own files are no data keys of ours, and not foreign."""
     ignored = _not_a_new_data_object(event)
     if ignored is not None or event.key is None:
         return ignored or Ignored("no_object")
     try:
         data_key = parse_key(event.key)
     except LayoutError as exc:
+        if table_prefix_of(event.key) in iceberg:
+            return Ignored("iceberg_file")
         return Ignored("foreign_key", str(exc))
     if data_key.table.env != env:
         return Ignored(
@@ -129,7 +138,7 @@ def drain(
     report = Report()
     queue = Queue(clients.sqs, settings.queue_url, report.counts)
     messages = _receive(settings, queue, remaining_ms, report)
-    work = _parse(messages, settings.env, report)
+    work = _parse(messages, settings, report)
     by_table: dict[TablePrefix, set[DataKey]] = defaultdict(set)
     for item in work:
         for key in item.keys:
@@ -145,7 +154,7 @@ def drain(
     return report
 
 
-def _parse(messages: list[dict[str, Any]], env: str, report: Report) -> list[_Message]:
+def _parse(messages: list[dict[str, Any]], settings: DrainConfig, report: Report) -> list[_Message]:
     """Each well-formed message with the data keys its records name; malformed ones stay for the DLQ."""
     work = []
     for message in messages:
@@ -160,7 +169,7 @@ def _parse(messages: list[dict[str, Any]], env: str, report: Report) -> list[_Me
         if body.test_event:
             report.counts[MaintainerCount.IGNORED_TEST_EVENT] += 1
         for event in body.events:
-            outcome = handle_record(event, env)
+            outcome = handle_record(event, settings.env, settings.iceberg_tables)
             if isinstance(outcome, DataKey):
                 report.counts[MaintainerCount.DATA_EVENTS] += 1
                 item.keys.add(outcome)

@@ -17,6 +17,7 @@ from kafkalake.glue import SCHEMA_VERSIONS_PARAMETER, table_input, table_input_f
 from kafkalake.layout import DataKey, TablePrefix
 from kafkalake.metrics import MaintainerCount
 from kafkalake.naming import TableInference
+from kafkalake.topic_spec import TableFormat
 from lambdas.maintainer.dal import CachedGlue, LakeObjects, LakeTags, State, error_code
 from lambdas.maintainer.inference import IncompatibleSchema, merge_columns
 from lambdas.maintainer.partitions import PartitionSync
@@ -78,6 +79,8 @@ class TableSync:
         if table is None:
             self.report.counts[MaintainerCount.IGNORED_UNKNOWN_TABLE] += len(keys)
             return set(keys)
+        if table.table_format == TableFormat.ICEBERG:
+            return self._iceberg(table, keys)
         described = self.glue.table(table.database, table.table)
         if described is None:
             described = self._create_table(table, keys)
@@ -86,6 +89,18 @@ class TableSync:
         accepted = self._check_versions(table, described, keys)
         self._tag(table)
         return self.partitions.sync(table, accepted)
+
+    def _iceberg(self, table: LakeTable, keys: set[DataKey]) -> set[DataKey]:
+        """An Iceberg table's new objects: no partition, no crawler (the archiver made the table and commits its
+        files); its LF-tags, and its freshness from the newest objects' footers (queryable from the archiver's
+        commit, which follows the objects within the plan). Before the table's first commit the keys wait."""
+        if self.glue.table(table.database, table.table) is None:
+            self.report.counts[MaintainerCount.DEFERRED_UNTIL_TABLE_EXISTS] += len(keys)
+            return set()
+        self._tag(table)
+        self.partitions.note_freshness(table, keys)
+        self.report.counts[MaintainerCount.ICEBERG_OBJECTS] += len(keys)
+        return set(keys)
 
     def _tag(self, table: LakeTable) -> None:
         """The table's LF-tags, and its personal columns' once Glue has them (a column a crawler or a merge adds

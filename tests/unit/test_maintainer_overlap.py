@@ -7,12 +7,13 @@ calls (``Interleaved``), which is the moment a real overlap makes A's earlier re
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ from moto import mock_aws
 
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.naming import TableInference, crawler_name_for, default_names
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.sandbox import count_calls
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import DrainConfig, drain
@@ -304,3 +306,43 @@ def test_a_key_of_another_environment_is_ignored_and_its_crawler_never_started(l
     assert "belongs to environment 'production'; this maintainer serves 'staging'" in report.foreign_keys[0]
     assert not [call for call in lake.calls if call.startswith("glue.")]
     assert lake.glue.get_crawler(Name=crawler)["Crawler"]["State"] == "READY"
+
+
+def test_an_iceberg_tables_objects_add_no_partition_and_start_no_crawler(lake: Lake) -> None:
+    """The archiver makes and commits an Iceberg table: its data objects are acknowledged (after the table exists)
+    with their freshness, never turned into Glue partitions; Iceberg's own rewrite output is no foreign key."""
+    iceberg = TABLE.model_copy(update={"table_format": TableFormat.ICEBERG})
+    lake.settings = dataclasses.replace(lake.settings, tables=[iceberg])
+    lake.put(key(1, 7))
+    waiting = lake.drain(State(600))
+    assert waiting.counts["deferred_until_table_exists"] == 1 and lake.queue_depth() == 1, "no table yet: it waits"
+    assert "glue.CreateTable" not in lake.calls and "glue.StartCrawler" not in lake.calls
+    lake.sqs.purge_queue(QueueUrl=lake.settings.queue_url)  # the kept message, delivered again after its timeout
+    lake.put(key(1, 7))
+    columns = [{"Name": c, "Type": "string"} for c in COLUMNS[1]]
+    lake.glue.create_table(
+        DatabaseName=DATABASE,
+        TableInput={
+            "Name": TABLE.table,
+            "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"table_type": "ICEBERG", "metadata_location": f"s3://{BUCKET}/m.json"},
+            "StorageDescriptor": {"Columns": columns, "Location": TABLE.location(BUCKET)},
+        },
+    )
+    with_time = io.BytesIO()  # the archiver's objects carry their Kafka times: the freshness reads them
+    pq.write_table(
+        pa.table({"_kafka_timestamp": pa.array([NOW - timedelta(minutes=3)], pa.timestamp("us", "UTC"))}), with_time
+    )
+    rewritten = f"{CARD.data_prefix()}data/_business_time_hour=2026-11-21-07/00000-0-abc.parquet"
+    lake.s3.put_object(Bucket=BUCKET, Key=rewritten, Body=footer(1))
+    lake.sqs.send_message(
+        QueueUrl=lake.settings.queue_url, MessageBody=json.dumps({"Records": [record(quote(rewritten, safe="/"))]})
+    )
+    lake.s3.put_object(Bucket=BUCKET, Key=key(1, 7).key(), Body=with_time.getvalue())
+    report = lake.drain(State(600))
+    assert report.counts["iceberg_objects"] == 1 and report.counts["ignored_iceberg_file"] == 1, report.as_dict()
+    assert report.counts["ignored_foreign_key"] == 0
+    assert lake.partitions() == set() and "glue.BatchCreatePartition" not in lake.calls
+    assert "glue.StartCrawler" not in lake.calls
+    assert lake.queue_depth() == 0
+    assert report.data_age_seconds == {TABLE.name: 180.0}
