@@ -135,7 +135,10 @@ class KafkalakeStack(Stack):
           (ALTER), AddLFTagsToResource on crawler-made tables too (the table permissions with the grant option);
         - reconciler: GetTable, GetPartitions, BatchCreatePartition (ALTER, the location);
         - compactor and erasure (one ``Rewriter``): GetPartitions, GetPartition, UpdatePartition re-pointing a
-          partition at its run directory under the data prefix (ALTER, the location).
+          partition at its run directory under the data prefix (ALTER, the location); on an Iceberg table, GetTable
+          and UpdateTable committing a rewrite or a delete (ALTER);
+        - archiver, only in an environment with Iceberg topics: CreateTable at a topic's first plan (CREATE_TABLE,
+          the location), GetTable and UpdateTable committing each plan (ALTER).
         ALTER implies DESCRIBE on the table; DESCRIBE on the database lets each see it."""
         tagger = ("ALTER", "DELETE", "DESCRIBE", "DROP", "INSERT", "SELECT")
 
@@ -160,4 +163,13 @@ class KafkalakeStack(Stack):
             "Reconciler": rewriter(self.reconciler.role),
             "Compactor": rewriter(self.jobs.compactor_role),
             "Erasure": rewriter(self.jobs.erasure_role),
+            **(
+                {
+                    "Archiver": LakeWriter(
+                        self.jobs.archiver_role, database=("CREATE_TABLE", "DESCRIBE"), tables=("ALTER",), locates=True
+                    )
+                }
+                if self.jobs.iceberg_topics
+                else {}
+            ),
         }

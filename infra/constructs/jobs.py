@@ -16,7 +16,7 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from infra.assets import connector_jars, job_environment, jobs_bundle
-from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
+from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resources, object_finding
 from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
@@ -36,6 +36,7 @@ from kafkalake.layout import (
 )
 from kafkalake.metrics import NAMESPACE
 from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TableFormat
 
 ARCHIVER_ROOTS = (DATA_ROOT, QUARANTINE_ROOT, STATE_ROOT)
 COMPACTOR_ROOTS = (DATA_ROOT, LEGACY_COMPACTED_ROOT, STATE_ROOT)
@@ -57,6 +58,13 @@ root included) and quarantine, and its environment's subject indexes (old segmen
 REWRITER_GLUE_ACTIONS = ("glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition")
 """The compactor and the erasure job read a table's partitions and re-point them (``kafkalake.glue``); neither reads
 the table itself (the permission check saw no GetTable)."""
+ICEBERG_COMMITTER_GLUE_ACTIONS = ("glue:GetTable", "glue:CreateTable", "glue:UpdateTable")
+"""The archiver makes an Iceberg topic's table at its first plan and commits every plan to it (``kafkalake.iceberg``):
+each commit reads the table and swaps its metadata location under Glue's optimistic lock."""
+ICEBERG_REWRITER_GLUE_ACTIONS = ("glue:GetTable", "glue:UpdateTable")
+"""The compactor's and the erasure job's Iceberg commits (rewrites, deletes, snapshot expiry) on existing tables."""
+ICEBERG_REWRITER_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+"""Under an Iceberg table's location only: rewritten data files and new metadata written, expired ones deleted."""
 KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 """What S3 asks KMS for on a job's behalf with the lake key: a data key to write an SSE-KMS object (a multipart upload
 and a copy's destination too), and its decryption to read one (a multipart upload's parts too). Nothing encrypts or
@@ -112,6 +120,7 @@ class Jobs(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings, self.bucket, self.key, self.databases = settings, bucket, key, databases
+        self.iceberg_topics = [t for t in topics if t.spec.table_format == TableFormat.ICEBERG]
         self.assets = self._assets(build_dir)
         package, entrypoint, catalog, environment, *jars = self.assets
         artifacts = JobArtifacts(
@@ -236,6 +245,7 @@ class Jobs(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": NAMESPACE}},
             )
         )
+        self._grant_iceberg(role, ICEBERG_COMMITTER_GLUE_ACTIONS, ())
         if self.settings.kafka_secret_arn:
             secret = self.settings.kafka_secret_arn
             role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret]))
@@ -264,6 +274,7 @@ class Jobs(Construct):
                 resources=glue_table_resources(stack, self.databases),
             )
         )
+        self._grant_iceberg(role, ICEBERG_REWRITER_GLUE_ACTIONS, ICEBERG_REWRITER_OBJECT_ACTIONS)
         acknowledge(
             role,
             "The compactor reads and deletes objects under the data prefix (and the legacy compaction root), writes "
@@ -302,6 +313,7 @@ class Jobs(Construct):
         ]
         for granted, resources in statements:
             role.add_to_policy(iam.PolicyStatement(actions=granted, resources=resources))
+        self._grant_iceberg(role, ICEBERG_REWRITER_GLUE_ACTIONS, ())
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
@@ -325,6 +337,29 @@ class Jobs(Construct):
             *glue_table_findings(stack, self.databases),
         )
         return role
+
+    def _grant_iceberg(self, role: iam.Role, glue_actions: tuple[str, ...], object_actions: tuple[str, ...]) -> None:
+        """``glue_actions`` on each Iceberg topic's own table (with its database and the catalog, which Glue's table
+        calls name too) and ``object_actions`` under its location; nothing when the environment has none."""
+        if not self.iceberg_topics:
+            return
+        arn = glue_arn(Stack.of(self))
+        tables = sorted({(t.database, t.table) for t in self.iceberg_topics})
+        resources = [
+            f"{arn}:catalog",
+            *sorted({f"{arn}:database/{db}" for db, _ in tables}),
+            *(f"{arn}:table/{db}/{table}" for db, table in tables),
+        ]
+        role.add_to_policy(iam.PolicyStatement(actions=list(glue_actions), resources=resources))
+        if object_actions:
+            locations = [self.bucket.arn_for_objects(f"{t.prefix.data_prefix()}*") for t in self.iceberg_topics]
+            role.add_to_policy(iam.PolicyStatement(actions=list(object_actions), resources=locations))
+            acknowledge(
+                role,
+                "An Iceberg table's rewrites write and delete files Iceberg names at run time under the table's own "
+                "location.",
+                *(object_finding(self.bucket, t.prefix.data_prefix().rstrip("/")) for t in self.iceberg_topics),
+            )
 
     def _schedule(
         self, name: str, expression: str, job_role: iam.Role, run: JobRun, queue_key: kms.IKey

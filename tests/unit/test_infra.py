@@ -551,6 +551,45 @@ def test_two_companies_five_topics(tmp_path: Path) -> None:
     assert AwsSolutionsChecks(app).validate_scope(built["staging"]).violations == []
 
 
+def granted(statements: list[dict[str, Any]], action: str) -> list[str]:
+    """The resources ``action`` is granted on, rendered as text (CloudFormation functions included)."""
+    return [
+        json.dumps(r)
+        for s in statements
+        if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        for r in resources_of(s)
+    ]
+
+
+def test_an_iceberg_topic_gets_its_archiver_table_grants_and_only_its_own(tmp_path: Path, stacks: Any) -> None:
+    """The archiver makes and commits an Iceberg topic's table: Glue's table calls on that table only (its database
+    and the catalog, which they name too), its Lake Formation grants; the rewriters commit rewrites under its
+    location only. An environment without Iceberg topics gives the archiver no Glue grant at all."""
+    write_topic(tmp_path / "catalog", "alpha", "sales", "orders", "native")
+    write_topic(tmp_path / "catalog", "alpha", "sales", "returns", "native")
+    iceberg = tmp_path / "catalog" / "alpha" / "sales" / "staging" / "returns.yaml"
+    iceberg.write_text(iceberg.read_text() + "table_format: iceberg\n")
+    catalog: TopicCatalog = load_topic_catalog(tmp_path / "catalog")
+    app = App()
+    built = build(app, {"staging": ENVIRONMENTS["staging"]}, catalog, tmp_path / "build")
+    tpl = Template.from_stack(built["staging"])
+    archiver = role_statements(tpl, "ArchiverJobRole")
+    for action in ("glue:CreateTable", "glue:UpdateTable", "glue:GetTable"):
+        tables = [r for r in granted(archiver, action) if ":table/" in r]
+        assert tables and all(r.endswith(':table/alpha_staging/returns"]]}') for r in tables), (action, tables)
+    compactor = role_statements(tpl, "CompactorJobRole")
+    assert (
+        [r for r in granted(compactor, "s3:PutObject") if "data/staging/alpha/sales/" in r]
+        == [r for r in granted(compactor, "s3:PutObject") if "data/staging/alpha/sales/returns/*" in r]
+        != []
+    )
+    assert lake_writer_grants(tpl)["JobsArchiverJobRole"]["Database"] == (["CREATE_TABLE", "DESCRIBE"], [])
+    assert "JobsArchiverJobRole" not in lake_writer_grants(template(stacks, "production"))
+    assert AwsSolutionsChecks(app).validate_scope(built["staging"]).violations == []
+    plain = role_statements(template(stacks, "production"), "ArchiverJobRole")
+    assert not any(a.startswith("glue:") for a in statement_actions(plain))
+
+
 def test_maintainer_asset_imports_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     """The bundle plus the layers' packages (Powertools, pydantic, pyarrow; boto3 is in the runtime) is enough."""
     bundle = maintainer_bundle(tmp_path / "build", CATALOG.for_env("staging"))
