@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kafkalake.topic_catalog import TopicCatalogInvalid, load_topic_catalog
+from kafkalake.topic_catalog import Topic, TopicCatalogInvalid, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.cli import catalog as cli_catalog
 from kafkalake_dev.cli import erase as cli_erase
 from kafkalake_dev.cli import jobs as cli_jobs
@@ -20,6 +21,11 @@ from kafkalake_dev.cli import render
 from kafkalake_dev.cli.options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import LOCAL_ENV
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kafkalake.endpoints import Endpoints
 
 app = typer.Typer(help="kafkalake: cool Kafka topics down into a queryable S3 data lake.", no_args_is_help=True)
 catalog_app = typer.Typer(
@@ -171,6 +177,9 @@ def audit_offsets(
     found = load_topic_catalog(catalog).get(topic, env)
     endpoints = on_local_stack(ctx, environment(env).bucket)
     console = render.wide_console()
+    if found.spec.table_format == TableFormat.ICEBERG:
+        audit_iceberg_offsets(console, endpoints, found)
+        return
     with console.status(f"reading receipts, manifests and footers of {found.kafka_topic} ..."):
         lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, found)
     results = audit(lake, committed_offsets(endpoints.kafka_bootstrap, found.kafka_topic))
@@ -179,6 +188,21 @@ def audit_offsets(
     for problem in problems:
         console.print(f"  {problem}", markup=False)
     console.print(f"receipts under s3://{endpoints.bucket}/{found.prefix.receipts_prefix()}")
+    if problems:
+        raise typer.Exit(1)
+
+
+def audit_iceberg_offsets(console: Console, endpoints: Endpoints, topic: Topic) -> None:
+    """The offset audit of an Iceberg topic, from its snapshot summaries (``kafkalake_dev.checks.iceberg_audit``)."""
+    from kafkalake_dev.checks.audit import committed_offsets
+    from kafkalake_dev.checks.iceberg_audit import audit_topic
+
+    with console.status(f"reading the snapshots and offsets of {topic.database}.{topic.table} ..."):
+        problems = audit_topic(endpoints, topic, committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic))
+    for problem in problems:
+        console.print(f"  {problem}", markup=False)
+    verdict = f"{len(problems)} problems" if problems else "every offset accounted for once"
+    console.print(f"{topic.kafka_topic} (Iceberg table {topic.database}.{topic.table}): {verdict}")
     if problems:
         raise typer.Exit(1)
 

@@ -18,12 +18,15 @@ from pyspark.sql import functions as F
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.kafka import watermarks
 from kafkalake.personal import Keyring, PseudonymKey
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import S3Location
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.audit import audit, committed_offsets, read_lake
+from kafkalake_dev.checks.iceberg_audit import audit_topic
 from kafkalake_dev.local.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.summary import Summary
@@ -58,6 +61,16 @@ def topic_with_schema(endpoints: Endpoints, topic: Topic, schema: str) -> int:
 def read_back(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
     base = S3Location(endpoints.bucket, topic.prefix.data_prefix()).uri()
     return spark.read.option("mergeSchema", "true").option("basePath", base).parquet(base)
+
+
+def table_rows(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
+    """The topic's rows as a reader finds them: a Hive table's objects (``read_back``), an Iceberg table's current
+    snapshot through the Iceberg catalog."""
+    if topic.spec.table_format != TableFormat.ICEBERG:
+        return read_back(spark, endpoints, topic)
+    name = f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}"
+    spark.sql(f"REFRESH TABLE {name}")
+    return spark.table(name)
 
 
 def contents(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
@@ -101,7 +114,11 @@ def committed_and_end(endpoints: Endpoints, topic: Topic, partitions: int = 3) -
 
 
 def audit_problems(endpoints: Endpoints, topic: Topic) -> list[str]:
-    """What the offset audit (``kafkalake audit``) finds wrong with the topic's archive, one line per problem."""
+    """What the offset audit (``kafkalake audit``) finds wrong with the topic's archive, one line per problem; an
+    Iceberg topic's from its table's snapshot summaries."""
+    if topic.spec.table_format == TableFormat.ICEBERG:
+        committed = committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic)
+        return [f"{p.kafka_partition} {p.start}-{p.end} {p.kind}" for p in audit_topic(endpoints, topic, committed)]
     lake = read_lake(make_client(endpoints, "s3"), endpoints.bucket, topic)
     found = audit(lake, committed_offsets(endpoints.kafka_bootstrap, topic.kafka_topic))
     return [f"{p.kafka_partition} {p.start}-{p.end} {p.kind}" for r in found for p in r.problems]

@@ -22,6 +22,7 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
@@ -30,12 +31,13 @@ from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.topic_run import catch_up
 from tests.crashes import kill_on_progress, random_kills
 from tests.integration.archive_helpers import (
+    audit_problems,
     committed_and_end,
     fresh,
     keys,
     produce,
-    read_back,
     state_beyond_receipts,
+    table_rows,
 )
 
 pytestmark = pytest.mark.stack
@@ -67,8 +69,9 @@ class Fleet:
 
 
 def data_rows(spark: SparkSession, fleet: Fleet, topic: Topic) -> tuple[int, int, int]:
-    """(rows, distinct ids, duplicate (partition, offset) rows) as a reader finds them."""
-    rows = read_back(spark, fleet.endpoints, topic).filter(F.col("id").isNotNull())
+    """(rows, distinct ids, duplicate (partition, offset) rows) as a reader finds them (an Iceberg table's through
+    the Iceberg catalog)."""
+    rows = table_rows(spark, fleet.endpoints, topic).filter(F.col("id").isNotNull())
     duplicates = rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count()
     return rows.count(), rows.select("id").distinct().count(), duplicates
 
@@ -158,14 +161,18 @@ def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
     assert [p["Maximum"] for p in failed] == [0.0]
 
 
+@pytest.mark.parametrize("table_format", ["hive", "iceberg"])
 def test_sigkill_at_random_moments_then_a_clean_run(
-    local_stack: Endpoints, spark: SparkSession, tmp_path: Path
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path, table_format: str
 ) -> None:
     """The archiver's process group is killed with SIGKILL three times while it works, each time a random number of
     objects into its own run (plans of 300 records, 9 or more objects each) and up to 2 s later, so kills land while
-    reading, writing and committing; then it is left to finish."""
-    fleet = Fleet(local_stack, tmp_path, "archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\n")
+    reading, writing and committing (for an Iceberg table, its table commits too); then it is left to finish."""
+    settings = f"archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\ntable_format: {table_format}\n"
+    fleet = Fleet(local_stack, tmp_path, settings)
     topic = fleet.topic("card-authorized")
+    if topic.spec.table_format == TableFormat.ICEBERG:
+        make_client(fleet.endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     counts = produce(fleet.endpoints, topic, RECORDS)
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}
@@ -186,6 +193,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills {kills}"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
+    assert audit_problems(fleet.endpoints, topic) == [], f"seed {seed}, kills {kills}"
     lease = (
         make_client(fleet.endpoints, "s3")
         .get_object(Bucket=fleet.endpoints.bucket, Key=topic.prefix.archive_lease_key())["Body"]

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from kafkalake.aws import make_client
@@ -23,7 +23,14 @@ from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.table_commit import commit_plan
 from tests.crashes import InjectedCrash, crash
-from tests.integration.archive_helpers import archive_topic, audit_problems, committed_and_end, fresh, produce
+from tests.integration.archive_helpers import (
+    archive_topic,
+    audit_problems,
+    committed_and_end,
+    fresh,
+    produce,
+    table_rows,
+)
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-iceberg-tests"
@@ -40,11 +47,6 @@ def iceberg_topic(endpoints: Endpoints, name: str, **archive: Any) -> Topic:
     topic = dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat.ICEBERG}))
     make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     return topic
-
-
-def table_rows(spark: SparkSession, topic: Topic) -> DataFrame:
-    spark.sql(f"REFRESH TABLE {ICEBERG_CATALOG}.{topic.database}.{topic.table}")
-    return spark.table(f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}")
 
 
 def plan_snapshots(endpoints: Endpoints, topic: Topic) -> list[dict[str, str]]:
@@ -66,7 +68,7 @@ def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
     summary = archive_topic(spark, endpoints, topic)
     assert summary.read == 1500 and summary.balanced()
 
-    rows = table_rows(spark, topic)
+    rows = table_rows(spark, endpoints, topic)
     assert rows.count() == expected_rows(topic, counts)
     assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
     versions = {r["schema_version"]: r["count"] for r in rows.groupBy("schema_version").count().collect()}
@@ -103,7 +105,7 @@ def test_a_redo_after_the_table_commit_appends_nothing_twice(
     assert rerun.redone_plan
     archive_topic(spark, endpoints, topic)  # caught up: nothing left to do
     assert len(plan_snapshots(endpoints, topic)) == 1
-    rows = table_rows(spark, topic)
+    rows = table_rows(spark, endpoints, topic)
     assert rows.count() == expected_rows(topic, counts)
     assert rows.groupBy(*OFFSET_COLUMNS).count().filter("count > 1").count() == 0
     committed, ends = committed_and_end(endpoints, topic)
@@ -130,4 +132,4 @@ def test_a_stale_run_committing_a_plan_the_table_holds_appends_nothing(
         files=files,
     )
     assert again is False
-    assert table_rows(spark, topic).count() == expected_rows(topic, counts)
+    assert table_rows(spark, endpoints, topic).count() == expected_rows(topic, counts)

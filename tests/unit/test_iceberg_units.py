@@ -1,0 +1,45 @@
+"""The pure parts of Iceberg tables: the plan and offsets in a snapshot summary, and the audit that reads them."""
+
+from __future__ import annotations
+
+from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, TABLE_PROPERTIES, committed_plans, offsets_summary
+from kafkalake_dev.checks.iceberg_audit import audit_table
+
+
+def plan(plan_id: str, ranges: dict[int, tuple[int, int]]) -> dict[str, str]:
+    return {PLAN_PROPERTY: plan_id, OFFSETS_PROPERTY: offsets_summary("t", ranges), "added-records": "1"}
+
+
+def test_a_plans_offsets_round_trip_through_its_snapshot_summary() -> None:
+    summaries = [plan("p1", {0: (0, 10), 1: (5, 7)}), {"operation": "replace"}, plan("p2", {0: (10, 12)})]
+    assert committed_plans(summaries) == {"p1": {0: (0, 10), 1: (5, 7)}, "p2": {0: (10, 12)}}
+
+
+def test_tables_keep_bounds_only_of_columns_without_personal_values_and_stay_on_format_v2() -> None:
+    assert TABLE_PROPERTIES["format-version"] == "2"
+    assert TABLE_PROPERTIES["write.metadata.metrics.default"] == "counts"
+    full = {k.removeprefix("write.metadata.metrics.column.") for k, v in TABLE_PROPERTIES.items() if v == "full"}
+    assert full == {"_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_business_time", "schema_version"}
+    assert TABLE_PROPERTIES["write.delete.mode"] == "copy-on-write"
+    assert TABLE_PROPERTIES["commit.retry.num-retries"] == "0"
+
+
+def test_a_clean_table_has_no_problem() -> None:
+    summaries = [plan("p1", {0: (0, 3)}), plan("p2", {0: (3, 5)})]
+    rows = [(0, o) for o in range(5)]
+    assert audit_table(summaries, rows, {0: 5}) == []
+
+
+def test_gaps_overlaps_duplicates_stray_rows_and_a_committed_offset_elsewhere_are_found() -> None:
+    summaries = [plan("p1", {0: (0, 3), 1: (0, 2)}), plan("p2", {0: (5, 8), 1: (1, 4)})]
+    rows = [(0, 0), (0, 0), (0, 9), (1, 1)]
+    found = {(p.kafka_partition, p.start, p.end, p.kind) for p in audit_table(summaries, rows, {0: 8, 1: 6})}
+    assert found == {
+        (0, 3, 5, "gap"),
+        (1, 1, 2, "overlap"),
+        (0, 0, 1, "duplicate"),
+        (0, 9, 10, "unaccounted"),
+        (1, 4, 6, "missing"),
+    }
+    behind = audit_table([plan("p1", {0: (0, 3)})], [], {0: 2})
+    assert [(p.kind, p.start, p.end) for p in behind] == [("uncommitted", 2, 3)]
