@@ -30,6 +30,9 @@ per topic with the MSK cluster as its source (Amazon MSK's delivery to Amazon S3
 Parquet conversion billed per record rounded up to 5 KB (Firehose converts JSON only: Avro needs a transforming
 Lambda on top, not counted), dynamic partitioning per GB and per object. Each price cites its page (``Prices``).
 
+What each archiver schedule costs and how fresh it keeps the tables, ours and theirs side by side, and the default
+schedule chosen from that: ``bench.freshness``, over this model.
+
 Past 400 lines on purpose: the model reads top to bottom in one place, prices → fleet → inputs → each way's bill →
 the levers on ours.
 """
@@ -177,6 +180,10 @@ class Measured:
     compactor_workers: Workers
     consumer_records_per_core_second: float
     maintainer_cpu_seconds_per_event: float
+    maintainer_wall_seconds_per_event: float
+    """The fleet at full size's drain: its wall seconds over the messages it took, on the local stack (moto's
+    latency and the drain's creation of every table included); the drain's duration in ``bench.freshness``, where
+    the bill keeps the CPU lower bound."""
     maintainer_sqs_calls_per_event: float
     maintainer_glue_calls_per_table_drain: float
     maintainer_memory_gb: float
