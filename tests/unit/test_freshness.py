@@ -9,7 +9,8 @@ from itertools import pairwise
 import pytest
 
 from bench import cost, freshness, report
-from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES, EnvironmentConfig
+from infra.repo import REPO_ROOT
+from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES, EnvironmentConfig, load_environments
 from tests.unit.test_bench import MEASURED
 
 FLEET = cost.Fleet()
@@ -81,6 +82,20 @@ def test_a_schedule_the_setting_refuses_is_never_the_default() -> None:
     options = [option(15, 2.0, 17, 27), option(5, 5.0, 7, 21), option(2, 2.5, 4, 17)]
     assert freshness.choose(options, GOALS, shortest=5) == (options[1], "freshest")
     assert freshness.choose(options, GOALS, shortest=2) == (options[2], "every goal")
+
+
+def test_the_default_schedules_are_the_ones_the_adopted_cost_result_chose() -> None:
+    compared = report.adopted()["cost"]["schedules"]
+    chosen = compared["chosen"]
+    defaults = EnvironmentConfig.model_fields
+    assert defaults["archiver_schedule_minutes"].default == chosen["archive_every_minutes"]
+    assert defaults["maintainer_schedule_minutes"].default == chosen["maintain_every_minutes"]
+    assert cost.Fleet().maintain_every_minutes == chosen["maintain_every_minutes"]
+    assert compared["shortest_allowed_minutes"] == ARCHIVER_SCHEDULE_MINIMUM_MINUTES
+    assert compared["faster_maintainer"]["maintain_every_minutes"] == report.fastest_maintainer_minutes()
+    for name, settings in load_environments(REPO_ROOT / "environments.yaml").items():
+        assert settings.archiver_schedule_minutes == chosen["archive_every_minutes"], name
+        assert settings.maintainer_schedule_minutes == chosen["maintain_every_minutes"], name
 
 
 def test_the_adopted_choice_is_what_the_model_chooses_from_the_adopted_measurements() -> None:
