@@ -25,11 +25,15 @@ What each part costs, and where its inputs come from (``Measured``, every field 
 
 Kafka Connect: always-on workers (two for availability; more when the CPU the volume needs at the raw consumer's
 rate, ``kafka-consumer-perf-test`` in B1, the least any consumer needs, exceeds one worker), and one S3 PUT per
-partition and rotation interval (15 minutes, the same freshness), no compaction. Firehose: one stream per topic
-from MSK, ingestion per GB, Parquet conversion billed per record rounded up to 5 KB (Firehose converts JSON only:
-Avro needs a transforming Lambda on top, not counted), dynamic partitioning per GB and per object.
+partition and rotation interval (the archiver's schedule, the same freshness), no compaction. Firehose: one stream
+per topic with the MSK cluster as its source (Amazon MSK's delivery to Amazon S3 is this product), ingestion per GB,
+Parquet conversion billed per record rounded up to 5 KB (Firehose converts JSON only: Avro needs a transforming
+Lambda on top, not counted), dynamic partitioning per GB and per object. Each price cites its page (``Prices``).
 
-Past 300 lines on purpose: the model reads top to bottom in one place, prices → fleet → inputs → each way's bill →
+What each archiver schedule costs and how fresh it keeps the tables, ours and theirs side by side, and the default
+schedule chosen from that: ``bench.freshness``, over this model.
+
+Past 400 lines on purpose: the model reads top to bottom in one place, prices → fleet → inputs → each way's bill →
 the levers on ours.
 """
 
@@ -45,26 +49,38 @@ PRICES_AS_OF = "2025-06, AWS public price pages, eu-west-1 (on-demand, no free t
 
 @dataclass(frozen=True)
 class Prices:
-    """US dollars, eu-west-1, as of PRICES_AS_OF."""
+    """US dollars, eu-west-1, as of PRICES_AS_OF, each from the price page named beside it. The rates were read in
+    2025-06 and not re-read since: the pages render their per-region rates in the browser, and no copy of them could
+    be checked in 2026-11 (issue #37), so a rate that changed since is not known to this model."""
 
     emr_vcpu_hour: float = 0.052624
+    """EMR Serverless, per vCPU-hour: https://aws.amazon.com/emr/pricing/ (EMR Serverless)."""
     emr_gb_hour: float = 0.0057785
+    """EMR Serverless, per GB-hour of memory: https://aws.amazon.com/emr/pricing/."""
     lambda_gb_second: float = 0.0000133334
-    """arm64, as the maintainer runs."""
+    """arm64, as the maintainer runs: https://aws.amazon.com/lambda/pricing/."""
     lambda_request: float = 0.20e-6
     s3_put: float = 0.005e-3
-    """PUT, COPY, POST, LIST."""
+    """PUT, COPY, POST, LIST, S3 Standard: https://aws.amazon.com/s3/pricing/ (Requests & data retrievals)."""
     s3_get: float = 0.0004e-3
     sqs_request: float = 0.40e-6
+    """Standard queue: https://aws.amazon.com/sqs/pricing/."""
     glue_request: float = 1.00e-6
+    """Data Catalog requests: https://aws.amazon.com/glue/pricing/."""
     events_put: float = 1.00e-6
+    """Custom events put on a bus: https://aws.amazon.com/eventbridge/pricing/."""
     connect_worker_hour: float = 0.107
-    """One Kafka Connect worker: an m6i.large (2 vCPU, 8 GiB) on-demand, Linux."""
+    """One Kafka Connect worker: an m6i.large (2 vCPU, 8 GiB) on-demand, Linux:
+    https://aws.amazon.com/ec2/pricing/on-demand/."""
     connect_worker_vcpu: int = 2
     firehose_ingest_gb: float = 0.031
+    """https://aws.amazon.com/firehose/pricing/. With an MSK cluster as the source, ingestion is tiered, billed per
+    GB on the greater of the bytes ingested and delivered, with no 5 KB rounding; that source has a rate of its own
+    beside Direct PUT's, and which of the two this figure is was not recorded in 2025-06 nor checked since."""
     firehose_conversion_gb: float = 0.018
-    """Billed per GB ingested in 5 KB increments per record."""
+    """Billed per GB ingested in 5 KB increments per record: https://aws.amazon.com/firehose/pricing/."""
     firehose_partitioning_gb: float = 0.020
+    """Dynamic partitioning, per GB delivered and per object: https://aws.amazon.com/firehose/pricing/."""
     firehose_partitioning_object: float = 0.005e-3
 
 
@@ -116,6 +132,11 @@ class Fleet:
             total += topics / every * objects
         return total
 
+    def objects_per_day(self, max_records_per_file: int) -> float:
+        """Data objects the archiver writes a day (``objects_per_run`` over the day's runs): S3 events for the
+        maintainer."""
+        return self.objects_per_run(max_records_per_file) * self.runs_per_day(self.archive_every_minutes)
+
     def partitions(self) -> int:
         return self.heavy_topics * self.heavy_partitions + self.light_topics * self.light_partitions
 
@@ -159,6 +180,10 @@ class Measured:
     compactor_workers: Workers
     consumer_records_per_core_second: float
     maintainer_cpu_seconds_per_event: float
+    maintainer_wall_seconds_per_event: float
+    """The fleet at full size's drain: its wall seconds over the messages it took, on the local stack (moto's
+    latency and the drain's creation of every table included); the drain's duration in ``bench.freshness``, where
+    the bill keeps the CPU lower bound."""
     maintainer_sqs_calls_per_event: float
     maintainer_glue_calls_per_table_drain: float
     maintainer_memory_gb: float
@@ -201,20 +226,27 @@ class Line:
     dollars: float
 
 
-def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
+def archive_run(fleet: Fleet, measured: Measured) -> EmrRun:
+    """One archiver run: its records' CPU (B1's CPU seconds per million after the Spark start) and its topics' (the
+    fleet at full size's CPU per topic and run), on the fewest executors that finish within the schedule."""
     archive_runs = fleet.runs_per_day(fleet.archive_every_minutes)
     records_per_run = fleet.records_per_day / archive_runs
     archive_core_seconds = (
         records_per_run * measured.archiver_cpu_seconds_per_million / 1e6
         + fleet.topics_per_run * measured.cpu_seconds_per_topic_run
     )
-    archive = emr_run(
+    return emr_run(
         archive_core_seconds,
         measured.archiver_utilization,
         fleet.archive_every_minutes * 60,
         measured.spark_start_seconds,
         measured.archiver_workers,
     )
+
+
+def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
+    archive_runs = fleet.runs_per_day(fleet.archive_every_minutes)
+    archive = archive_run(fleet, measured)
     compact_runs = fleet.runs_per_day(fleet.compact_every_minutes)
     gib_per_run = fleet.records_per_day * measured.stored_bytes_per_record / compact_runs / 2**30
     compact_core_seconds = (
@@ -228,7 +260,7 @@ def ours(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
         measured.spark_start_seconds,
         measured.compactor_workers,
     )
-    objects = fleet.objects_per_run(measured.max_records_per_file) * archive_runs
+    objects = fleet.objects_per_day(measured.max_records_per_file)
     drains = fleet.runs_per_day(fleet.maintain_every_minutes)
     lambda_seconds = objects * measured.maintainer_cpu_seconds_per_event
     s3_puts = objects + archive_runs * fleet.topics_per_run * measured.s3_puts_per_topic_run
@@ -289,10 +321,12 @@ def kafka_connect(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line
 
 
 def firehose(fleet: Fleet, measured: Measured, prices: Prices) -> list[Line]:
-    """One stream per topic from MSK: ingestion per GB, conversion per record rounded up to 5 KB, partitioning."""
+    """One stream per topic with the MSK cluster as its source (the product behind Amazon MSK's delivery to Amazon
+    S3: https://docs.aws.amazon.com/firehose/latest/dev/create-name.html): ingestion per GB, conversion per record
+    rounded up to 5 KB, partitioning."""
     gb = fleet.records_per_day * measured.record_bytes / 1e9
     converted_gb = fleet.records_per_day * max(measured.record_bytes, 5 * 1024) / 1e9
-    objects = fleet.objects_per_run(measured.max_records_per_file) * fleet.runs_per_day(fleet.archive_every_minutes)
+    objects = fleet.objects_per_day(measured.max_records_per_file)
     return [
         Line("ingestion", {"gb": gb}, gb * prices.firehose_ingest_gb),
         Line(
@@ -346,21 +380,26 @@ def levers(fleet: Fleet, measured: Measured, prices: Prices) -> dict[str, float]
     return {name: total(ours(*change(fleet, measured), prices)) / today for name, change in LEVERS.items()}
 
 
-def day(fleet: Fleet, measured: Measured, prices: Prices = Prices()) -> dict[str, Any]:
-    """The day's bill of each way, what dominates ours, and what the levers would do to it."""
-    bills = {
+def bills(fleet: Fleet, measured: Measured, prices: Prices) -> dict[str, list[Line]]:
+    """The day's bill of each way: ours, Kafka Connect's S3 sink, Firehose from MSK."""
+    return {
         "kafkalake": ours(fleet, measured, prices),
         "kafka_connect_s3_sink": kafka_connect(fleet, measured, prices),
+        "firehose": firehose(fleet, measured, prices),
     }
-    bills["firehose"] = firehose(fleet, measured, prices)
-    top, share = dominant(bills["kafkalake"])
+
+
+def day(fleet: Fleet, measured: Measured, prices: Prices = Prices()) -> dict[str, Any]:
+    """The day's bill of each way, what dominates ours, and what the levers would do to it."""
+    per_way = bills(fleet, measured, prices)
+    top, share = dominant(per_way["kafkalake"])
     return {
         "prices": {**asdict(prices), "as_of": PRICES_AS_OF},
         "fleet": fleet.describe(),
         "measured": asdict(measured),
         "per_day": {
             name: {"total_dollars": total(lines), "lines": [asdict(line) for line in lines]}
-            for name, lines in bills.items()
+            for name, lines in per_way.items()
         },
         "dominant": {"part": top.part, "share": share},
         "levers": levers(fleet, measured, prices),

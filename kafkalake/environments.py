@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -14,6 +14,9 @@ from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES
 from kafkalake.lftags import Sensitivity
 
 ROLE_ARN = r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
+ARCHIVER_SCHEDULE_MINIMUM_MINUTES: Final = 5
+"""The shortest ``archiver_schedule_minutes`` an environment may set; the default is chosen among the schedules this
+allows by the cost model (bench/freshness.py)."""
 
 
 class AlarmSubscription(BaseModel):
@@ -48,10 +51,12 @@ class EnvironmentConfig(BaseModel):
     event_bus_name: str
     max_receive_count: int = Field(default=5, ge=1)
     maintainer_timeout_seconds: int = Field(default=300, ge=30, le=900)
-    maintainer_schedule_minutes: int = Field(default=6, ge=1)
-    archiver_schedule_minutes: int = Field(default=10, ge=5)
-    """With ``maintainer_schedule_minutes`` at its default, a new topic's first record is queryable within 30
-    minutes (docs/catalog.md, Freshness)."""
+    maintainer_schedule_minutes: int = Field(default=10, ge=1)
+    """How often the maintainer drains the queue, adding the Glue partitions that make Hive tables' new objects
+    queryable; what a faster one buys: docs/benchmarks.md (the cost model's schedules)."""
+    archiver_schedule_minutes: int = Field(default=5, ge=ARCHIVER_SCHEDULE_MINIMUM_MINUTES)
+    """Chosen by the cost model (bench/freshness.py, README: Freshness and cost): the cheapest schedule that meets the
+    freshness goals; a unit test keeps it equal to the adopted result's choice."""
     cache_ttl_seconds: int = Field(default=600, ge=0)
     completeness_delay_seconds: int = Field(default=900, ge=0)
     reconcile_schedule: str = Field(default="cron(30 3 * * ? *)", pattern=r"^(rate|cron)\(.+\)$")

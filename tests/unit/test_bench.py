@@ -106,6 +106,7 @@ MEASURED = cost.Measured(
     compactor_workers=cost.Workers(cost.Worker(2, 4), cost.Worker(4, 10)),
     consumer_records_per_core_second=500_000,
     maintainer_cpu_seconds_per_event=0.001,
+    maintainer_wall_seconds_per_event=0.05,
     maintainer_sqs_calls_per_event=0.2,
     maintainer_glue_calls_per_table_drain=2,
     maintainer_memory_gb=1,

@@ -203,7 +203,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
             },
         },
     )
-    tpl.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(6 minutes)"})
+    tpl.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(10 minutes)"})
     statements = role_statements(tpl, "MaintainerRole")
     actions = statement_actions(statements)
     assert actions == {
