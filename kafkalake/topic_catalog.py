@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from kafkalake.glue import CrawlerSpec
 from kafkalake.layout import NAME_PATTERN, LayoutError, TablePrefix, to_segment
 from kafkalake.lftags import personal_columns
-from kafkalake.naming import crawler_name_for, default_names
+from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake.personal import (
     HEADERS_COLUMN,
     KAFKA_KEY_COLUMN,
@@ -38,7 +38,7 @@ from kafkalake.personal import (
     within_collection,
 )
 from kafkalake.s3_location import s3_uri
-from kafkalake.topic_spec import StoredAs, TopicSpec
+from kafkalake.topic_spec import StoredAs, TableFormat, TopicSpec
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -76,6 +76,12 @@ class Topic:
     @property
     def crawler_name(self) -> str:
         return self.spec.crawler_name or crawler_name_for(self.database, self.table)
+
+    @property
+    def crawled(self) -> bool:
+        """Whether the topic's table is a crawler's to make (a Hive table in crawler mode; an Iceberg table is made
+        by the archiver, and a crawler over its location would make a second, wrong, table)."""
+        return self.spec.table_inference == TableInference.CRAWLER and self.spec.table_format == TableFormat.HIVE
 
     def crawler(self, bucket: str) -> CrawlerSpec:
         """The topic's crawler (crawler-mode topics get one in every deployment)."""
@@ -256,6 +262,19 @@ def _read_yaml(path: Path, problems: list[TopicCatalogProblem]) -> dict[str, Any
     return data
 
 
+HIVE_ONLY_KEYS = ("table_inference", "crawler_name")
+"""Keys of a Hive table only: an Iceberg topic does not inherit them from the defaults (its own file may not set
+them, ``TopicSpec``)."""
+
+
+def _merged(defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """A topic's own keys over the defaults; an Iceberg topic leaves the defaults' Hive-only keys out."""
+    merged = {**defaults, **data}
+    if merged.get("table_format") == "iceberg":
+        merged = {k: v for k, v in merged.items() if k not in HIVE_ONLY_KEYS or k in data}
+    return merged
+
+
 def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list[TopicCatalogProblem]) -> Topic | None:
     parts = path.relative_to(root).parts
     if len(parts) != 4:
@@ -286,7 +305,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     if data is None or bad_segments:
         return None
     try:
-        spec = TopicSpec.model_validate({**defaults, **data})
+        spec = TopicSpec.model_validate(_merged(defaults, data))
     except ValidationError as exc:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "-"

@@ -129,3 +129,14 @@ class TopicSpec(BaseModel):
     """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
     erasure_within_days: int = Field(default=1, ge=1)
     """The deadline of an erasure request: rows and their object versions physically gone within this many days."""
+
+    @model_validator(mode="after")
+    def _iceberg_needs_no_crawler(self) -> TopicSpec:
+        if self.table_format == TableFormat.ICEBERG:
+            told = sorted({"table_inference", "crawler_name"} & self.model_fields_set)
+            if told:
+                raise ValueError(
+                    f"{' and '.join(told)} apply to Hive tables only: an Iceberg table is made by the archiver's "
+                    f"first commit, with no crawler; remove {' and '.join(told)}, or use table_format: hive"
+                )
+        return self

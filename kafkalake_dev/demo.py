@@ -13,30 +13,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.environments import EnvironmentConfig
+from kafkalake.iceberg import table_catalog
 from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
 from kafkalake.jobspec import JobArtifacts, JobRun
 from kafkalake.layout import parse_data_key
-from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.interop import Counted, InteropReport, checks_for, count, qualified
 from kafkalake_dev.checks.inventory import TableInventory, table_objects, take_inventory
+from kafkalake_dev.checks.query import Queried, query_table
 from kafkalake_dev.local.runner import JobOutcome, LocalAssets, Submit, run_job
 from kafkalake_dev.local.stack import state_dir
 from kafkalake_dev.local.trino import TrinoClient, server_version, trino_service
 from kafkalake_dev.local.workload import WORKLOAD_SHAPE, Produced
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
     from spark_jobs.compaction.work import PartitionResult
@@ -149,51 +150,6 @@ def workload_start(env: str, records: int, now: datetime) -> datetime:
     return start
 
 
-@dataclass
-class Queried:
-    rows: dict[tuple[str, ...], int] = field(default_factory=dict)
-    """Data rows per partition (kept tombstones not counted)."""
-    duplicates: int = 0
-    """Rows beyond the first for any (Kafka partition, offset)."""
-    tombstones: int = 0
-    """Tombstones kept as rows (topics with ``tombstones: keep``)."""
-
-
-def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
-    """Read every partition at the location Glue holds, as a query engine would."""
-    from pyspark.sql import functions as F
-
-    from kafkalake_dev.checks.query import partition_locations, read_locations
-
-    locations = partition_locations(glue, topic.database, topic.table)
-    frame = read_locations(spark, locations)
-    if frame is None:
-        return Queried()
-    kept = F.coalesce(F.col("_tombstone"), F.lit(False)) if "_tombstone" in frame.columns else F.lit(False)
-    per_file = (
-        frame.groupBy(F.input_file_name().alias("file"))
-        .agg(F.sum((~kept).cast("int")).alias("rows"), F.sum(kept.cast("int")).alias("tombstones"))
-        .collect()
-    )
-    by_prefix = {parse_s3_uri(location).as_prefix(): values for values, location in locations.items()}
-    result = Queried()
-    rows: Counter[tuple[str, ...]] = Counter()
-    for row in per_file:
-        path = parse_s3_uri(unquote(row["file"])).key
-        [values] = [v for prefix, v in by_prefix.items() if path.startswith(prefix)]
-        rows[values] += row["rows"]
-        result.tombstones += row["tombstones"]
-    result.rows = {values: n for values, n in rows.items() if n}
-    extra = (
-        frame.groupBy("_kafka_partition", "_kafka_offset")
-        .count()
-        .agg(F.coalesce(F.sum(F.col("count") - 1), F.lit(0)).alias("extra"))
-        .first()
-    )
-    result.duplicates = int(extra["extra"]) if extra else 0
-    return result
-
-
 def run_demo(
     endpoints: Endpoints,
     settings: EnvironmentConfig,
@@ -252,7 +208,8 @@ def run_demo(
         report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     say("[7/7] reading every table through the partition locations Glue holds")
     erased = report.erasure.erased if report.erasure else {}
-    report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction, erased)
+    tables = table_catalog(endpoints)
+    report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction, erased, tables)
     return report
 
 
@@ -316,18 +273,26 @@ def table_results(  # noqa: PLR0917 - what the comparison is made of
     produced: dict[str, Produced],
     compaction: dict[str, list[PartitionResult]],
     erased: dict[str, set[int]],
+    tables: Catalog,
 ) -> list[TableResult]:
-    """Per table: what was produced, what the demo erased, what a reader finds through Glue, and the inventory."""
-    inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics)
+    """Per table: what was produced, what the demo erased, what a reader finds through Glue (an Iceberg table's
+    snapshot through ``tables``), and the inventory."""
+    inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics, tables=tables)
     results = []
     for topic, inventory in zip(topics, inventories, strict=True):
         raw, _ = table_objects(clients["s3"], bucket, topic.prefix)
+        queried = query_table(spark, clients["glue"], topic)
+        with_data = (
+            set(queried.rows)
+            if topic.spec.table_format == TableFormat.ICEBERG
+            else {tuple(parse_data_key(k).partition.values()) for k in raw}
+        )
         results.append(
             TableResult(
                 topic=topic,
                 produced=produced[topic.kafka_topic],
-                queried=query_table(spark, clients["glue"], topic),
-                partitions_with_data={tuple(parse_data_key(k).partition.values()) for k in raw},
+                queried=queried,
+                partitions_with_data=with_data,
                 compaction=compaction[topic.kafka_topic],
                 inventory=inventory,
                 erased=erased.get(topic.kafka_topic, set()),

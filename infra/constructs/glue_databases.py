@@ -14,7 +14,6 @@ from infra.constructs.iam import glue_table_findings, glue_table_resources, obje
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.layout import DATA_ROOT
-from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import Topic
 
 CRAWLER_GLUE_ACTIONS = (
@@ -62,11 +61,7 @@ class GlueDatabases(Construct):
         }
         self.security_configuration = self._security_configuration(settings, key)
         self.crawler_role = self._crawler_role(bucket, key)
-        self.crawlers = [
-            self._crawler(topic, settings.bucket)
-            for topic in topics
-            if topic.spec.table_inference == TableInference.CRAWLER
-        ]
+        self.crawlers = [self._crawler(topic, settings.bucket) for topic in topics if topic.crawled]
 
     def _crawler_role(self, bucket: s3.IBucket, key: kms.IKey) -> iam.Role:
         """Scoped to what the crawlers do: read the data prefix, write tables and partitions of our databases, and

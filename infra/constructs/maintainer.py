@@ -22,7 +22,7 @@ from kafkalake.environments import EnvironmentConfig
 from kafkalake.lambda_env import MaintainerEnvironment
 from kafkalake.layout import COMPLETENESS_CLAIMS, DATA_ROOT, LATE_DATA_MARKERS
 from kafkalake.metrics import MAINTAINER_SERVICE, NAMESPACE
-from kafkalake.naming import TableInference, crawler_name_for
+from kafkalake.naming import crawler_name_for
 from kafkalake.topic_catalog import Topic
 
 MAINTAINER_GLUE_ACTIONS = (
@@ -40,7 +40,7 @@ def crawler_patterns(topics: list[Topic], databases: list[str]) -> list[str]:
     """The crawlers the maintainer may look up and start: by convention in each database (tables outside the
     catalog), plus every catalog crawler whose name is overridden."""
     convention = [crawler_name_for(db, "*") for db in databases]
-    crawled = [t for t in topics if t.spec.table_inference == TableInference.CRAWLER]
+    crawled = [t for t in topics if t.crawled]
     overridden = sorted({t.crawler_name for t in crawled if t.crawler_name != crawler_name_for(t.database, t.table)})
     return [*convention, *overridden]
 

@@ -2,23 +2,29 @@
 quarantine.
 
 Read from the same places a query engine and the compactor use: Glue partitions (and the locations they hold),
-S3 listings, compaction manifests and Parquet footers; the drift status from ``kafkalake.drift``. The page is
+S3 listings, compaction manifests and Parquet footers; an Iceberg table's from its own metadata; the drift status from
+``kafkalake.drift``. The page is
 ``kafkalake_dev.checks.inventory_page``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
 
 from kafkalake.aws import list_objects, read_json
 from kafkalake.drift import Drift
 from kafkalake.footer import newest_time, read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
+from kafkalake.iceberg import PARTITION_FIELD
 from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TableFormat
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class TableInventory:
     """The newest Kafka time of the data Glue holds (footer statistics of the newest objects)."""
     drift: str = ""
     """How the topic's catalog entry compares with the cluster (``Drift.status``); empty when not compared."""
+    table_format: str = TableFormat.HIVE.value
     taken_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -162,11 +169,54 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
     )
 
 
+def iceberg_inventory(tables: Catalog, topic: Topic) -> TableInventory:
+    """An Iceberg table's current snapshot: its hour partitions' live files, bytes and rows (the table's own
+    metadata, ``inspect``), its columns, and the newest Kafka time the manifests' bounds give."""
+    found = TableInventory(topic.database, topic.table, topic.kafka_topic, {}, owner=topic.spec.owner)
+    found.table_format = TableFormat.ICEBERG.value
+    try:
+        table = tables.load_table((topic.database, topic.table))
+    except NoSuchTableError:
+        return found
+    versions = len(topic.schemas)
+    found.columns_added = {versions: [f.name for f in table.schema().fields]} if table.current_snapshot() else {}
+    for partition in table.inspect.partitions().to_pylist():
+        hour = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=partition["partition"][PARTITION_FIELD])
+        found.partitions.append(
+            PartitionFiles(
+                values=(str(versions), f"{hour:%Y-%m-%d}", f"{hour:%H}"),
+                location=table.location(),
+                complete=False,
+                compacted=False,
+                files_before=partition["file_count"],
+                files=partition["file_count"],
+                bytes=partition["total_data_file_size_in_bytes"],
+            )
+        )
+    bounds = [f["readable_metrics"]["_kafka_timestamp"]["upper_bound"] for f in table.inspect.files().to_pylist()]
+    found.newest_kafka_time = max((b for b in bounds if b is not None), default=None)
+    return found
+
+
 def take_inventory(
-    s3: Any, glue: Any, bucket: str, topics: list[Topic], drift: Drift | None = None
+    s3: Any,
+    glue: Any,
+    bucket: str,
+    topics: list[Topic],
+    *,
+    drift: Drift | None = None,
+    tables: Catalog | None = None,
 ) -> list[TableInventory]:
-    """Every table of ``topics``; with ``drift``, each one's drift status."""
-    found = [table_inventory(s3, glue, bucket, topic) for topic in topics]
+    """Every table of ``topics``; with ``drift``, each one's drift status; Iceberg tables through ``tables`` (the
+    Glue Data Catalog as pyiceberg's; without it they are listed with their format only)."""
+    found = [
+        table_inventory(s3, glue, bucket, topic)
+        if topic.spec.table_format == TableFormat.HIVE
+        else iceberg_inventory(tables, topic)
+        if tables is not None
+        else TableInventory(topic.database, topic.table, topic.kafka_topic, {}, table_format=TableFormat.ICEBERG.value)
+        for topic in topics
+    ]
     for item in found:
         item.drift = drift.status(item.kafka_topic) if drift else ""
     return found
@@ -175,6 +225,7 @@ def take_inventory(
 COLUMNS = (
     "database",
     "table",
+    "format",
     "topic",
     "schema versions",
     "columns added per version",
@@ -195,6 +246,7 @@ def rows(inventory: list[TableInventory]) -> list[list[str]]:
         [
             item.database,
             item.table,
+            item.table_format,
             item.kafka_topic,
             ", ".join(str(v) for v in item.schema_versions) or "-",
             "; ".join(

@@ -6,6 +6,7 @@ stack with moto's credentials, asked for explicitly (``on_local_stack``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -244,6 +245,7 @@ def inventory(
     quarantine; then the catalog's drift from the cluster."""
     from kafkalake.aws import make_client
     from kafkalake.drift import compare, observe
+    from kafkalake.iceberg import table_catalog
     from kafkalake.kafka_access import kafka_access
     from kafkalake_dev.checks.inventory import take_inventory
 
@@ -252,7 +254,8 @@ def inventory(
     loaded = load_topic_catalog(catalog)
     drift = compare(observe(kafka_access(endpoints)), loaded.topics, env, settings.topic_naming)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
-    found = take_inventory(s3, glue, settings.bucket, loaded.for_env(env), drift)
+    tables = table_catalog(dataclasses.replace(endpoints, bucket=settings.bucket))
+    found = take_inventory(s3, glue, settings.bucket, loaded.for_env(env), drift=drift, tables=tables)
     render.wide_console().print(render.inventory_table(found, f"Inventory of {env} (s3://{settings.bucket})"))
     for line in drift.lines():
         typer.echo(f"  drift: {line}")

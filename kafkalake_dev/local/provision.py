@@ -12,7 +12,6 @@ from botocore.exceptions import ClientError
 from infra.lifecycle import lake_lifecycle
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.lftags import TAG_VALUES, pairs
-from kafkalake.naming import TableInference
 from kafkalake.permissions import AccessModel, access_model
 from kafkalake.personal import MIN_KEY_BYTES, PseudonymKey
 from kafkalake.s3_location import notification_filter
@@ -120,7 +119,7 @@ def provision(clients: dict[str, Any], region: str, env: EnvironmentConfig, cata
     _tag_databases(clients["lakeformation"], access_model(env, topics))
     crawlers = []
     for topic in topics:
-        if topic.spec.table_inference == TableInference.CRAWLER:
+        if topic.crawled:
             _ignore_exists(glue.create_crawler, **topic.crawler(env.bucket).request(GLUE_ROLE))
             crawlers.append(topic.crawler_name)
     _ignore_exists(events.create_event_bus, Name=env.event_bus_name)

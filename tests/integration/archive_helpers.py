@@ -76,9 +76,10 @@ def table_rows(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataF
 def contents(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
     """Every archived row as (partition, offset, the row as JSON), without what depends on when the records were
     produced: Kafka's timestamp, and the business time (with its dt and hour) of rows where it fell back to it."""
-    rows = read_back(spark, endpoints, topic).drop("_kafka_timestamp")
+    rows = table_rows(spark, endpoints, topic).drop("_kafka_timestamp")
     by_kafka_time = F.col("_time_source") == "kafka_timestamp"
-    rows = rows.withColumns({c: F.when(~by_kafka_time, F.col(c)) for c in ("_business_time", "dt", "hour")})
+    timed = [c for c in ("_business_time", "dt", "hour") if c in rows.columns]
+    rows = rows.withColumns({c: F.when(~by_kafka_time, F.col(c)) for c in timed})
     return rows.select("_kafka_partition", "_kafka_offset", F.to_json(F.struct(*sorted(rows.columns))).alias("row"))
 
 

@@ -19,6 +19,7 @@ from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
+from kafkalake_dev.checks.inventory import iceberg_inventory
 from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.table_commit import commit_plan
@@ -86,6 +87,9 @@ def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
     committed, ends = committed_and_end(endpoints, topic)
     assert committed == ends
     assert audit_problems(endpoints, topic) == []
+    inventory = iceberg_inventory(table_catalog(endpoints), topic)
+    assert inventory.table_format == "iceberg" and len(inventory.partitions) == partitions.count()
+    assert inventory.files == summary.objects and inventory.newest_kafka_time is not None
 
 
 OFFSET_COLUMNS = ("_kafka_partition", "_kafka_offset")

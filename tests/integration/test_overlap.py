@@ -3,6 +3,7 @@ taken over and its plan redone, and a run that lost the topic can no longer comm
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.lease import STALE_WITHIN, Lease, LeaseLost
 from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease
@@ -53,10 +55,19 @@ def arrived(endpoints: Endpoints, topic: Topic) -> list[int]:
         return [0]
 
 
+def kept_as(endpoints: Endpoints, topic: Topic, table_format: str) -> Topic:
+    """``topic`` kept as ``table_format``, with an Iceberg table's database (the stack deploys the databases)."""
+    if table_format == TableFormat.HIVE:
+        return topic
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
+    return dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat(table_format)}))
+
+
+@pytest.mark.parametrize("table_format", ["hive", "iceberg"])
 def test_two_runs_started_seconds_apart_while_records_arrive_then_a_third_catches_up(
-    spark: SparkSession, endpoints: Endpoints
+    spark: SparkSession, endpoints: Endpoints, table_format: str
 ) -> None:
-    topic = fresh("card-authorized", max_records_per_run=120, max_records_per_file=40)
+    topic = kept_as(endpoints, fresh("card-authorized", max_records_per_run=120, max_records_per_file=40), table_format)
     produced: list[dict[str, int]] = []
     producing = threading.Thread(target=lambda: produced.append(dict(produce(endpoints, topic, RECORDS))))
     producing.start()
@@ -87,7 +98,9 @@ def test_two_runs_started_seconds_apart_while_records_arrive_then_a_third_catche
     assert rows.count() == good == RECORDS - counts["poison"] - counts["tombstones"]
     assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
 
-    reference = fresh("card-authorized", max_records_per_run=RECORDS, max_records_per_file=40)
+    reference = kept_as(
+        endpoints, fresh("card-authorized", max_records_per_run=RECORDS, max_records_per_file=40), table_format
+    )
     produce(endpoints, reference, RECORDS)
     run(spark, endpoints, reference, "single-run")
     assert differing_rows(rows, contents(spark, endpoints, reference)) == 0
