@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+from kafkalake.iceberg import TIME_COLUMN
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev.local.trino import TrinoClient, TrinoError
+from kafkalake.topic_spec import TableFormat
+from kafkalake_dev.local.trino import ICEBERG_CATALOG, TrinoClient, TrinoError
 from kafkalake_dev.local.workload import Produced
 
 TOMBSTONE_COLUMN = "_tombstone"
@@ -36,6 +39,11 @@ class Check:
     """The partition values the count is filtered on (column, value); none for the whole table."""
     data_rows: bool = False
     """Kept tombstones left out (filtered counts: the plan knows their number, not their partition)."""
+    iceberg: bool = False
+    """The table is an Iceberg table (read through the Iceberg catalogs, not Glue's partitions)."""
+    where: str = ""
+    """The filter as SQL Trino and Spark both read (kept tombstones not left out): an Iceberg table's readers filter
+    with it, as it has no ``dt``/``hour`` columns to filter ``partition`` on."""
 
 
 @dataclass
@@ -59,7 +67,10 @@ def qualified(topic: Topic) -> str:
 def checks_for(topic: Topic, produced: Produced) -> list[Check]:
     """Whole table, the busiest hour, the newest schema version: each with the rows the workload planned."""
     name = qualified(topic)
-    source = f'"{topic.database}"."{topic.table}"'
+    iceberg = topic.spec.table_format == TableFormat.ICEBERG
+    source = (
+        f'{ICEBERG_CATALOG}."{topic.database}"."{topic.table}"' if iceberg else f'"{topic.database}"."{topic.table}"'
+    )
     keeps_tombstones = topic.spec.tombstones == "keep"
     data_rows = f' AND NOT coalesce("{TOMBSTONE_COLUMN}", false)' if keeps_tombstones else ""
     per_hour: Counter[tuple[str, str]] = Counter()
@@ -71,9 +82,10 @@ def checks_for(topic: Topic, produced: Produced) -> list[Check]:
     (dt, hour), hour_rows = max(sorted(per_hour.items()), key=lambda item: item[1])
     version = max(per_version)
     tombstones = produced.counts["tombstones"] if keeps_tombstones else 0
-    hour_filter, version_filter = f"dt = '{dt}' AND hour = '{hour}'", f"schema_version = {version}"
+    hour_filter = business_hour_filter(dt, hour) if iceberg else f"dt = '{dt}' AND hour = '{hour}'"
+    version_filter = f"schema_version = {version}"
     return [
-        Check(name, "count(*)", count_sql(source), per_version.total() + tombstones),
+        Check(name, "count(*)", count_sql(source), per_version.total() + tombstones, iceberg=iceberg),
         Check(
             name,
             hour_filter,
@@ -81,6 +93,8 @@ def checks_for(topic: Topic, produced: Produced) -> list[Check]:
             hour_rows,
             (("dt", dt), ("hour", hour)),
             data_rows=keeps_tombstones,
+            iceberg=iceberg,
+            where=hour_filter,
         ),
         Check(
             name,
@@ -89,8 +103,20 @@ def checks_for(topic: Topic, produced: Produced) -> list[Check]:
             per_version[version],
             (("schema_version", str(version)),),
             data_rows=keeps_tombstones,
+            iceberg=iceberg,
+            where=version_filter,
         ),
     ]
+
+
+def business_hour_filter(dt: str, hour: str) -> str:
+    """An Iceberg table's rows of one business hour: a range on the column its hidden partitioning is made from (the
+    table has no ``dt``/``hour`` columns), so the reader prunes to that hour's files as a Hive reader does."""
+    start = datetime.fromisoformat(f"{dt}T{hour}:00:00+00:00")
+    end = start + timedelta(hours=1)
+    return " AND ".join(
+        f"{TIME_COLUMN} {op} TIMESTAMP '{moment:%Y-%m-%d %H:%M:%S} UTC'" for op, moment in ((">=", start), ("<", end))
+    )
 
 
 def count_sql(source: str, where: str = "") -> str:

@@ -6,6 +6,9 @@ hour, the newest schema version) against what the workload planned. Trino counts
 Spark on EMR or Glue reads the Glue Data Catalog through its own client; locally, ``define_spark_table`` gives a
 Spark SQL table the Glue table's columns, partition keys and location, and every partition at the location Glue
 holds, the same definition, read by the same file index (each partition's location listed on its own).
+
+An Iceberg table is read through the Iceberg catalogs instead: Spark SQL through ``glue_catalog``
+(``iceberg_spark_read``) and pyiceberg's scan (``pyiceberg_read``), each reading the table's current snapshot.
 """
 
 from __future__ import annotations
@@ -13,13 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+
 from kafkalake.glue import table_partitions
+from kafkalake.iceberg import SCHEMA_VERSION_COLUMN, TIME_COLUMN
+from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake_dev.checks.interop import TOMBSTONE_COLUMN, Check
 
 if TYPE_CHECKING:
     import boto3
+    from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
     from kafkalake.endpoints import Endpoints
@@ -109,11 +118,46 @@ def define_spark_table(spark: SparkSession, glue: Any, database: str, table: str
 def spark_read(spark: SparkSession, glue: Any, check: Check) -> Read:
     """The check through Spark SQL over the table's Glue definition, read afresh."""
     name = define_spark_table(spark, glue, *check.table.split("."))
-    where = [f"`{column}` = '{value}'" for column, value in check.partition]
+    return counted(spark, name, check, [f"`{column}` = '{value}'" for column, value in check.partition])
+
+
+def counted(spark: SparkSession, name: str, check: Check, where: list[str]) -> Read:
+    """``count(*)`` and distinct offsets of the Spark SQL table ``name``, filtered by ``where`` (and without kept
+    tombstones when the check counts data rows)."""
     if check.data_rows:
-        where.append(f"NOT coalesce(`{TOMBSTONE_COLUMN}`, false)")
+        where = [*where, f"NOT coalesce(`{TOMBSTONE_COLUMN}`, false)"]
     keys = ", ".join(f"`{k}`" for k in KEY_COLUMNS)
     query = f"SELECT count(*) AS n, count(DISTINCT {keys}) AS distinct_keys FROM {name}"  # noqa: S608 - see above
     row = spark.sql(f"{query} WHERE {' AND '.join(where)}" if where else query).first()
     rows = int(row["n"]) if row else 0
     return Read(rows, rows - (int(row["distinct_keys"]) if row else 0))
+
+
+def iceberg_spark_read(spark: SparkSession, check: Check) -> Read:
+    """The check through Spark SQL on the Iceberg table's current snapshot (``glue_catalog``)."""
+    name = f"{ICEBERG_CATALOG}.{check.table}"
+    spark.sql(f"REFRESH TABLE {name}")
+    return counted(spark, name, check, [check.where] if check.where else [])
+
+
+def iceberg_row_filter(check: Check) -> str:
+    """The check's partition values as pyiceberg's filter: the schema version, or the business hour's range."""
+    values = dict(check.partition)
+    if SCHEMA_VERSION_COLUMN in values:
+        return f"{SCHEMA_VERSION_COLUMN} = {int(values[SCHEMA_VERSION_COLUMN])}"
+    if "dt" in values:
+        start = datetime.fromisoformat(f"{values['dt']}T{values['hour']}:00:00+00:00")
+        end = start + timedelta(hours=1)
+        return f"{TIME_COLUMN} >= '{start.isoformat()}' and {TIME_COLUMN} < '{end.isoformat()}'"
+    return "true"
+
+
+def pyiceberg_read(tables: Catalog, check: Check) -> Read:
+    """The check through pyiceberg's scan of the Iceberg table's current snapshot."""
+    table = tables.load_table(tuple(check.table.split(".")))
+    columns = (*KEY_COLUMNS, TOMBSTONE_COLUMN) if check.data_rows else KEY_COLUMNS
+    rows = table.scan(row_filter=iceberg_row_filter(check), selected_fields=columns).to_arrow()
+    if check.data_rows:
+        rows = rows.filter(pc.invert(pc.fill_null(rows.column(TOMBSTONE_COLUMN), False)))
+    keys = set(zip(*(rows.column(c).to_pylist() for c in KEY_COLUMNS), strict=True))
+    return Read(rows.num_rows, rows.num_rows - len(keys))

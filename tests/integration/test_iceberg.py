@@ -17,14 +17,19 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
+from kafkalake_dev.checks.interop import checks_for
 from kafkalake_dev.checks.inventory import iceberg_inventory
+from kafkalake_dev.checks.readers import Read, iceberg_spark_read, pyiceberg_read
 from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.workload import produce_topic
 from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.table_commit import commit_plan
 from tests.crashes import InjectedCrash, crash
 from tests.integration.archive_helpers import (
+    START,
     archive_topic,
     audit_problems,
     committed_and_end,
@@ -137,3 +142,18 @@ def test_a_stale_run_committing_a_plan_the_table_holds_appends_nothing(
     )
     assert again is False
     assert table_rows(spark, endpoints, topic).count() == expected_rows(topic, counts)
+
+
+def test_spark_sql_and_pyiceberg_count_the_interop_checks_exactly(spark: SparkSession, endpoints: Endpoints) -> None:
+    """The checks Trino counts in ``make interop`` (whole table, the busiest business hour, the newest schema version),
+    read through Spark SQL on ``glue_catalog`` and pyiceberg's scan, equal what the workload planned."""
+    topic = iceberg_topic(endpoints, "shipment-events")  # keeps its tombstones as rows: the filters must leave them out
+    registry = RegistryClient(endpoints.schema_registry_url)
+    produced = produce_topic(topic, endpoints.kafka_bootstrap, registry, 900, start=START, hours=5)
+    archive_topic(spark, endpoints, topic)
+    checks = checks_for(topic, produced)
+    assert [c.iceberg for c in checks] == [True] * 3 and checks[1].where.startswith("_business_time >= TIMESTAMP")
+    tables = table_catalog(endpoints)
+    for check in checks:
+        assert iceberg_spark_read(spark, check) == Read(check.planned, 0), check.label
+        assert pyiceberg_read(tables, check) == Read(check.planned, 0), check.label

@@ -128,9 +128,12 @@ def test_an_iceberg_topic_has_no_crawler_and_refuses_crawler_settings(tmp_path: 
     write_topic(tmp_path, "acme/payments/staging/orders.yaml", "table_format: iceberg\n")
     orders = load_topic_catalog(tmp_path).get("orders")
     assert orders.spec.table_format.value == "iceberg" and not orders.crawled
-    assert json.loads(CliRunner().invoke(app, ["catalog", "show", "orders", "--catalog", str(tmp_path)]).stdout)[
-        "table_format"
-    ] == "iceberg"
+    assert (
+        json.loads(CliRunner().invoke(app, ["catalog", "show", "orders", "--catalog", str(tmp_path)]).stdout)[
+            "table_format"
+        ]
+        == "iceberg"
+    )
     write_topic(tmp_path, "acme/payments/staging/orders.yaml", "table_format: iceberg\ntable_inference: crawler\n")
     [problem] = problems(tmp_path)
     assert "table_inference apply to Hive tables only" in problem and "remove table_inference" in problem
