@@ -2,11 +2,13 @@
 a time, with the environment's pseudonym key read first when a topic hashes), report the Spark start, the run's time
 and CPU seconds after it (``bench.proc``), the records read, the objects and bytes stored, the driver's API calls
 (``bench.calls``) and the keyed hash used. ``bench.hashing`` sets its variant (``bench.hashing.VARIANT``) for it:
-its topic's schema, personal fields and keyed hash."""
+its topic's schema, personal fields and keyed hash; ``bench.iceberg`` its table format (``TABLE_FORMAT``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import time
 import uuid
@@ -20,12 +22,14 @@ from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import ArchivePolicy, TopicSpec
+from kafkalake.topic_spec import ArchivePolicy, TableFormat, TopicSpec
 from kafkalake_dev.local.endpoints import local_credentials
 from spark_jobs.archiver.job import archive_fleet, read_pseudonym_key
 from spark_jobs.archiver.summary import PHASES
 
 SCHEMA_FILE = "bench.v1.avsc"
+TABLE_FORMAT = "BENCH_TABLE_FORMAT"
+"""The environment variable naming the benchmark topics' table format (``hive`` by default)."""
 
 
 def bench_topic(argument: str, per_run: int) -> Topic:
@@ -38,7 +42,10 @@ def bench_topic(argument: str, per_run: int) -> Topic:
         table.split("/") if table else (f"t{uuid.uuid4().hex[:8]}", "bench", "bench", "payments")
     )
     archive = ArchivePolicy(max_records_per_run=per_run)
-    spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, table_inference=TableInference.NATIVE, pii=topic_pii())
+    table_format = TableFormat(os.environ.get(TABLE_FORMAT, TableFormat.HIVE.value))
+    settings = {"table_format": table_format} if table_format == TableFormat.ICEBERG else {}
+    inference = {} if settings else {"table_inference": TableInference.NATIVE}
+    spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, pii=topic_pii(), **settings, **inference)
     return Topic(name, company, domain, env, spec, (topic_schema(),), Path(SCHEMA_FILE))
 
 
@@ -49,6 +56,10 @@ def main() -> None:
     topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
     spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver")
     key = read_pseudonym_key(endpoints, topics)  # once, before the run, as the job does (None: nothing hashes)
+    glue = make_client(endpoints, "glue")
+    for database in {t.database for t in topics if t.spec.table_format == TableFormat.ICEBERG}:
+        with contextlib.suppress(glue.exceptions.AlreadyExistsException):  # the stack deploys the databases
+            glue.create_database(DatabaseInput={"Name": database})
     calls: Counter[str] = Counter()
     count_every_client(calls)  # the driver's calls; each executor's are its objects' PUTs
     with hash_in_use() as keyed_hash:

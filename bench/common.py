@@ -67,6 +67,23 @@ def paired_ratio(ours: list[float], baseline: list[float]) -> float:
     return statistics.median(pair_ratios(ours, baseline))
 
 
+def spread(values: list[float]) -> list[float]:
+    return [min(values), max(values)]
+
+
+def between(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Two variants' archiver runs of the same rounds: the ratio of their rates (and CPU) round by round."""
+    rates = pair_ratios([rate_after_start(r) for r in ours], [rate_after_start(r) for r in theirs])
+    cpu = pair_ratios([cpu_per_million(r) for r in ours], [cpu_per_million(r) for r in theirs])
+    return {
+        "rate_ratios": rates,
+        "rate_ratio": statistics.median(rates),
+        "rate_ratio_spread": spread(rates),
+        "cpu_ratios": cpu,
+        "cpu_ratio": statistics.median(cpu),
+    }
+
+
 def rate_after_start(run: dict[str, Any]) -> float:
     """A benchmark child's records/s after its Spark start."""
     return float(run["records"] / run["run_seconds"])

@@ -48,7 +48,16 @@ from bench.archiver import (
     produce,
     spark_alone,
 )
-from bench.common import cpu_per_million, pair_ratios, paired_ratio, rate_after_start, say, write_result
+from bench.common import (
+    between,
+    cpu_per_million,
+    pair_ratios,
+    paired_ratio,
+    rate_after_start,
+    say,
+    spread,
+    write_result,
+)
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.personal import PiiAction
@@ -123,10 +132,6 @@ def rounds(variants: tuple[str, ...], count: int) -> list[tuple[str, ...]]:
     return [variants[r % len(variants) :] + variants[: r % len(variants)] for r in range(count)]
 
 
-def spread(values: list[float]) -> list[float]:
-    return [min(values), max(values)]
-
-
 def variant_summary(archiver_runs: list[dict[str, Any]], alone_runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One variant's pairs (archiver_runs[i] right before alone_runs[i]): their median runs and the pairs' ratios."""
     rates, alone_rates = [rate_after_start(r) for r in archiver_runs], [rate_after_start(r) for r in alone_runs]
@@ -141,19 +146,6 @@ def variant_summary(archiver_runs: list[dict[str, Any]], alone_runs: list[dict[s
         "cpu_seconds_per_million_records": statistics.median(cpu),
         "spark_alone_cpu_seconds_per_million_records": statistics.median(alone_cpu),
         "cpu_ratio_to_spark_alone": paired_ratio(cpu, alone_cpu),
-    }
-
-
-def between(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Two variants' archiver runs of the same rounds: the ratio of their rates (and CPU) round by round."""
-    rates = pair_ratios([rate_after_start(r) for r in ours], [rate_after_start(r) for r in theirs])
-    cpu = pair_ratios([cpu_per_million(r) for r in ours], [cpu_per_million(r) for r in theirs])
-    return {
-        "rate_ratios": rates,
-        "rate_ratio": statistics.median(rates),
-        "rate_ratio_spread": spread(rates),
-        "cpu_ratios": cpu,
-        "cpu_ratio": statistics.median(cpu),
     }
 
 
