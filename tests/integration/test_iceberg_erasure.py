@@ -1,0 +1,165 @@
+"""Erasure from Iceberg tables (``table_format: iceberg``) on the local stack: a by_key table (tombstones kept as a
+delete log) archived in two plans, so two snapshots, and a table erased by subject field; a tombstone request and an
+explicit one. After one erasure run no version of any object under either table's location (data files, manifests,
+manifest lists, metadata files) holds an erased identifier or its digest, the receipts are right, and every other
+row reads the same through Spark's Iceberg catalog and pyiceberg's scan alike."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from kafkalake.aws import make_client
+from kafkalake.endpoints import Endpoints
+from kafkalake.erasure import RequestStore, new_request, receipt_token
+from kafkalake.iceberg import table_catalog
+from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TableFormat
+from kafkalake_dev.local.provision import ensure_pseudonym_key
+from kafkalake_dev.local.sandbox import with_bucket
+from spark_jobs.compaction.work import Knobs
+from spark_jobs.erasure.job import Eraser
+from spark_jobs.erasure.purge import versions
+from tests.integration.test_erasure import GONE, RUN, SUBJECT, archive, local_key, poison, produce, write_catalog
+
+pytestmark = pytest.mark.stack
+BUCKET = "kafkalake-iceberg-erasure-tests"
+ERASED = {"customers_a": {SUBJECT, "person-x", "person-y"}, "customers_b": {SUBJECT}}
+"""Per table, the customers whose rows go: the subject, and (by_key) the two records keyed GONE before its tombstone."""
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    found = with_bucket(local_stack, BUCKET)
+    ensure_pseudonym_key(make_client(found, "secretsmanager"))
+    return found
+
+
+def rows(spark: SparkSession, topic: Topic) -> dict[tuple[int, int], str]:
+    """Every row of the table's current snapshot through Spark's Iceberg catalog, by (Kafka partition, offset)."""
+    name = f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}"
+    spark.sql(f"REFRESH TABLE {name}")
+    found = {}
+    for row in spark.table(name).collect():
+        values = row.asDict(recursive=True)
+        found[(values["_kafka_partition"], values["_kafka_offset"])] = json.dumps(values, default=str, sort_keys=True)
+    return found
+
+
+def scanned(endpoints: Endpoints, topic: Topic) -> dict[tuple[int, int], tuple[str | None, str]]:
+    """(customer, id) of every row pyiceberg's scan reads, by (Kafka partition, offset)."""
+    table = table_catalog(endpoints).load_table((topic.database, topic.table)).scan().to_arrow()
+    return {
+        (r["_kafka_partition"], r["_kafka_offset"]): (r["customer_id"], r["id"])
+        for r in table.select(["_kafka_partition", "_kafka_offset", "customer_id", "id"]).to_pylist()
+    }
+
+
+def holds(value: Any, needles: list[bytes]) -> bool:
+    """Whether ``value`` (a decoded record, row or field, nested) holds one of ``needles`` in its text or bytes."""
+    if isinstance(value, dict):
+        return any(holds(v, needles) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(holds(v, needles) for v in value)
+    if isinstance(value, str | bytes):
+        raw = value.encode() if isinstance(value, str) else value
+        return any(n in raw for n in needles)
+    return False
+
+
+def object_versions(endpoints: Endpoints, prefix: str) -> Iterator[tuple[str, bytes]]:
+    """(``key@version``, body) of every version of every object under ``prefix`` (delete markers left out)."""
+    s3 = make_client(endpoints, "s3")
+    for version in versions(s3, endpoints.bucket, prefix):
+        if not version["Marker"]:
+            body = s3.get_object(Bucket=endpoints.bucket, Key=version["Key"], VersionId=version["VersionId"])
+            yield f"{version['Key']}@{version['VersionId']}", body["Body"].read()
+
+
+def traces(endpoints: Endpoints, topic: Topic, needles: list[bytes]) -> list[str]:
+    """The object versions under the table's location holding a needle: data files row by row, manifests and
+    manifest lists record by record (Avro, compressed), metadata files and anything else as bytes."""
+    found = []
+    for name, body in object_versions(endpoints, topic.prefix.data_prefix()):
+        key = name.split("@")[0]
+        if key.endswith(".parquet"):
+            held = holds(pq.read_table(io.BytesIO(body)).to_pylist(), needles)
+        elif key.endswith(".avro"):
+            held = holds(list(fastavro.reader(io.BytesIO(body))), needles)
+        else:
+            held = holds(body, needles)
+        if held or holds(body, needles):
+            found.append(name)
+    return found
+
+
+def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_iceberg_table(
+    spark: SparkSession, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    env = f"i{datetime.now(UTC).strftime('%H%M%S%f')}"
+    keyed, fields = write_catalog(tmp_path / "catalog", env, table_format=TableFormat.ICEBERG)
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": keyed.database})
+    people = [f"person-{i}" for i in range(6)]
+    records = [(p, p, hour) for hour in (0, 1) for p in people]
+    produce(endpoints, keyed, [*records, (GONE, "person-x", 0), (SUBJECT, SUBJECT, 1)])
+    archive(spark, endpoints, keyed)  # the first plan, the first snapshot
+    produce(endpoints, keyed, [(GONE, "person-y", 1)])
+    poison(endpoints, keyed)  # quarantined, keyed GONE: erased too
+    produce(endpoints, keyed, [(GONE, None, 1), (GONE, "person-z", 1)])  # the tombstone, then a later record
+    archive(spark, endpoints, keyed)
+    produce(endpoints, fields, [*records, ("any", SUBJECT, 0), ("other", SUBJECT, 1)])
+    archive(spark, endpoints, fields)
+    key = local_key(endpoints)
+    erased = sorted({c for gone in ERASED.values() for c in gone})
+    needles = [c.encode() for c in erased] + [key.digest(c).encode() for c in [*erased, GONE]]
+    assert traces(endpoints, keyed, needles) and traces(endpoints, fields, needles), "the rows are there at first"
+    before = {t.table: rows(spark, t) for t in (keyed, fields)}
+    assert len(before["customers_a"]) == 12 + 5  # the people, person-x, the subject, person-y, the delete log, -z
+    store = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, env)
+    [tombstones], _ = store.requests()  # recorded by the archiver's second plan
+    explicit = new_request([key.digest(SUBJECT)], [], 1, key.key_id, datetime.now(UTC))
+    store.put(explicit)
+
+    eraser = Eraser(spark, endpoints, env, [keyed, fields], Knobs(grace_period=timedelta(0)), run=RUN)
+    outcome = eraser.run()
+    assert outcome.failed == {}
+    assert sorted(outcome.receipts) == sorted([tombstones.request_id, explicit.request_id])
+
+    for topic in (keyed, fields):
+        assert traces(endpoints, topic, needles) == [], f"{topic.table}: an erased identifier is still in a version"
+        kept = {k: v for k, v in before[topic.table].items() if json.loads(v)["customer_id"] not in ERASED[topic.table]}
+        assert len(kept) == len(before[topic.table]) - {"customers_a": 3, "customers_b": 2}[topic.table]
+        assert rows(spark, topic) == kept, "every other row reads the same"
+        by_pyiceberg = scanned(endpoints, topic)
+        assert by_pyiceberg.keys() == kept.keys()
+        assert all(by_pyiceberg[k] == (json.loads(v)["customer_id"], json.loads(v)["id"]) for k, v in kept.items())
+    after = [json.loads(v) for v in rows(spark, keyed).values()]
+    assert [r for r in after if r["_tombstone"]], "the delete log is kept"
+    snapshots = table_catalog(endpoints).load_table((keyed.database, keyed.table)).snapshots()
+    assert len(snapshots) == 1, "no snapshot older than the erasure is left to travel back to"
+
+    receipts = store.receipts()
+    by_request = {r: {t: v["rows_removed"] for t, v in receipts[r]["tables"].items()} for r in receipts}
+    table_a, table_b = f"{keyed.database}.customers_a", f"{fields.database}.customers_b"
+    assert by_request[explicit.request_id] == {table_a: 1, table_b: 2}
+    assert by_request[tombstones.request_id] == {table_a: 2}
+    assert receipts[tombstones.request_id]["tables"][table_a]["quarantine_rows_removed"] == 1
+    for request in (explicit, tombstones):
+        assert receipts[request.request_id]["versions_deleted"] > 0
+        deleted = receipts[request.request_id]["objects_deleted"]
+        locations = (keyed.prefix.data_prefix(), fields.prefix.data_prefix())
+        assert deleted and all(k.startswith(locations) and k.endswith(".parquet") for k in deleted)
+    assert receipts[explicit.request_id]["subjects"] == [receipt_token(key.digest(SUBJECT))]
+
+    again = eraser.run()
+    assert (again.receipts, again.failed, again.pending) == ([], {}, 0)
