@@ -65,7 +65,6 @@ from spark_jobs.compaction.work import Knobs, Rewriter, RewriterOptions, Work, d
 from spark_jobs.erasure import index, matching, table_delete
 from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch, TableDelete
 from spark_jobs.erasure.purge import purge_partition, purge_quarantine
-from spark_jobs.iceberg_maintenance import table_name as iceberg_table
 
 
 @dataclass
@@ -348,10 +347,11 @@ class Eraser(Rewriter):
             outcome.waiting.append(name)
 
     def _delete(self, topic: Topic, entry: TableDelete, save: Callable[[], None]) -> None:
-        """An Iceberg table's rows deleted in one commit, then, once the grace period after it has passed, every
-        trace of them (``spark_jobs.erasure.table_delete``); the snapshot before the delete is saved before it, the
-        delete after it."""
-        name, lease = iceberg_table(topic.database, topic.table), self.leases[table_name(topic)]
+        """An Iceberg table's rows deleted in one commit, then, once the grace period after it has passed and no
+        plan of the archiver's waits for its redo, every trace of them (``spark_jobs.erasure.table_delete``); the
+        snapshot before the delete is saved before it, the delete after it."""
+        name = table_name(topic)
+        lease = self.leases[name]
         if entry.deleted_at is None:
             if entry.base_snapshot is None:
                 entry.base_snapshot = table_delete.current_snapshot(self.spark, name)
@@ -363,14 +363,19 @@ class Eraser(Rewriter):
             self.say(f"{name}: {len(entry.keys)} rows deleted in one commit, {len(entry.removed)} data files replaced")
         if datetime.fromisoformat(entry.deleted_at) + self.knobs.grace_period > self.now():
             return
+        receipts = topic.prefix.receipts_prefix()
+        pending = table_delete.unreceipted_plans(self.spark, self.s3, self.bucket, name, receipts)
+        if pending:
+            self.say(f"{name}: snapshots not expired while archiver plans {', '.join(pending)} lack their receipts")
+            return
         lease.renew()
         entry.versions_deleted += table_delete.clean(
             self.spark,
             self.s3,
             self.bucket,
             name,
-            deleted_at=datetime.fromisoformat(entry.deleted_at),
             removed=entry.removed,
+            table_created=self.glue.get_table(DatabaseName=topic.database, Name=topic.table)["Table"]["CreateTime"],
             now=self.now(),
             say=self.say,
         )

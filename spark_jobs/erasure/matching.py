@@ -45,7 +45,7 @@ from spark_jobs.erasure.subjects import (
     subject_columns,
     union,
 )
-from spark_jobs.iceberg_maintenance import table_name
+from spark_jobs.iceberg_maintenance import catalog_name
 
 
 @dataclass
@@ -178,7 +178,7 @@ def _snapshot_rows(spark: SparkSession, topic: Topic, *, keys: Keyring, wanted: 
     """An Iceberg table's rows to erase (None for none): its current snapshot's, read through the catalog (only the
     columns matching takes). Rows of earlier batches are in no snapshot's live files, so a late request's rows are
     whatever matches now, with no ``since`` to look at."""
-    name = table_name(topic.database, topic.table)
+    name = catalog_name(f"{topic.database}.{topic.table}")
     spark.sql(f"REFRESH TABLE {name}")
     base = spark.table(name).select("*", F.col("_file").alias("file"))
     rows: dict[tuple[int, int], set[str]] = defaultdict(set)

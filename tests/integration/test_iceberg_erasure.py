@@ -1,6 +1,6 @@
 """Erasure from Iceberg tables (``table_format: iceberg``) on the local stack: a by_key table (tombstones kept as a
 delete log) archived in two plans, so two snapshots, and a table erased by subject field; a tombstone request and an
-explicit one. After one erasure run no version of any object under either table's location (data files, manifests,
+explicit one. After the erasure no version of any object under either table's location (data files, manifests,
 manifest lists, metadata files) holds an erased identifier or its digest, the receipts are right, and every other
 row reads the same through Spark's Iceberg catalog and pyiceberg's scan alike."""
 
@@ -27,9 +27,11 @@ from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import with_bucket
+from spark_jobs.archiver import topic_run
 from spark_jobs.compaction.work import Knobs
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.purge import versions
+from tests.crashes import InjectedCrash, crash
 from tests.integration.test_erasure import GONE, RUN, SUBJECT, archive, local_key, poison, produce, write_catalog
 
 pytestmark = pytest.mark.stack
@@ -49,10 +51,11 @@ def rows(spark: SparkSession, topic: Topic) -> dict[tuple[int, int], str]:
     """Every row of the table's current snapshot through Spark's Iceberg catalog, by (Kafka partition, offset)."""
     name = f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}"
     spark.sql(f"REFRESH TABLE {name}")
-    found = {}
-    for row in spark.table(name).collect():
+    found, read = {}, spark.table(name).collect()
+    for row in read:
         values = row.asDict(recursive=True)
         found[(values["_kafka_partition"], values["_kafka_offset"])] = json.dumps(values, default=str, sort_keys=True)
+    assert len(found) == len(read), f"{topic.table}: a (Kafka partition, offset) read twice"
     return found
 
 
@@ -104,8 +107,11 @@ def traces(endpoints: Endpoints, topic: Topic, needles: list[bytes]) -> list[str
 
 
 def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_iceberg_table(
-    spark: SparkSession, endpoints: Endpoints, tmp_path: Path
+    spark: SparkSession, endpoints: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The by_key table's second plan crashes after its table commit: the first run deletes the rows but expires no
+    snapshot while that plan's redo may still look for it there; the redo appends nothing, the next run cleans, and
+    the one after it erases the quarantined record the redo wrote again."""
     env = f"i{datetime.now(UTC).strftime('%H%M%S%f')}"
     keyed, fields = write_catalog(tmp_path / "catalog", env, table_format=TableFormat.ICEBERG)
     make_client(endpoints, "glue").create_database(DatabaseInput={"Name": keyed.database})
@@ -116,7 +122,10 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     produce(endpoints, keyed, [(GONE, "person-y", 1)])
     poison(endpoints, keyed)  # quarantined, keyed GONE: erased too
     produce(endpoints, keyed, [(GONE, None, 1), (GONE, "person-z", 1)])  # the tombstone, then a later record
-    archive(spark, endpoints, keyed)
+    with monkeypatch.context() as patch:  # the second plan's commit made, its receipt not: a redo is due
+        patch.setattr(topic_run, "receipt", crash("after_table_commit"))
+        with pytest.raises(InjectedCrash):
+            archive(spark, endpoints, keyed)
     produce(endpoints, fields, [*records, ("any", SUBJECT, 0), ("other", SUBJECT, 1)])
     archive(spark, endpoints, fields)
     key = local_key(endpoints)
@@ -131,6 +140,10 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     store.put(explicit)
 
     eraser = Eraser(spark, endpoints, env, [keyed, fields], Knobs(grace_period=timedelta(0)), run=RUN)
+    held = eraser.run()
+    assert (held.failed, held.receipts, held.waiting) == ({}, [], [f"{keyed.database}.customers_a"])
+    assert {k for k, v in rows(spark, keyed).items() if json.loads(v)["customer_id"] in ERASED["customers_a"]} == set()
+    archive(spark, endpoints, keyed)  # the redo finds its plan in the table's history: nothing appended twice
     outcome = eraser.run()
     assert outcome.failed == {}
     assert sorted(outcome.receipts) == sorted([tombstones.request_id, explicit.request_id])
@@ -161,5 +174,10 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
         assert deleted and all(k.startswith(locations) and k.endswith(".parquet") for k in deleted)
     assert receipts[explicit.request_id]["subjects"] == [receipt_token(key.digest(SUBJECT))]
 
+    late = eraser.run()  # the redo wrote its quarantine object again: a late record of the tombstone's key
+    assert (late.receipts, late.failed) == ([tombstones.request_id], {})
+    assert store.receipts()[tombstones.request_id]["tables"][table_a]["quarantine_rows_removed"] == 2
     again = eraser.run()
     assert (again.receipts, again.failed, again.pending) == ([], {}, 0)
+    for name, body in object_versions(endpoints, keyed.quarantine_prefix()):
+        assert GONE.encode() not in pq.read_table(io.BytesIO(body)).column("_key").to_pylist(), name
