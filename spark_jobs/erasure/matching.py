@@ -175,10 +175,12 @@ def _partition_rows(
 
 
 def _snapshot_rows(spark: SparkSession, topic: Topic, *, keys: Keyring, wanted: Scope) -> TableDelete | None:
-    """An Iceberg table's rows to erase (None for none): its current snapshot's, read through the catalog (only the
-    columns matching takes). Rows of earlier batches are in no snapshot's live files, so a late request's rows are
-    whatever matches now, with no ``since`` to look at."""
+    """An Iceberg table's rows to erase (None for none, or no table yet): its current snapshot's, read through the
+    catalog (only the columns matching takes). Rows of earlier batches are in no snapshot's live files, so a late
+    request's rows are whatever matches now, with no ``since`` to look at."""
     name = catalog_name(f"{topic.database}.{topic.table}")
+    if not spark.catalog.tableExists(name):
+        return None  # the archiver makes the table with its first plan
     spark.sql(f"REFRESH TABLE {name}")
     base = spark.table(name).select("*", F.col("_file").alias("file"))
     rows: dict[tuple[int, int], set[str]] = defaultdict(set)
