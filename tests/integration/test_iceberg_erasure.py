@@ -23,6 +23,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request, receipt_token
 from kafkalake.iceberg import table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.provision import ensure_pseudonym_key
@@ -31,6 +32,7 @@ from spark_jobs.archiver import topic_run
 from spark_jobs.compaction.work import Knobs
 from spark_jobs.erasure.job import Eraser
 from spark_jobs.erasure.purge import versions
+from spark_jobs.iceberg_maintenance import remove_orphans
 from tests.crashes import InjectedCrash, crash
 from tests.integration.test_erasure import GONE, RUN, SUBJECT, archive, local_key, poison, produce, write_catalog
 
@@ -184,3 +186,30 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     assert (again.receipts, again.failed, again.pending) == ([], {}, 0)
     for name, body in object_versions(endpoints, keyed.quarantine_prefix()):
         assert GONE.encode() not in pq.read_table(io.BytesIO(body)).column("_key").to_pylist(), name
+
+
+def test_orphans_are_the_objects_the_table_does_not_reach_and_only_those_named_when_named(
+    spark: SparkSession, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """``remove_orphans`` (the erasure's, with the files it removed named, and the compactor's sweep) deletes what
+    the table does not reference, never a file it does."""
+    env = f"o{datetime.now(UTC).strftime('%H%M%S%f')}"
+    _, fields = write_catalog(tmp_path / "catalog", env, table_format=TableFormat.ICEBERG)
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": fields.database})
+    produce(endpoints, fields, [(f"person-{i}", f"person-{i}", 0) for i in range(4)])
+    archive(spark, endpoints, fields)
+    table = f"{fields.database}.{fields.table}"
+    [live] = [r[0] for r in spark.sql(f"SELECT file_path FROM {ICEBERG_CATALOG}.{table}.files LIMIT 1").collect()]
+    s3, bucket = make_client(endpoints, "s3"), endpoints.bucket
+    orphans = [f"{fields.prefix.data_prefix()}data/orphan-{n}.parquet" for n in ("a", "b")]
+    for key in orphans:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"left by a crash")
+    created = make_client(endpoints, "glue").get_table(DatabaseName=fields.database, Name=fields.table)
+    since = created["Table"]["CreateTime"]
+    later = datetime.now(UTC) + timedelta(seconds=1)
+    named = [f"s3://{bucket}/{orphans[0]}", live]
+    assert remove_orphans(spark, s3, bucket, table, later, table_created=since, only=named) == named[:1]
+    assert remove_orphans(spark, s3, bucket, table, later, table_created=later) == [], "older objects are not its"
+    assert remove_orphans(spark, s3, bucket, table, later, table_created=since) == [f"s3://{bucket}/{orphans[1]}"]
+    assert s3.head_object(Bucket=bucket, Key=parse_s3_uri(live).key)["ContentLength"] > 0, "a live file stays"
+    assert len(scanned(endpoints, fields)) == 4
