@@ -1,6 +1,7 @@
 """The batch an erasure run carries out, stored in the erasure lease's work before any rewrite, so a run that dies
 is carried forward by the next from where it got: per table, each partition's rows to leave out and its progress
-(planned → swapped, with the run whose output replaced the inputs → purged), each quarantine object's rows."""
+(planned → swapped, with the run whose output replaced the inputs → purged), each quarantine object's rows; an
+Iceberg table's rows and its delete's progress."""
 
 from __future__ import annotations
 
@@ -35,20 +36,41 @@ class QuarantineErasure:
 
 
 @dataclass
+class TableDelete:
+    """An Iceberg table's rows to delete in one commit, and how far it got: deleted (``deleted_at``, the data files
+    it removed) → cleaned (snapshots expired, orphans removed, versions deleted: ``purged``)."""
+
+    keys: list[list[int]]
+    """[Kafka partition, offset] of every row to delete."""
+    rows_by_request: dict[str, int]
+    base_snapshot: int | None = None
+    """The table's current snapshot just before the delete: the delete's commits are the ones after it."""
+    deleted_at: str | None = None
+    removed: list[str] = field(default_factory=list)
+    """The data files (URIs) the delete removed from the table."""
+    purged: bool = False
+    versions_deleted: int = 0
+
+
+@dataclass
 class TableBatch:
     partitions: dict[str, PartitionErasure] = field(default_factory=dict)
     """Partition path (``schema_version=…/dt=…/hour=…/``) → its erasure."""
     quarantine: dict[str, QuarantineErasure] = field(default_factory=dict)
     """Quarantine object key → its erasure."""
+    iceberg: TableDelete | None = None
+    """An Iceberg table's rows (its partitions are the table's own business)."""
 
     @property
     def done(self) -> bool:
-        return all(p.purged for p in self.partitions.values()) and all(q.done for q in self.quarantine.values())
+        partitions = all(p.purged for p in self.partitions.values()) and all(q.done for q in self.quarantine.values())
+        return partitions and (self.iceberg is None or self.iceberg.purged)
 
     def requests(self) -> set[str]:
         """The requests some row of this table answers."""
         counts = [p.rows_by_request for p in self.partitions.values()]
         counts += [q.rows_by_request for q in self.quarantine.values()]
+        counts += [self.iceberg.rows_by_request] if self.iceberg else []
         return {request_id for count in counts for request_id in count}
 
     def add(self, other: TableBatch) -> None:
@@ -60,6 +82,9 @@ class TableBatch:
             held = self.quarantine.setdefault(key, QuarantineErasure([], {}))
             _add_rows(held.keys, held.rows_by_request, quarantined.keys, quarantined.rows_by_request)
             held.drop_raw = held.drop_raw or quarantined.drop_raw
+        if other.iceberg is not None:
+            deleting = self.iceberg = self.iceberg or TableDelete([], {})
+            _add_rows(deleting.keys, deleting.rows_by_request, other.iceberg.keys, other.iceberg.rows_by_request)
 
 
 def _add_rows(
@@ -89,6 +114,7 @@ class Batch:
             name: TableBatch(
                 {k: PartitionErasure(**p) for k, p in t["partitions"].items()},
                 {k: QuarantineErasure(**q) for k, q in t["quarantine"].items()},
+                TableDelete(**t["iceberg"]) if t.get("iceberg") else None,
             )
             for name, t in work["tables"].items()
         }

@@ -8,10 +8,12 @@ rewrite. Then, table by table under the table's compaction lease (so it never ra
 with rows to erase gets a manifest whose ``erase`` names them (``spark_jobs.compaction.selection.plan_partition``)
 and is carried forward by ``spark_jobs.compaction.protocol.carry_forward`` (written without them, verified to hold
 exactly the inputs minus them by (Kafka partition, offset), swapped); after the grace period the replaced objects
-and every noncurrent version go (``spark_jobs.erasure.purge``); quarantine objects are rewritten. When every table
-is done, the indexes forget the partitions it rewrote (their entries dropped and read again from what is left: no
-entry of an erased subject outlives its rows), then each request gets its receipt and the batch is cleared; an
-index that cannot forget holds the receipts back to the next run. A table that fails or is held is retried by the
+and every noncurrent version go (``spark_jobs.erasure.purge``); quarantine objects are rewritten. An Iceberg table
+(``table_format: iceberg``) has no index and no partition rewrite: its rows are deleted in one commit, and after the
+grace period its old snapshots, orphans and noncurrent versions go (``spark_jobs.erasure.table_delete``). When
+every table is done, the indexes forget the partitions it rewrote (their entries dropped and read again from what is
+left: no entry of an erased subject outlives its rows), then each request gets its receipt and the batch is cleared;
+an index that cannot forget holds the receipts back to the next run. A table that fails or is held is retried by the
 next run; the others go on.
 
 Past 400 lines: the run's steps (batch, rewrite, purge, forget, receipts) share its leases, clients and batch; apart,
@@ -23,7 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -51,15 +53,17 @@ from kafkalake.layout import Partition, erasure_lease_key
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
 from kafkalake.personal import Keyring, KeyUnavailable, load_keys
+from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import ManifestState
 from spark_jobs.compaction.protocol import carry_forward
 from spark_jobs.compaction.selection import plan_partition
 from spark_jobs.compaction.work import Knobs, Rewriter, RewriterOptions, Work, describe, table_name
-from spark_jobs.erasure import index, matching
-from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch
+from spark_jobs.erasure import index, matching, table_delete
+from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch, TableDelete
 from spark_jobs.erasure.purge import purge_partition, purge_quarantine
 
 
@@ -166,7 +170,7 @@ class Eraser(Rewriter):
             if name not in batch.tables or batch.tables[name].done:
                 continue
             try:
-                self._table(topic, batch.tables[name], outcome)
+                self._table(topic, batch.tables[name], outcome, save=lambda: lease.update(batch.to_work()))
             except Held as busy:
                 outcome.waiting.append(name)
                 self.say(f"{name}: held by another run ({busy}); the next erasure run carries it on")
@@ -197,6 +201,8 @@ class Eraser(Rewriter):
         found = {}
         for topic in self.topics:
             name = table_name(topic)
+            if topic.spec.table_format == TableFormat.ICEBERG:
+                continue  # no index: its scan reads the current snapshot's files, only the columns it matches on
             try:
                 current = index.refresh(
                     self.spark,
@@ -304,8 +310,9 @@ class Eraser(Rewriter):
         """The pseudonym keys (the current one and the one a rotation replaced), read once per run."""
         return load_keys(make_client(self.endpoints, "secretsmanager"), self.endpoints.pseudonym_secret_arn)
 
-    def _table(self, topic: Topic, table: TableBatch, outcome: Outcome) -> None:
-        """Rewrite, then purge, the table's partitions, under the table's compaction lease; its quarantine."""
+    def _table(self, topic: Topic, table: TableBatch, outcome: Outcome, save: Callable[[], None]) -> None:
+        """Rewrite, then purge, the table's partitions (an Iceberg table: delete its rows, then clean), under the
+        table's compaction lease; its quarantine. ``save`` stores the batch's progress."""
         name = table_name(topic)
         lease = Lease.acquire(
             self.s3,
@@ -318,6 +325,8 @@ class Eraser(Rewriter):
         self.leases[name] = lease
         try:
             with kept_alive([lease], self.identity.lease_ttl / 3):
+                if table.iceberg is not None:
+                    self._delete(topic, table.iceberg, save)
                 self._rewrite(topic, table)
                 self._purge(topic, table)
                 for key, quarantined in table.quarantine.items():
@@ -336,6 +345,41 @@ class Eraser(Rewriter):
             lease.release()
         if not table.done:
             outcome.waiting.append(name)
+
+    def _delete(self, topic: Topic, entry: TableDelete, save: Callable[[], None]) -> None:
+        """An Iceberg table's rows deleted in one commit, then, once the grace period after it has passed and no
+        plan of the archiver's waits for its redo, every trace of them (``spark_jobs.erasure.table_delete``); the
+        snapshot before the delete is saved before it, the delete after it."""
+        name = table_name(topic)
+        lease = self.leases[name]
+        if entry.deleted_at is None:
+            if entry.base_snapshot is None:
+                entry.base_snapshot = table_delete.current_snapshot(self.spark, name)
+                save()
+            lease.renew()
+            entry.removed = table_delete.delete(self.spark, name, entry.keys, entry.base_snapshot, self.say)
+            entry.deleted_at = self.now().isoformat()
+            save()
+            self.say(f"{name}: {len(entry.keys)} rows deleted in one commit, {len(entry.removed)} data files replaced")
+        if datetime.fromisoformat(entry.deleted_at) + self.knobs.grace_period > self.now():
+            return
+        receipts = topic.prefix.receipts_prefix()
+        pending = table_delete.unreceipted_plans(self.spark, self.s3, self.bucket, name, receipts)
+        if pending:
+            self.say(f"{name}: snapshots not expired while archiver plans {', '.join(pending)} lack their receipts")
+            return
+        lease.renew()
+        entry.versions_deleted += table_delete.clean(
+            self.spark,
+            self.s3,
+            self.bucket,
+            name,
+            removed=entry.removed,
+            table_created=self.glue.get_table(DatabaseName=topic.database, Name=topic.table)["Table"]["CreateTime"],
+            now=self.now(),
+            say=self.say,
+        )
+        entry.purged = True
 
     def _rewrite(self, topic: Topic, table: TableBatch) -> None:
         todo = {path: p for path, p in table.partitions.items() if p.swapped_at is None}
@@ -400,15 +444,19 @@ class Eraser(Rewriter):
                 for q in table.quarantine.values()
                 if q.rows_by_request.get(request.request_id) or (q.drop_raw and by_field)
             ]
+            deleted = table.iceberg.rows_by_request.get(request.request_id, 0) if table.iceberg else 0
             receipt.tables[name] = TableErasure(
                 [p.values for p in mine],
-                sum(p.rows_by_request[request.request_id] for p in mine),
+                sum(p.rows_by_request[request.request_id] for p in mine) + deleted,
                 sum(q.rows_by_request.get(request.request_id, 0) for q in quarantined),
                 sum(q.drop_raw and by_field for q in quarantined),
             )
             receipt.objects_deleted += [k for p in mine for k in p.objects_deleted]
             receipt.versions_deleted += sum(p.versions_deleted for p in mine)
             receipt.versions_deleted += sum(q.versions_deleted for q in quarantined)
+            if table.iceberg and deleted:
+                receipt.objects_deleted += [parse_s3_uri(uri).key for uri in table.iceberg.removed]
+                receipt.versions_deleted += table.iceberg.versions_deleted
         return receipt
 
 

@@ -34,7 +34,8 @@ from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.personal import Keyring, KeyUnavailable, QuarantineMode
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
-from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch
+from kafkalake.topic_spec import TableFormat
+from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch, TableDelete
 from spark_jobs.erasure.index import Hits
 from spark_jobs.erasure.subjects import (
     SubjectColumns,
@@ -44,6 +45,7 @@ from spark_jobs.erasure.subjects import (
     subject_columns,
     union,
 )
+from spark_jobs.iceberg_maintenance import catalog_name
 
 
 @dataclass
@@ -126,17 +128,10 @@ def find(
     found = TableBatch()
     if not wanted:
         return found
-    listed = [n for prefix in topic.prefix.data_object_prefixes() for n in _objects(s3, bucket, prefix, since)]
-    objects = [n for n in listed if hits is None or hits.wants(n)]
-    rows: dict[tuple[str, int, int], set[str]] = defaultdict(set)
-    for group in by_schema_version(objects):
-        for row in _collect(_scan(spark, bucket, group, topic, keys=keys, wanted=wanted, fields=True), topic):
-            path = PARTITION_PATH_RE.search(_key_of(row))
-            if path is not None:  # a row's copies (a raw file and the compaction output that replaced it) count once
-                rows[(path.group(1), int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
-    for (folder, *point), requests in sorted(rows.items()):
-        entry = found.partitions.setdefault(folder, PartitionErasure(Partition.from_path(folder).values(), [], {}))
-        _add(entry.keys, entry.rows_by_request, point, requests)
+    if topic.spec.table_format == TableFormat.ICEBERG:
+        found.iceberg = _snapshot_rows(spark, topic, keys=keys, wanted=wanted)
+    else:
+        found.partitions = _partition_rows(spark, s3, bucket, topic, keys=keys, wanted=wanted, since=since, hits=hits)
     raw = [n for prefix in raw_quarantine_prefixes(topic) for n in _objects(s3, bucket, prefix, since)]
     if topic.spec.erasure == "by_key" and raw:
         held: dict[tuple[str, int, int], set[str]] = defaultdict(set)
@@ -149,6 +144,53 @@ def find(
         # a quarantined record failed to decode, so its subject fields cannot be read: its raw bytes go instead
         for name in raw:
             found.quarantine.setdefault(name, QuarantineErasure([], {})).drop_raw = True
+    return found
+
+
+def _partition_rows(
+    spark: SparkSession,
+    s3: Any,
+    bucket: str,
+    topic: Topic,
+    *,
+    keys: Keyring,
+    wanted: Scope,
+    since: datetime | None,
+    hits: Hits | None,
+) -> dict[str, PartitionErasure]:
+    """A Hive table's rows to erase, by partition path: its objects' (written since ``since``, wanted by ``hits``)."""
+    listed = [n for prefix in topic.prefix.data_object_prefixes() for n in _objects(s3, bucket, prefix, since)]
+    objects = [n for n in listed if hits is None or hits.wants(n)]
+    rows: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+    for group in by_schema_version(objects):
+        for row in _collect(_scan(spark, bucket, group, topic, keys=keys, wanted=wanted, fields=True), topic):
+            path = PARTITION_PATH_RE.search(_key_of(row))
+            if path is not None:  # a row's copies (a raw file and the compaction output that replaced it) count once
+                rows[(path.group(1), int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
+    found: dict[str, PartitionErasure] = {}
+    for (folder, *point), requests in sorted(rows.items()):
+        entry = found.setdefault(folder, PartitionErasure(Partition.from_path(folder).values(), [], {}))
+        _add(entry.keys, entry.rows_by_request, point, requests)
+    return found
+
+
+def _snapshot_rows(spark: SparkSession, topic: Topic, *, keys: Keyring, wanted: Scope) -> TableDelete | None:
+    """An Iceberg table's rows to erase (None for none, or no table yet): its current snapshot's, read through the
+    catalog (only the columns matching takes). Rows of earlier batches are in no snapshot's live files, so a late
+    request's rows are whatever matches now, with no ``since`` to look at."""
+    name = catalog_name(f"{topic.database}.{topic.table}")
+    if not spark.catalog.tableExists(name):
+        return None  # the archiver makes the table with its first plan
+    spark.sql(f"REFRESH TABLE {name}")
+    base = spark.table(name).select("*", F.col("_file").alias("file"))
+    rows: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for row in _collect(matching_rows(spark, base, topic, keys=keys, wanted=wanted, fields=True), topic):
+        rows[(int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
+    if not rows:
+        return None
+    found = TableDelete([], {})
+    for point, requests in sorted(rows.items()):
+        _add(found.keys, found.rows_by_request, list(point), requests)
     return found
 
 

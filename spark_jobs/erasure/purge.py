@@ -10,6 +10,9 @@ A quarantine object is rewritten in place without the erased records (no reader 
 without its raw bytes when asked (an offsets-only object: a table whose subjects are found by field, as the raw bytes
 of a record that failed to decode cannot be searched), then every other version of its key is deleted; an object
 left empty is deleted with all its versions.
+
+An Iceberg table, once its snapshots expired (``spark_jobs.erasure.table_delete``): every noncurrent version and
+delete marker under its location, data and metadata alike.
 """
 
 from __future__ import annotations
@@ -52,6 +55,16 @@ def purge_partition(s3: Any, bucket: str, topic: Topic, partition: Partition, re
     doomed = [v for v in found if v["Key"] in replaced or v["Marker"] or not v["IsLatest"]]
     current = {v["Key"] for v in doomed if v["IsLatest"] and not v["Marker"]}
     return len(current), _delete(s3, bucket, doomed)
+
+
+def purge_table(s3: Any, bucket: str, prefix: str) -> tuple[set[str], int]:
+    """Delete every noncurrent version and delete marker under ``prefix`` (an Iceberg table's location: what its
+    expiry and orphan removal deleted lives on as such versions); the keys still current, and versions deleted. The
+    markers go last: a marker deleted before its object's versions would make the object current again."""
+    found = versions(s3, bucket, prefix)
+    doomed = sorted((v for v in found if v["Marker"] or not v["IsLatest"]), key=lambda v: bool(v["Marker"]))
+    current = {v["Key"] for v in found if v["IsLatest"] and not v["Marker"]}
+    return current, _delete(s3, bucket, doomed)
 
 
 def purge_quarantine(

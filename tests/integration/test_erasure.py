@@ -44,6 +44,7 @@ from kafkalake.personal import PseudonymKey, load_keys
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake.wire import encode
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import environment_file, register_complete_partitions, with_bucket
@@ -84,11 +85,13 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
     return found
 
 
-def write_catalog(folder: Path, env: str, archive: dict[str, str] | None = None) -> list[Topic]:
+def write_catalog(
+    folder: Path, env: str, archive: dict[str, str] | None = None, table_format: TableFormat = TableFormat.HIVE
+) -> list[Topic]:
     """A catalog folder of the environment's two tables, each the demo's ``customer-updated`` (its schema, its
     hashed ``email``, its key stored; or the archive policy ``archive``) under a name, Kafka topic and database of
-    its own: ``customers_a`` erased by key and by ``customer_id``, its tombstones kept as a delete log,
-    ``customers_b`` by ``customer_id`` only; the tables as the jobs load them."""
+    its own, kept as ``table_format``: ``customers_a`` erased by key and by ``customer_id``, its tombstones kept as
+    a delete log, ``customers_b`` by ``customer_id`` only; the tables as the jobs load them."""
     source = catalog_dir() / "globex" / "crm" / "staging"
     spec = yaml.safe_load((source / "customer-updated.yaml").read_text())
     tables = {"customers_a": {"erasure": "by_key", "tombstones": "keep"}, "customers_b": {"erasure": "none"}}
@@ -97,7 +100,12 @@ def write_catalog(folder: Path, env: str, archive: dict[str, str] | None = None)
     shutil.copy(catalog_dir() / "defaults.yaml", folder / "defaults.yaml")
     for table, erasure in tables.items():
         name = table.replace("_", "-")
-        own = {"kafka_topic": f"test.erasure.{table}.{env}", "database": f"erase_{env}", "table": table}
+        own = {
+            "kafka_topic": f"test.erasure.{table}.{env}",
+            "database": f"erase_{env}",
+            "table": table,
+            "table_format": str(table_format),
+        }
         policy = {"archive": archive} if archive else {}
         (topics / f"{name}.yaml").write_text(yaml.safe_dump({**spec, **own, **erasure, **policy}))
         shutil.copy(source / "customer-updated.v1.avsc", topics / f"{name}.v1.avsc")

@@ -71,6 +71,7 @@ JOBS = CORE | {
         "common",
         "entrypoint",
         "keyed_hash",
+        "iceberg_maintenance",
         "archiver/__init__",
         "archiver/job",
         "archiver/metrics",
@@ -105,6 +106,7 @@ JOBS = CORE | {
         "erasure/matching",
         "erasure/purge",
         "erasure/subjects",
+        "erasure/table_delete",
     )
 }
 

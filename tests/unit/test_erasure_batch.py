@@ -9,7 +9,7 @@ from infra.repo import catalog_dir
 from kafkalake.erasure import new_request, tombstone_request
 from kafkalake.personal import PseudonymKey
 from kafkalake.topic_catalog import load_topic_catalog
-from spark_jobs.erasure.batch import Batch, PartitionErasure, QuarantineErasure, TableBatch
+from spark_jobs.erasure.batch import Batch, PartitionErasure, QuarantineErasure, TableBatch, TableDelete
 from spark_jobs.erasure.matching import in_scope, scope
 
 KEY = PseudonymKey("k1", bytes(range(32)))
@@ -44,6 +44,24 @@ def test_the_batch_round_trips_through_the_lease() -> None:
     batch.tables[TABLE].partitions["schema_version=1/dt=2026-11-20/hour=07/"].purged = True
     batch.tables[TABLE].quarantine["quarantine/x.parquet"].done = True
     assert batch.done
+
+
+def test_an_iceberg_tables_delete_round_trips_and_is_done_once_cleaned() -> None:
+    batch = Batch("b1", NOW.isoformat(), ["r1", "r2"])
+    deleted = TableDelete([[0, 4], [1, 7]], {"r1": 2}, 11, NOW.isoformat(), ["s3://lake/data/t/a.parquet"])
+    batch.tables[TABLE] = TableBatch(iceberg=deleted)
+    assert Batch.from_work(batch.to_work()) == batch
+    assert batch.tables[TABLE].requests() == {"r1"}
+    assert not batch.done, "deleted, not cleaned: its old snapshots still hold the rows"
+    late = TableBatch(iceberg=TableDelete([[1, 7], [2, 9]], {"r2": 2}))
+    batch.tables[TABLE].add(late)
+    deleting = batch.tables[TABLE].iceberg
+    assert deleting is not None
+    assert (deleting.keys, deleting.rows_by_request) == ([[0, 4], [1, 7], [2, 9]], {"r1": 2, "r2": 2})
+    deleting.purged = True
+    assert batch.done
+    hive = Batch.from_work({**batch.to_work(), "tables": {TABLE: {"partitions": {}, "quarantine": {}}}})
+    assert hive.tables[TABLE].iceberg is None and hive.done, "a batch stored before Iceberg tables reads as before"
 
 
 def test_a_subject_is_looked_for_under_every_key_it_was_digested_with() -> None:

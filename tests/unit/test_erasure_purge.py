@@ -18,7 +18,7 @@ from moto import mock_aws
 from infra.repo import catalog_dir
 from kafkalake.layout import Partition
 from kafkalake.topic_catalog import load_topic_catalog
-from spark_jobs.erasure.purge import purge_partition, purge_quarantine, versions
+from spark_jobs.erasure.purge import purge_partition, purge_quarantine, purge_table, versions
 
 TOPIC = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
 PARTITION = Partition(1, date(2026, 11, 20), 7)
@@ -109,3 +109,21 @@ def test_a_quarantine_object_of_a_table_erased_by_subject_field_keeps_only_its_o
     assert table.column("_kafka_offset").to_pylist() == [3, 5, 9]
     assert not {"_key", "_raw_value"} & set(table.column_names)
     assert purge_quarantine(s3, "lake", key, [], None, drop_raw=True) == 0  # carried out again: nothing more
+
+
+def test_an_iceberg_tables_noncurrent_versions_and_markers_go_its_current_objects_stay(s3: Any) -> None:
+    location = TOPIC.prefix.data_prefix()
+    live, gone, metadata = location + "a.parquet", location + "data/b.parquet", location + "metadata/m1.avro"
+    s3.put_object(Bucket="lake", Key=live, Body=b"v1")
+    s3.put_object(Bucket="lake", Key=live, Body=b"v2")  # a redo of its plan: the first is noncurrent
+    for key in (gone, metadata):
+        s3.put_object(Bucket="lake", Key=key, Body=b"expired")
+        s3.delete_object(Bucket="lake", Key=key)  # what the expiry deleted: a noncurrent version and a marker
+    elsewhere = TOPIC.prefix.quarantine_prefix() + "q.parquet"
+    s3.put_object(Bucket="lake", Key=elsewhere, Body=b"q1")
+    s3.put_object(Bucket="lake", Key=elsewhere, Body=b"q2")
+    current, deleted = purge_table(s3, "lake", location)
+    assert (current, deleted) == ({live}, 5)
+    left = versions(s3, "lake", location)
+    assert [(v["Key"], v["IsLatest"], v["Marker"]) for v in left] == [(live, True, False)]
+    assert len(versions(s3, "lake", elsewhere)) == 2, "nothing outside the table's location"

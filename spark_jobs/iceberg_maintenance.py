@@ -1,0 +1,114 @@
+"""Maintenance of an Iceberg table (``kafkalake.iceberg``) shared by the jobs that rewrite one (the erasure job, the
+compactor's schedule): expiring snapshots, removing orphan files and rewriting manifests, through Iceberg's Spark
+actions (``org.apache.iceberg.spark.actions.SparkActions``, over py4j), so each is one call with counts back.
+
+Orphan files are found against a listing of the table's location made with boto3 (``compareToFileList``): Iceberg
+1.7.1's own listing goes through Hadoop's file system, which has no ``s3://`` scheme outside EMR, and its
+``remove_orphan_files`` procedure refuses an ``older_than`` under a day (``../shared/notes/iceberg-facts.md``).
+
+``table`` is always ``<database>.<table>`` (``spark_jobs.compaction.work.table_name``), in the Iceberg catalog
+(``catalog_name``); each call reloads the table, so commits another writer made since (the archiver's, through
+pyiceberg) are seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.s3_location import parse_s3_uri, s3_uri
+
+
+def catalog_name(table: str) -> str:
+    """The Spark name of the Glue table ``table`` (``database.table``) in the Iceberg catalog."""
+    return f"{ICEBERG_CATALOG}.{table}"
+
+
+def load(spark: SparkSession, table: str) -> Any:
+    """The table as Iceberg's Java ``Table``, its latest metadata (Spark's catalog caches tables: refreshed first)."""
+    name = catalog_name(table)
+    spark.sql(f"REFRESH TABLE {name}")
+    found = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)  # type: ignore[union-attr]
+    found.refresh()
+    return found
+
+
+def _actions(spark: SparkSession) -> Any:
+    return spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)  # type: ignore[union-attr]
+
+
+def each(iterable: Any) -> Iterator[Any]:
+    """The items of a Java ``Iterable`` (py4j iterates only Java collections)."""
+    items = iterable.iterator()
+    while items.hasNext():
+        yield items.next()
+
+
+def _millis(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Expired:
+    """What an expiry deleted: data files, manifests and manifest lists no retained snapshot references."""
+
+    data_files: int
+    manifests: int
+    manifest_lists: int
+
+
+def expire_snapshots(spark: SparkSession, table: str, older_than: datetime) -> Expired:
+    """Expire every snapshot older than ``older_than`` but the current one, deleting the files only they reference."""
+    result = _actions(spark).expireSnapshots(load(spark, table)).expireOlderThan(_millis(older_than)).retainLast(1)
+    done = result.execute()
+    return Expired(
+        int(done.deletedDataFilesCount()), int(done.deletedManifestsCount()), int(done.deletedManifestListsCount())
+    )
+
+
+def remove_orphans(
+    spark: SparkSession,
+    s3: Any,
+    bucket: str,
+    table: str,
+    older_than: datetime,
+    *,
+    table_created: datetime,
+    only: Collection[str] | None = None,
+) -> list[str]:
+    """Delete the objects under the table's location (listed with ``s3``; only those of ``only``, URIs, when given)
+    that no metadata of the table reaches, last modified before ``older_than`` and not before ``table_created``
+    (an older object under its location, a Hive table's before it, was never the table's); their URIs. A file
+    written for a commit not made yet is one too: ``older_than`` must precede every such write still in flight,
+    unless ``only`` names files nothing writes again."""
+    loaded = load(spark, table)
+    location = parse_s3_uri(loaded.location())
+    if location.bucket != bucket:
+        raise ValueError(f"{table} is at {loaded.location()}, not in the lake's bucket {bucket}")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=location.key.rstrip("/") + "/")
+    listed = [(s3_uri(bucket, o["Key"]), o["LastModified"]) for page in pages for o in page.get("Contents", [])]
+    candidates = [(uri, at) for uri, at in listed if at >= table_created and (only is None or uri in only)]
+    if not candidates:
+        return []
+    files = spark.createDataFrame(candidates, "file_path string, last_modified timestamp")
+    action = _actions(spark).deleteOrphanFiles(loaded).olderThan(_millis(older_than)).compareToFileList(files._jdf)
+    return [str(uri) for uri in each(action.execute().orphanFileLocations())]
+
+
+def deleted_entries(spark: SparkSession, table: str) -> int:
+    """Entries of the current snapshot's manifests that record a removed file (status 2, DELETED): a manifest keeps
+    them, with the file's column metrics, until it is rewritten."""
+    spark.sql(f"REFRESH TABLE {catalog_name(table)}")
+    return spark.table(f"{catalog_name(table)}.entries").where("status = 2").count()
+
+
+def rewrite_manifests(spark: SparkSession, table: str) -> int:
+    """Rewrite the current snapshot's manifests (only live entries are carried over), in one commit; manifests
+    replaced."""
+    done = _actions(spark).rewriteManifests(load(spark, table)).execute()
+    return sum(1 for _ in each(done.rewrittenManifests()))
