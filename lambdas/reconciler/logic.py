@@ -3,7 +3,8 @@ lost: a message that expired in the DLQ, a changed notification configuration, a
 Glue partitions whose location holds no object are reported.
 
 S3 is listed with a delimiter, level by level (schema_version=, dt=, hour=), never object by object; the table's
-compaction output (``_compacted/``, beside the partitions) is not a partition and is not descended into.
+compaction output (``_compacted/``, beside the partitions) is not a partition and is not descended into. An Iceberg
+table has no Glue partitions to reconcile: it is skipped, with why.
 
 Plain values and the data access in (``lambdas.reconciler.dal``: every S3 and Glue call), results out.
 """
@@ -23,8 +24,14 @@ from kafkalake.layout import (
     partition_segment_value,
 )
 from kafkalake.s3_location import parse_s3_uri, s3_uri
+from kafkalake.topic_spec import TableFormat
 from lambdas.reconciler.dal import GluePartitions, LakeFolders
 from lambdas.tables import LakeTable
+
+ICEBERG_SKIPPED = (
+    "an Iceberg table: the archiver commits its files with their offsets, and its snapshots, not Glue partitions, "
+    "say which are live (the offset audit finds a plan that was not committed)"
+)
 
 
 @dataclass
@@ -94,6 +101,9 @@ def reconcile_tables(lake: LakeFolders, glue: GluePartitions, tables: Iterable[L
     stops the others."""
     results = []
     for table in tables:
+        if table.table_format == TableFormat.ICEBERG:
+            results.append(TableReconciliation(table.name, skipped=ICEBERG_SKIPPED))
+            continue
         try:
             results.append(
                 reconcile_table(

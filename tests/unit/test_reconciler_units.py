@@ -13,6 +13,7 @@ from kafkalake.glue import table_input
 from kafkalake.layout import Partition, TablePrefix
 from kafkalake.naming import TableInference
 from kafkalake.s3_location import s3_uri
+from kafkalake.topic_spec import TableFormat
 from lambdas.reconciler.dal import GluePartitions, LakeFolders
 from lambdas.reconciler.handler import summary
 from lambdas.reconciler.logic import reconcile_tables
@@ -97,3 +98,31 @@ def test_targets_come_from_the_bundled_tables_document() -> None:
     assert [(t.database, t.table, t.prefix.data_prefix()) for t in tables_from_document(document)] == [
         ("acme_staging", "card_authorized", "data/staging/acme/payments/card-authorized/")
     ]
+
+
+@mock_aws
+def test_an_iceberg_table_is_skipped_and_never_given_glue_partitions() -> None:
+    """Its archiver objects lie in the Hive layout under its location, but its snapshots say which are live: adding
+    them as Glue partitions would show a Hive reader files the table replaced or never committed."""
+    s3 = boto3.client("s3", region_name="eu-west-1")
+    glue = boto3.client("glue", region_name="eu-west-1")
+    s3.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    glue.create_database(DatabaseInput={"Name": "acme"})
+    prefix = TablePrefix("staging", "acme", "payments", "ledger").data_prefix()
+    s3.put_object(Bucket="lake", Key=f"{prefix}{HOUR.path()}ledger+0+0-9.parquet", Body=b"x")
+    columns = [{"Name": "id", "Type": "string"}]
+    glue.create_table(DatabaseName="acme", TableInput=table_input("ledger", s3_uri("lake", prefix), columns, {}))
+    table = LakeTable(
+        env="staging",
+        company="acme",
+        domain="payments",
+        topic="ledger",
+        database="acme",
+        table="ledger",
+        inference=TableInference.NATIVE,
+        crawler_name="kafkalake-acme-ledger",
+        table_format=TableFormat.ICEBERG,
+    )
+    [result] = reconcile_tables(LakeFolders(s3, "lake"), GluePartitions(glue), [table])
+    assert result.skipped is not None and result.skipped.startswith("an Iceberg table") and not result.added
+    assert glue.get_partitions(DatabaseName="acme", TableName="ledger")["Partitions"] == []
