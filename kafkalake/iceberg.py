@@ -64,8 +64,8 @@ stays readable through older snapshots until they expire, so this bounds how lon
 delete commit: at most this, plus the compactor's schedule (hourly) and its run (``compactor_timeout_minutes``, 2 h by
 default), which is 9 h, well under the shortest erasure deadline (``erasure_within_days`` is at least 1). It also
 keeps the snapshot of an archiver plan findable (``committed_plans``) for a redo of that plan after a crash between
-its table commit and its receipt, which the next archiver run (10 minutes later) carries out: an archiver stalled
-longer than this with such a plan stored would append it again."""
+its table commit and its receipt, which the next archiver run (``archiver_schedule_minutes`` later) carries out: an
+archiver stalled longer than this with such a plan stored would append it again."""
 ORPHAN_AGE: Final = timedelta(days=1)
 """The compactor deletes files under a table's location that the table does not reference only once they are older
 than this: every data file is written before the commit that adds it (an archiver plan, a rewrite, an erasure's
