@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime
 from typing import Any, Protocol
 
 import boto3
@@ -48,6 +49,13 @@ def list_objects(s3: Any, bucket: str, prefix: str, suffix: str = "") -> dict[st
     """Key → size of every object under ``prefix`` (ending with ``suffix``), all pages."""
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith(suffix)}
+
+
+def list_modified(s3: Any, bucket: str, prefix: str, suffix: str = "") -> dict[str, datetime]:
+    """Key → last modified of every object under ``prefix`` (ending with ``suffix``), all pages."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    found = (o for page in pages for o in page.get("Contents", []))
+    return {o["Key"]: o["LastModified"] for o in found if o["Key"].endswith(suffix)}
 
 
 def read_json(s3: Any, bucket: str, key: str) -> Any | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkalake.endpoints import Endpoints
@@ -55,6 +56,23 @@ TABLE_PROPERTIES: Final = {
 }
 """Every table's properties: format v2, bounds only where no personal value is, deletes by rewriting files, old
 metadata files pruned, and no blind commit retry (see the module's docstring)."""
+
+
+SNAPSHOT_RETENTION: Final = timedelta(hours=6)
+"""The compactor expires a table's snapshots older than this (keeping the current one). A row deleted by a commit
+stays readable through older snapshots until they expire, so this bounds how long an erased row outlives its
+delete commit: at most this, plus the compactor's schedule (hourly) and its run (``compactor_timeout_minutes``, 2 h by
+default), which is 9 h, well under the shortest erasure deadline (``erasure_within_days`` is at least 1). It also
+keeps the snapshot of an archiver plan findable (``committed_plans``) for a redo of that plan after a crash between
+its table commit and its receipt, which the next archiver run (``archiver_schedule_minutes`` later) carries out: an
+archiver stalled longer than this with such a plan stored would append it again."""
+ORPHAN_AGE: Final = timedelta(days=1)
+"""The compactor deletes files under a table's location that the table does not reference only once they are older
+than this: every data file is written before the commit that adds it (an archiver plan, a rewrite, an erasure's
+delete), and removing it in between would commit a file that is gone. A plan or a rewrite in flight is far shorter
+(the archiver's budget is 15 minutes, the compactor's timeout 2 h); a day is also the least Iceberg's own
+``remove_orphan_files`` procedure accepts, for the same reason. A plan that failed before its commit is redone by
+the next run, which rewrites its files."""
 
 
 def offsets_summary(kafka_topic: str, ranges: Mapping[int, tuple[int, int]]) -> str:

@@ -2,8 +2,10 @@
 
 One run takes every table it is given and every due partition of them together: selection
 (``spark_jobs.compaction.selection``), then the rewrite protocol (``spark_jobs.compaction.protocol``): one Spark job
-writes all the partitions' outputs, one inspects them, and each partition then commits on its own. A table or
-partition that fails is reported and left as it was; the others go on.
+writes all the partitions' outputs, one inspects them, and each partition then commits on its own. Iceberg tables
+(``table_format: iceberg``) are compacted by table operations instead, table by table
+(``spark_jobs.compaction.table_maintenance``). A table or partition that fails is reported and left as it was; the
+others go on.
 
 Runs overlap (the schedule, retries, a person's ``compact run``): a run first takes each table's lease
 (``kafkalake.lease``) and skips a table another live run holds (``held by run <id> since <time>``), so one run at a
@@ -29,10 +31,12 @@ from kafkalake.jobspec import (
 )
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.manifest import DONE_STATES
 from spark_jobs.compaction.protocol import carry_forward
 from spark_jobs.compaction.selection import select
+from spark_jobs.compaction.table_maintenance import compact_tables
 from spark_jobs.compaction.work import Action, Knobs, PartitionResult, Rewriter, Work, describe, table_name
 
 
@@ -45,8 +49,10 @@ class Compactor(Rewriter):
         held, results = self._take_leases()
         try:
             with kept_alive(list(self.leases.values()), self.identity.lease_ttl / 3):
-                work, selected = select(self, held)
+                iceberg = [t for t in held if t.spec.table_format == TableFormat.ICEBERG]
+                work, selected = select(self, [t for t in held if t not in iceberg])
                 carry_forward(self, work)
+                results += compact_tables(self, iceberg)
             results += selected + [self._result(w) for w in work]
         finally:
             for lease in self.leases.values():

@@ -1,6 +1,7 @@
 """Selection, the compactor's first step: which partitions this run takes, each as a ``Work`` with its manifest.
 
-A partition is due when it is closed (marked complete by the maintainer, or older than the safety delay) and holds
+A partition is due when it is closed (marked complete by the maintainer, or older than the safety delay:
+``closed_until``) and holds
 at least ``min_input_files`` files no earlier run took (one is enough next to an earlier run's output: a late
 file), within the run's byte budget; partitions with a late-data marker come first. A partition whose location is
 still an output of the legacy layout (``kafkalake.layout.TablePrefix.legacy_compacted_prefix``) is due as it is:
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from kafkalake.aws import list_objects
@@ -23,7 +25,7 @@ from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest, ManifestState
-from spark_jobs.compaction.work import Action, PartitionResult, Rewriter, Work, describe, table_name
+from spark_jobs.compaction.work import Action, Knobs, PartitionResult, Rewriter, Work, describe, table_name
 
 
 def select(rewriter: Rewriter, topics: Sequence[Topic]) -> tuple[list[Work], list[PartitionResult]]:
@@ -83,7 +85,14 @@ def _closed(rewriter: Rewriter, partition: dict[str, Any]) -> bool:
     """Marked complete by the maintainer, or older than the safety delay."""
     if partition.get("Parameters", {}).get(COMPLETE_PARAMETER) == "true":
         return True
-    return Partition.from_values(partition["Values"]).end + rewriter.knobs.safety_delay <= rewriter.now()
+    return Partition.from_values(partition["Values"]).end <= closed_until(rewriter.knobs, rewriter.now())
+
+
+def closed_until(knobs: Knobs, now: datetime) -> datetime:
+    """Every hour that ends at or before this instant (a whole hour, UTC) is closed by age: it ended at least the
+    safety delay ago, so no new data is expected in it (an Iceberg table's closed hours are these alone: no
+    partition of it is marked complete)."""
+    return (now - knobs.safety_delay).astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def plan_partition(

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
+from kafkalake.iceberg import ORPHAN_AGE, SNAPSHOT_RETENTION
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES, COMPACTOR_MIN_INPUT_FILES, COMPACTOR_TARGET_FILE_MB
 from kafkalake.lease import Lease
 from kafkalake.topic_catalog import Topic
@@ -40,6 +41,10 @@ class Knobs:
     safety_delay: timedelta = timedelta(hours=2)
     grace_period: timedelta = timedelta(minutes=COMPACTOR_GRACE_MINUTES)
     """Longer than the longest query: inputs stay readable for queries that started before the swap."""
+    snapshot_retention: timedelta = SNAPSHOT_RETENTION
+    """An Iceberg table's snapshots older than this expire (``kafkalake.iceberg.SNAPSHOT_RETENTION``)."""
+    orphan_age: timedelta = ORPHAN_AGE
+    """Files an Iceberg table does not reference are deleted once older than this (``kafkalake.iceberg.ORPHAN_AGE``)."""
 
 
 class Action(StrEnum):

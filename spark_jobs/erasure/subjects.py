@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+from kafkalake.aws import list_modified
 from kafkalake.layout import PARTITION_PATH_RE
 from kafkalake.personal import KAFKA_KEY_COLUMN, KEY_ID_COLUMN, Keyring, PiiAction, PseudonymKey
 from kafkalake.s3_location import s3_uri
@@ -103,10 +104,7 @@ def signature(topic: Topic, keys: Keyring) -> str:
 
 def data_objects(s3: Any, bucket: str, prefix: str) -> dict[str, datetime]:
     """Key → last modified of every Parquet object under ``prefix``."""
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return {
-        o["Key"]: o["LastModified"] for page in pages for o in page.get("Contents", []) if o["Key"].endswith(".parquet")
-    }
+    return list_modified(s3, bucket, prefix, ".parquet")
 
 
 def by_schema_version(names: Iterable[str]) -> list[list[str]]:

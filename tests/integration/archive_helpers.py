@@ -1,5 +1,5 @@
-"""Shared by the archiver's integration tests: fresh topics, producing, one plan of a topic (``archive_topic``), reading
-back, offsets."""
+"""Shared by the archiver's integration tests: fresh topics (Iceberg ones too), producing, one plan of a topic
+(``archive_topic``), reading back, offsets."""
 
 from __future__ import annotations
 
@@ -166,3 +166,20 @@ def rotating_secret(endpoints: Endpoints, suffix: str) -> RotatingSecret:
     value = PseudonymKey.secret_string(old.key_id, old.secret)
     make_client(own, "secretsmanager").create_secret(Name=secret, SecretString=value)
     return RotatingSecret(own, old, new)
+
+
+def iceberg_topic(endpoints: Endpoints, name: str, **archive: Any) -> Topic:
+    """A fresh catalog topic kept as an Iceberg table, with its Glue database (the stack deploys the databases)."""
+    topic = fresh(name, **archive)
+    topic = dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat.ICEBERG}))
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
+    return topic
+
+
+def expected_rows(topic: Topic, counts: Counter[str]) -> int:
+    """The rows an archive of the produced ``counts`` holds: the good records, and tombstones when kept."""
+    good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
+    return good + (counts["tombstones"] if topic.spec.tombstones == "keep" else 0)
+
+
+OFFSET_COLUMNS = ("_kafka_partition", "_kafka_offset")

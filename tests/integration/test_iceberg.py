@@ -4,22 +4,17 @@ the Iceberg catalog, pyiceberg's scan) reading the same rows."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections import Counter
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.interop import checks_for
 from kafkalake_dev.checks.inventory import iceberg_inventory
 from kafkalake_dev.checks.readers import Read, iceberg_spark_read, pyiceberg_read
@@ -29,11 +24,13 @@ from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.table_commit import commit_plan
 from tests.crashes import InjectedCrash, crash
 from tests.integration.archive_helpers import (
+    OFFSET_COLUMNS,
     START,
     archive_topic,
     audit_problems,
     committed_and_end,
-    fresh,
+    expected_rows,
+    iceberg_topic,
     produce,
     table_rows,
 )
@@ -47,23 +44,10 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
     return with_bucket(local_stack, BUCKET)
 
 
-def iceberg_topic(endpoints: Endpoints, name: str, **archive: Any) -> Topic:
-    """A fresh catalog topic kept as an Iceberg table, with its Glue database (the stack deploys the databases)."""
-    topic = fresh(name, **archive)
-    topic = dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat.ICEBERG}))
-    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
-    return topic
-
-
 def plan_snapshots(endpoints: Endpoints, topic: Topic) -> list[dict[str, str]]:
     table = table_catalog(endpoints).load_table((topic.database, topic.table))
     summaries = [dict(s.summary.additional_properties) for s in table.snapshots() if s.summary]
     return [s for s in summaries if PLAN_PROPERTY in s]
-
-
-def expected_rows(topic: Topic, counts: Counter[str]) -> int:
-    good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
-    return good + (counts["tombstones"] if topic.spec.tombstones == "keep" else 0)
 
 
 def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
@@ -95,9 +79,6 @@ def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
     inventory = iceberg_inventory(table_catalog(endpoints), topic)
     assert inventory.table_format == "iceberg" and len(inventory.partitions) == partitions.count()
     assert inventory.files == summary.objects and inventory.newest_kafka_time is not None
-
-
-OFFSET_COLUMNS = ("_kafka_partition", "_kafka_offset")
 
 
 def test_a_redo_after_the_table_commit_appends_nothing_twice(

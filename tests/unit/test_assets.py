@@ -96,6 +96,7 @@ JOBS = CORE | {
         "compaction/selection",
         "compaction/sizing",
         "compaction/swap",
+        "compaction/table_maintenance",
         "compaction/verify",
         "compaction/work",
         "compaction/write",

@@ -1,0 +1,211 @@
+"""An Iceberg table's compaction (``table_format: iceberg``): table operations, no swap and no grace period.
+
+Readers read a snapshot, so a rewrite needs none of the Hive protocol (``spark_jobs.compaction.protocol``): one
+run, holding the table's compaction lease (``spark_jobs.compaction.job``), makes three steps on each table, each
+after renewing the lease, so a run that lost it changes nothing more:
+
+- **rewrite**: Iceberg's ``rewrite_data_files`` procedure over the closed hours only (``closed_until``, as the Hive
+  compactor decides them), with the same knobs: target file size, and the least number of files an hour needs. It
+  commits one snapshot; queries already running keep reading the snapshot they started from, whose files stay until
+  it expires.
+- **expiry**: ``expire_snapshots`` of the snapshots older than ``Knobs.snapshot_retention`` (the current one is
+  always kept); Iceberg deletes the files only they referenced, the archiver's replaced files among them. The
+  retention keeps the erasure deadline (``kafkalake.iceberg.SNAPSHOT_RETENTION``).
+- **orphans**: files under the table's location the table does not reference (a write that crashed before its
+  commit), older than ``Knobs.orphan_age`` and not older than the table itself (``orphan_candidates``), go through
+  Iceberg's ``DeleteOrphanFiles`` action, given them as its file list (``compareToFileList``), which checks them
+  again against the files the table references before deleting any. Iceberg 1.7.1 (EMR 7.7's) lists a location
+  only through a Hadoop file system, which local Spark lacks for ``s3://``; the list comes from S3 here.
+
+A table that fails is reported with the reason (``TableResult``, ``Action.FAILED``) and the others go on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from kafkalake.aws import list_modified
+from kafkalake.iceberg import TIME_COLUMN
+from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.s3_location import s3_uri
+from kafkalake.topic_catalog import Topic
+from spark_jobs.compaction.selection import closed_until
+from spark_jobs.compaction.work import MAX_REASON, Action, PartitionResult, Rewriter, describe, table_name
+
+T = TypeVar("T")
+
+
+@dataclass
+class TableResult(PartitionResult):
+    """One Iceberg table's compaction, as one JSON line with the Hive compactor's fields (``partition`` empty: the
+    whole table; files, bytes and rows of the current snapshot's data files before → after), plus the snapshots
+    and what the expiry and orphan removal deleted."""
+
+    snapshot_before: int | None = None
+    """The table's current snapshot when the run began."""
+    snapshot_after: int | None = None
+    """Its current snapshot after the rewrite: the rewrite's own, or the same when nothing was due."""
+    rewritten_files: int = 0
+    """Data files the rewrite replaced (``files_before - files_after`` when no writer committed in between)."""
+    expired_files: int = 0
+    """Files the expiry deleted: data files, manifests and manifest lists only expired snapshots referenced."""
+    orphan_files: int = 0
+    """Files under the table's location it did not reference, deleted."""
+
+
+def closed_hours_filter(until: datetime) -> str:
+    """The rewrite's ``where``: rows of the hours that end at or before ``until`` (a whole hour). Iceberg keeps the
+    filter's projection on the hour partition, so no file of a later hour is taken."""
+    return f"{TIME_COLUMN} < {timestamp(until)}"
+
+
+def timestamp(at: datetime) -> str:
+    """``at`` as a Spark SQL timestamp literal that names its zone (UTC), whatever the session's zone."""
+    return f"TIMESTAMP '{at.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}+00:00'"
+
+
+def orphan_candidates(
+    listing: Mapping[str, datetime], referenced: Collection[str], *, older_than: datetime, table_created: datetime
+) -> dict[str, datetime]:
+    """The files of ``listing`` (URI → last modified) that ``referenced`` lacks, last modified before
+    ``older_than`` and not before the table was made: an object older than the table under its location (a topic
+    kept as a Hive table before) was never the table's, and is not its to delete."""
+    return {
+        path: modified
+        for path, modified in listing.items()
+        if path not in referenced and table_created <= modified < older_than
+    }
+
+
+def compact_tables(rewriter: Rewriter, topics: Sequence[Topic]) -> list[PartitionResult]:
+    """Rewrite, expire and remove orphans of every Iceberg table of ``topics`` (whose leases ``rewriter`` holds),
+    one ``TableResult`` each; a table's failure is its result, never raised."""
+    results: list[PartitionResult] = []
+    for topic in topics:
+        result = TableResult(table_name(topic), [], Action.COMPACTED)
+        try:
+            _compact(rewriter, topic, result)
+        except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others: reported
+            result.action, result.reason = Action.FAILED, describe(exc)[:MAX_REASON]
+        results.append(result)
+    return results
+
+
+def _compact(rewriter: Rewriter, topic: Topic, result: TableResult) -> None:
+    table, knobs, spark = result.table, rewriter.knobs, rewriter.spark
+    name = f"{ICEBERG_CATALOG}.{table}"
+    created = _created(rewriter, topic)
+    if created is None:
+        result.action, result.reason = Action.SKIPPED, "no Iceberg table yet (nothing archived)"
+        rewriter.say(f"{table}: nothing archived yet, nothing to compact")
+        return
+    now = rewriter.now()
+    until = closed_until(knobs, now)
+    result.snapshot_before, result.files_before, result.bytes_before, _ = _current(spark, name)
+
+    def rewrite() -> list[Any]:
+        where = closed_hours_filter(until)
+        options = {"target-file-size-bytes": knobs.target_file_bytes, "min-input-files": knobs.min_input_files}
+        settings = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+        return spark.sql(
+            f"CALL {ICEBERG_CATALOG}.system.rewrite_data_files(table => '{table}', where => \"{where}\", "
+            f"options => map({settings}))"
+        ).collect()
+
+    [rewritten] = _step(rewriter, result, "rewrite", rewrite)
+    result.rewritten_files = rewritten["rewritten_data_files_count"]
+    result.snapshot_after, result.files_after, result.bytes_after, result.rows = _current(spark, name)
+    rewriter.say(
+        f"{table}: rewrote {result.rewritten_files} data files of the hours before {until:%F %H}:00 "
+        f"into {rewritten['added_data_files_count']}: {result.files_before} files ({result.bytes_before / 2**20:.1f} "
+        f"MiB) → {result.files_after} ({result.bytes_after / 2**20:.1f} MiB), {result.rows} rows; snapshot "
+        f"{result.snapshot_before} → {result.snapshot_after}"
+    )
+
+    def expire() -> list[Any]:
+        return expire_snapshots(spark, table, now - knobs.snapshot_retention)
+
+    [expired] = _step(rewriter, result, "expire", expire)
+    result.expired_files = sum(v for k, v in expired.asDict().items() if k.startswith("deleted_"))
+    rewriter.say(f"{table}: expired the snapshots older than {knobs.snapshot_retention}: {result.expired_files} files")
+    orphans = _step(rewriter, result, "orphans", lambda: _remove_orphans(rewriter, topic, name, created, now))
+    result.orphan_files = len(orphans)
+    rewriter.say(f"{table}: {len(orphans)} orphan files older than {knobs.orphan_age} deleted")
+
+
+def expire_snapshots(spark: SparkSession, table: str, older_than: datetime) -> list[Any]:
+    """``expire_snapshots`` of ``table`` (``db.table``): the snapshots older than ``older_than`` but the current
+    one, and the files only they referenced. Between the rewrite and this, both the rewrite's snapshot and the one
+    before it are readable (the readers' test reads both here)."""
+    return spark.sql(
+        f"CALL {ICEBERG_CATALOG}.system.expire_snapshots(table => '{table}', "
+        f"older_than => {timestamp(older_than)}, retain_last => 1)"
+    ).collect()
+
+
+def _step(rewriter: Rewriter, result: TableResult, step: str, action: Callable[[], T]) -> T:
+    """``action`` after renewing the table's lease (``LeaseLost`` when another run took it), timed."""
+    rewriter.leases[result.table].renew()
+    started = time.monotonic()
+    try:
+        return action()
+    finally:
+        result.seconds[step] = round(time.monotonic() - started, 3)
+
+
+def _created(rewriter: Rewriter, topic: Topic) -> datetime | None:
+    """When the table was made (the archiver's first commit), or None when it is not in Glue yet."""
+    try:
+        found = rewriter.glue.get_table(DatabaseName=topic.database, Name=topic.table)
+    except rewriter.glue.exceptions.EntityNotFoundException:
+        return None
+    created: datetime = found["Table"]["CreateTime"]
+    return created
+
+
+def _current(spark: SparkSession, name: str) -> tuple[int | None, int, int, int]:
+    """The table's current snapshot id, and its data files' count, bytes and rows."""
+    spark.sql(f"REFRESH TABLE {name}")
+    refs = spark.table(f"{name}.refs").where(F.col("name") == "main").select("snapshot_id").collect()
+    sums = [F.coalesce(F.sum(c), F.lit(0)) for c in ("file_size_in_bytes", "record_count")]
+    files = spark.table(f"{name}.data_files").agg(F.count(F.lit(1)), *sums).collect()[0]
+    return (refs[0][0] if refs else None), files[0], files[1], files[2]
+
+
+def _referenced(spark: SparkSession, name: str) -> set[str]:
+    """Every file the table's snapshots reference: data and delete files, manifests, manifest lists, and the
+    metadata files of its log (the current one included)."""
+    spark.sql(f"REFRESH TABLE {name}")
+    columns = {"all_files": "file_path", "all_manifests": "path", "snapshots": "manifest_list"}
+    paths = spark.table(f"{name}.metadata_log_entries").select("file")
+    for metadata_table, column in columns.items():
+        paths = paths.union(spark.table(f"{name}.{metadata_table}").select(column))
+    return {row[0] for row in paths.distinct().collect()}
+
+
+def _remove_orphans(rewriter: Rewriter, topic: Topic, name: str, created: datetime, now: datetime) -> list[str]:
+    """The orphan candidates deleted by Iceberg's action, which drops any the table references; their URIs."""
+    bucket, spark = rewriter.bucket, rewriter.spark
+    listing = {
+        s3_uri(bucket, key): modified
+        for key, modified in list_modified(rewriter.s3, bucket, topic.prefix.data_prefix()).items()
+    }
+    older_than = now - rewriter.knobs.orphan_age
+    candidates = orphan_candidates(listing, _referenced(spark, name), older_than=older_than, table_created=created)
+    if not candidates:
+        return []
+    files = spark.createDataFrame(list(candidates.items()), "file_path string, last_modified timestamp")
+    jvm: Any = spark.sparkContext._jvm  # Iceberg's Java API, as its procedures call it
+    iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession).deleteOrphanFiles(
+        iceberg_table
+    )
+    deleted = action.compareToFileList(files._jdf).olderThan(int(older_than.timestamp() * 1000)).execute()
+    return list(deleted.orphanFileLocations())

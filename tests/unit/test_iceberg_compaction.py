@@ -1,0 +1,65 @@
+"""The Iceberg compaction's pure parts: which hours are closed and the rewrite's filter on them, the orphan
+candidates of a listing, and the retention against the erasure deadline."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+
+from kafkalake.environments import EnvironmentConfig
+from kafkalake.iceberg import ORPHAN_AGE, SNAPSHOT_RETENTION
+from kafkalake.layout import Partition
+from kafkalake.topic_spec import TopicSpec
+from spark_jobs.compaction.selection import closed_until
+from spark_jobs.compaction.table_maintenance import closed_hours_filter, orphan_candidates, timestamp
+from spark_jobs.compaction.work import Knobs
+
+KNOBS = Knobs(safety_delay=timedelta(hours=2))
+
+
+def test_the_closed_hours_are_those_the_hive_compactor_takes_by_age() -> None:
+    assert closed_until(KNOBS, datetime(2026, 11, 20, 10, 30, tzinfo=UTC)) == datetime(2026, 11, 20, 8, tzinfo=UTC)
+    assert closed_until(KNOBS, datetime(2026, 11, 20, 10, tzinfo=UTC)) == datetime(2026, 11, 20, 8, tzinfo=UTC)
+    assert closed_until(KNOBS, datetime(2026, 11, 20, 9, 59, 59, tzinfo=UTC)) == datetime(2026, 11, 20, 7, tzinfo=UTC)
+    paris = timezone(timedelta(hours=1))
+    assert closed_until(KNOBS, datetime(2026, 11, 20, 11, 30, tzinfo=paris)) == datetime(2026, 11, 20, 8, tzinfo=UTC)
+    for minutes in range(0, 24 * 60, 7):  # the same answer as "ended at least the safety delay ago", every hour
+        now = datetime(2026, 11, 20, tzinfo=UTC) + timedelta(minutes=minutes)
+        for hour in range(24):
+            partition = Partition(1, date(2026, 11, 20), hour)
+            assert (partition.end <= closed_until(KNOBS, now)) == (partition.end + KNOBS.safety_delay <= now)
+
+
+def test_the_rewrite_takes_rows_before_the_first_open_hour_in_utc_whatever_the_session_zone() -> None:
+    until = closed_until(KNOBS, datetime(2026, 11, 20, 10, 30, tzinfo=UTC))
+    assert closed_hours_filter(until) == "_business_time < TIMESTAMP '2026-11-20 08:00:00.000000+00:00'"
+    paris = datetime(2026, 11, 20, 9, 0, 0, 250, tzinfo=timezone(timedelta(hours=1)))
+    assert timestamp(paris) == "TIMESTAMP '2026-11-20 08:00:00.000250+00:00'"
+
+
+def test_orphans_are_unreferenced_files_older_than_the_bound_and_not_older_than_the_table() -> None:
+    created = datetime(2026, 11, 1, tzinfo=UTC)
+    bound = datetime(2026, 11, 20, tzinfo=UTC)
+    listing = {
+        "s3://b/data/t/metadata/00003.metadata.json": bound - timedelta(days=3),  # referenced
+        "s3://b/data/t/schema_version=1/dt=2026-11-02/hour=06/t+0+0-9.parquet": bound - timedelta(days=2),  # replaced
+        "s3://b/data/t/data/_business_time_hour=1/00000-0-x.parquet": bound - timedelta(hours=30),  # failed rewrite
+        "s3://b/data/t/schema_version=1/dt=2026-11-20/hour=06/t+0+10-19.parquet": bound,  # a plan being committed
+        "s3://b/data/t/schema_version=1/dt=2026-11-19/hour=23/t+1+0-9.parquet": bound - timedelta(minutes=1),
+        "s3://b/data/t/schema_version=1/dt=2026-10-01/hour=06/t+0+0-9.parquet": created - timedelta(seconds=1),  # Hive
+    }
+    referenced = {"s3://b/data/t/metadata/00003.metadata.json", "s3://b/data/t/metadata/snap-1.avro"}
+    candidates = orphan_candidates(listing, referenced, older_than=bound, table_created=created)
+    assert sorted(candidates) == [
+        "s3://b/data/t/data/_business_time_hour=1/00000-0-x.parquet",
+        "s3://b/data/t/schema_version=1/dt=2026-11-02/hour=06/t+0+0-9.parquet",
+        "s3://b/data/t/schema_version=1/dt=2026-11-19/hour=23/t+1+0-9.parquet",
+    ]
+    assert orphan_candidates(listing, set(listing), older_than=bound, table_created=created) == {}
+
+
+def test_the_retention_keeps_the_shortest_erasure_deadline_and_orphans_wait_a_day() -> None:
+    shortest = TopicSpec.model_json_schema()["properties"]["erasure_within_days"]["minimum"]
+    run = timedelta(minutes=EnvironmentConfig.model_fields["compactor_timeout_minutes"].default)
+    assert SNAPSHOT_RETENTION + timedelta(hours=1) + run < timedelta(days=shortest)  # hourly runs, each that long
+    assert timedelta(days=1) <= ORPHAN_AGE
+    assert (Knobs().snapshot_retention, Knobs().orphan_age) == (SNAPSHOT_RETENTION, ORPHAN_AGE)
