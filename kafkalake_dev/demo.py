@@ -37,7 +37,6 @@ from kafkalake_dev.local.trino import TrinoClient, server_version, trino_service
 from kafkalake_dev.local.workload import WORKLOAD_SHAPE, Produced
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
     from spark_jobs.compaction.work import PartitionResult
@@ -207,9 +206,7 @@ def run_demo(
         report.erasure = erase_step(endpoints, settings, topics, produced, assets.artifacts, say, submit)
         report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     say("[7/7] reading every table through the partition locations Glue holds")
-    erased = report.erasure.erased if report.erasure else {}
-    tables = table_catalog(endpoints)
-    report.tables = table_results(spark, clients, settings.bucket, topics, produced, compaction, erased, tables)
+    report.tables = table_results(spark, clients, endpoints, topics, produced, compaction, report.erasure)
     return report
 
 
@@ -268,16 +265,16 @@ def compaction_results(lines: list[dict[str, Any]], topics: list[Topic]) -> dict
 def table_results(  # noqa: PLR0917 - what the comparison is made of
     spark: SparkSession,
     clients: dict[str, Any],
-    bucket: str,
+    endpoints: Endpoints,
     topics: list[Topic],
     produced: dict[str, Produced],
     compaction: dict[str, list[PartitionResult]],
-    erased: dict[str, set[int]],
-    tables: Catalog,
+    erasure: Erasure | None,
 ) -> list[TableResult]:
     """Per table: what was produced, what the demo erased, what a reader finds through Glue (an Iceberg table's
-    snapshot through ``tables``), and the inventory."""
-    inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics, tables=tables)
+    snapshot through the Iceberg catalog), and the inventory."""
+    bucket, erased = endpoints.bucket, erasure.erased if erasure else {}
+    inventories = take_inventory(clients["s3"], clients["glue"], bucket, topics, tables=table_catalog(endpoints))
     results = []
     for topic, inventory in zip(topics, inventories, strict=True):
         raw, _ = table_objects(clients["s3"], bucket, topic.prefix)

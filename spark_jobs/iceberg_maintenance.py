@@ -19,7 +19,10 @@ from datetime import datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from kafkalake.aws import list_modified, list_objects
+from kafkalake.iceberg import PLAN_PROPERTY
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.s3_location import parse_s3_uri, s3_uri
 
@@ -36,6 +39,24 @@ def load(spark: SparkSession, table: str) -> Any:
     found = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)  # type: ignore[union-attr]
     found.refresh()
     return found
+
+
+def current_snapshot(spark: SparkSession, table: str) -> int | None:
+    """The table's current snapshot id (None for a table without one)."""
+    snapshot = load(spark, table).currentSnapshot()
+    return None if snapshot is None else int(snapshot.snapshotId())
+
+
+def unreceipted_plans(spark: SparkSession, s3: Any, bucket: str, table: str, receipts_prefix: str) -> list[str]:
+    """The archiver plans (``kafkalake.iceberg.PLAN_PROPERTY``) of the table's snapshots other than the current one
+    that have no receipt under ``receipts_prefix`` yet: a redo of one may still come, and it looks for its plan in
+    the table's history, so no snapshot may expire while one is listed (the compactor and the erasure job wait)."""
+    current = current_snapshot(spark, table)
+    snapshots = spark.table(f"{catalog_name(table)}.snapshots")
+    rows = snapshots.select("snapshot_id", F.col("summary")[PLAN_PROPERTY].alias("plan")).collect()
+    plans = {row["plan"] for row in rows if row["plan"] and row["snapshot_id"] != current}
+    receipts = list_objects(s3, bucket, receipts_prefix, ".json")
+    return sorted(plans - {key.removeprefix(receipts_prefix).removesuffix(".json") for key in receipts})
 
 
 def _actions(spark: SparkSession) -> Any:
@@ -90,14 +111,22 @@ def remove_orphans(
     location = parse_s3_uri(loaded.location())
     if location.bucket != bucket:
         raise ValueError(f"{table} is at {loaded.location()}, not in the lake's bucket {bucket}")
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=location.key.rstrip("/") + "/")
-    listed = [(s3_uri(bucket, o["Key"]), o["LastModified"]) for page in pages for o in page.get("Contents", [])]
-    candidates = [(uri, at) for uri, at in listed if at >= table_created and (only is None or uri in only)]
+    listed = {s3_uri(bucket, key): at for key, at in list_modified(s3, bucket, location.key.rstrip("/") + "/").items()}
+    candidates = orphan_candidates(listed, table_created=table_created, only=only)
     if not candidates:
         return []
     files = spark.createDataFrame(candidates, "file_path string, last_modified timestamp")
     action = _actions(spark).deleteOrphanFiles(loaded).olderThan(_millis(older_than)).compareToFileList(files._jdf)
     return [str(uri) for uri in each(action.execute().orphanFileLocations())]
+
+
+def orphan_candidates(
+    listed: dict[str, datetime], *, table_created: datetime, only: Collection[str] | None = None
+) -> list[tuple[str, datetime]]:
+    """The objects (URI → last modified) Iceberg's orphan action may weigh: not older than the table (an older object
+    under its location, a Hive table's before it, was never the table's) and, given ``only``, among those. The
+    action itself keeps every file the table references and every one newer than its bound."""
+    return sorted((uri, at) for uri, at in listed.items() if at >= table_created and (only is None or uri in only))
 
 
 def deleted_entries(spark: SparkSession, table: str) -> int:

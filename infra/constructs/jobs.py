@@ -122,14 +122,8 @@ class Jobs(Construct):
         self.settings, self.bucket, self.key, self.databases = settings, bucket, key, databases
         self.iceberg_topics = [t for t in topics if t.spec.table_format == TableFormat.ICEBERG]
         self.assets = self._assets(build_dir)
-        package, entrypoint, catalog, environment, *jars = self.assets
-        artifacts = JobArtifacts(
-            entrypoint.s3_object_url,
-            package.s3_object_url,
-            catalog.s3_object_url,
-            environment.s3_object_url,
-            tuple(jar.s3_object_url for jar in jars),
-        )
+        package, entrypoint, catalog, environment, *jars = (asset.s3_object_url for asset in self.assets)
+        artifacts = JobArtifacts(entrypoint, package, catalog, environment, tuple(jars))
         self.applications = {name: self._application(name) for name in ("Archiver", "Compactor", "Erasure")}
         self.archiver_role = self._archiver_role()
         personal.grant_archiver(self.archiver_role)

@@ -8,14 +8,13 @@ after renewing the lease, so a run that lost it changes nothing more:
   compactor decides them), with the same knobs: target file size, and the least number of files an hour needs. It
   commits one snapshot; queries already running keep reading the snapshot they started from, whose files stay until
   it expires.
-- **expiry**: ``expire_snapshots`` of the snapshots older than ``Knobs.snapshot_retention`` (the current one is
-  always kept); Iceberg deletes the files only they referenced, the archiver's replaced files among them. The
-  retention keeps the erasure deadline (``kafkalake.iceberg.SNAPSHOT_RETENTION``).
+- **expiry**: the snapshots older than ``Knobs.snapshot_retention`` (the current one is always kept); Iceberg
+  deletes the files only they referenced, the archiver's replaced files among them. The retention keeps the erasure
+  deadline (``kafkalake.iceberg.SNAPSHOT_RETENTION``). Nothing expires while an archiver plan of the table lacks its
+  receipt (``spark_jobs.iceberg_maintenance.unreceipted_plans``): its redo looks for the plan in the history.
 - **orphans**: files under the table's location the table does not reference (a write that crashed before its
-  commit), older than ``Knobs.orphan_age`` and not older than the table itself (``orphan_candidates``), go through
-  Iceberg's ``DeleteOrphanFiles`` action, given them as its file list (``compareToFileList``), which checks them
-  again against the files the table references before deleting any. Iceberg 1.7.1 (EMR 7.7's) lists a location
-  only through a Hadoop file system, which local Spark lacks for ``s3://``; the list comes from S3 here.
+  commit), older than ``Knobs.orphan_age`` and not older than the table itself
+  (``spark_jobs.iceberg_maintenance.remove_orphans``, shared with the erasure job).
 
 A table that fails is reported with the reason (``TableResult``, ``Action.FAILED``) and the others go on.
 """
@@ -23,7 +22,7 @@ A table that fails is reported with the reason (``TableResult``, ``Action.FAILED
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -31,13 +30,12 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import list_modified
 from kafkalake.iceberg import TIME_COLUMN
 from kafkalake.jobspec import ICEBERG_CATALOG
-from kafkalake.s3_location import s3_uri
 from kafkalake.topic_catalog import Topic
 from spark_jobs.compaction.selection import closed_until
 from spark_jobs.compaction.work import MAX_REASON, Action, PartitionResult, Rewriter, describe, table_name
+from spark_jobs.iceberg_maintenance import expire_snapshots, remove_orphans, unreceipted_plans
 
 T = TypeVar("T")
 
@@ -69,19 +67,6 @@ def closed_hours_filter(until: datetime) -> str:
 def timestamp(at: datetime) -> str:
     """``at`` as a Spark SQL timestamp literal that names its zone (UTC), whatever the session's zone."""
     return f"TIMESTAMP '{at.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}+00:00'"
-
-
-def orphan_candidates(
-    listing: Mapping[str, datetime], referenced: Collection[str], *, older_than: datetime, table_created: datetime
-) -> dict[str, datetime]:
-    """The files of ``listing`` (URI → last modified) that ``referenced`` lacks, last modified before
-    ``older_than`` and not before the table was made: an object older than the table under its location (a topic
-    kept as a Hive table before) was never the table's, and is not its to delete."""
-    return {
-        path: modified
-        for path, modified in listing.items()
-        if path not in referenced and table_created <= modified < older_than
-    }
 
 
 def compact_tables(rewriter: Rewriter, topics: Sequence[Topic]) -> list[PartitionResult]:
@@ -129,25 +114,23 @@ def _compact(rewriter: Rewriter, topic: Topic, result: TableResult) -> None:
         f"{result.snapshot_before} → {result.snapshot_after}"
     )
 
-    def expire() -> list[Any]:
-        return expire_snapshots(spark, table, now - knobs.snapshot_retention)
-
-    [expired] = _step(rewriter, result, "expire", expire)
-    result.expired_files = sum(v for k, v in expired.asDict().items() if k.startswith("deleted_"))
+    receipts = topic.prefix.receipts_prefix()
+    waiting = unreceipted_plans(spark, rewriter.s3, rewriter.bucket, table, receipts)
+    if waiting:  # a redo of one looks for it in the table's history: its snapshot stays until its receipt is stored
+        rewriter.say(f"{table}: no snapshot expires while plans {', '.join(waiting)} lack their receipts")
+        return
+    expired = _step(rewriter, result, "expire", lambda: expire_snapshots(spark, table, now - knobs.snapshot_retention))
+    result.expired_files = expired.data_files + expired.manifests + expired.manifest_lists
     rewriter.say(f"{table}: expired the snapshots older than {knobs.snapshot_retention}: {result.expired_files} files")
-    orphans = _step(rewriter, result, "orphans", lambda: _remove_orphans(rewriter, topic, name, created, now))
+    older_than = now - knobs.orphan_age
+    orphans = _step(
+        rewriter,
+        result,
+        "orphans",
+        lambda: remove_orphans(spark, rewriter.s3, rewriter.bucket, table, older_than, table_created=created),
+    )
     result.orphan_files = len(orphans)
     rewriter.say(f"{table}: {len(orphans)} orphan files older than {knobs.orphan_age} deleted")
-
-
-def expire_snapshots(spark: SparkSession, table: str, older_than: datetime) -> list[Any]:
-    """``expire_snapshots`` of ``table`` (``db.table``): the snapshots older than ``older_than`` but the current
-    one, and the files only they referenced. Between the rewrite and this, both the rewrite's snapshot and the one
-    before it are readable (the readers' test reads both here)."""
-    return spark.sql(
-        f"CALL {ICEBERG_CATALOG}.system.expire_snapshots(table => '{table}', "
-        f"older_than => {timestamp(older_than)}, retain_last => 1)"
-    ).collect()
 
 
 def _step(rewriter: Rewriter, result: TableResult, step: str, action: Callable[[], T]) -> T:
@@ -177,35 +160,3 @@ def _current(spark: SparkSession, name: str) -> tuple[int | None, int, int, int]
     sums = [F.coalesce(F.sum(c), F.lit(0)) for c in ("file_size_in_bytes", "record_count")]
     files = spark.table(f"{name}.data_files").agg(F.count(F.lit(1)), *sums).collect()[0]
     return (refs[0][0] if refs else None), files[0], files[1], files[2]
-
-
-def _referenced(spark: SparkSession, name: str) -> set[str]:
-    """Every file the table's snapshots reference: data and delete files, manifests, manifest lists, and the
-    metadata files of its log (the current one included)."""
-    spark.sql(f"REFRESH TABLE {name}")
-    columns = {"all_files": "file_path", "all_manifests": "path", "snapshots": "manifest_list"}
-    paths = spark.table(f"{name}.metadata_log_entries").select("file")
-    for metadata_table, column in columns.items():
-        paths = paths.union(spark.table(f"{name}.{metadata_table}").select(column))
-    return {row[0] for row in paths.distinct().collect()}
-
-
-def _remove_orphans(rewriter: Rewriter, topic: Topic, name: str, created: datetime, now: datetime) -> list[str]:
-    """The orphan candidates deleted by Iceberg's action, which drops any the table references; their URIs."""
-    bucket, spark = rewriter.bucket, rewriter.spark
-    listing = {
-        s3_uri(bucket, key): modified
-        for key, modified in list_modified(rewriter.s3, bucket, topic.prefix.data_prefix()).items()
-    }
-    older_than = now - rewriter.knobs.orphan_age
-    candidates = orphan_candidates(listing, _referenced(spark, name), older_than=older_than, table_created=created)
-    if not candidates:
-        return []
-    files = spark.createDataFrame(list(candidates.items()), "file_path string, last_modified timestamp")
-    jvm: Any = spark.sparkContext._jvm  # Iceberg's Java API, as its procedures call it
-    iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-    action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession).deleteOrphanFiles(
-        iceberg_table
-    )
-    deleted = action.compareToFileList(files._jdf).olderThan(int(older_than.timestamp() * 1000)).execute()
-    return list(deleted.orphanFileLocations())

@@ -65,6 +65,7 @@ from spark_jobs.compaction.work import Knobs, Rewriter, RewriterOptions, Work, d
 from spark_jobs.erasure import index, matching, table_delete
 from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch, TableDelete
 from spark_jobs.erasure.purge import purge_partition, purge_quarantine
+from spark_jobs.iceberg_maintenance import current_snapshot, unreceipted_plans
 
 
 @dataclass
@@ -354,7 +355,7 @@ class Eraser(Rewriter):
         lease = self.leases[name]
         if entry.deleted_at is None:
             if entry.base_snapshot is None:
-                entry.base_snapshot = table_delete.current_snapshot(self.spark, name)
+                entry.base_snapshot = current_snapshot(self.spark, name)
                 save()
             lease.renew()
             entry.removed = table_delete.delete(self.spark, name, entry.keys, entry.base_snapshot, self.say)
@@ -364,7 +365,7 @@ class Eraser(Rewriter):
         if datetime.fromisoformat(entry.deleted_at) + self.knobs.grace_period > self.now():
             return
         receipts = topic.prefix.receipts_prefix()
-        pending = table_delete.unreceipted_plans(self.spark, self.s3, self.bucket, name, receipts)
+        pending = unreceipted_plans(self.spark, self.s3, self.bucket, name, receipts)
         if pending:
             self.say(f"{name}: snapshots not expired while archiver plans {', '.join(pending)} lack their receipts")
             return

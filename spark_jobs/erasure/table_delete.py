@@ -28,10 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from kafkalake.aws import list_objects
-from kafkalake.iceberg import PLAN_PROPERTY
 from kafkalake.s3_location import parse_s3_uri
 from spark_jobs.erasure.purge import purge_table
 from spark_jobs.iceberg_maintenance import (
@@ -50,12 +47,6 @@ CONFLICTS = ("CommitFailedException", "ValidationException")
 """What Iceberg raises when another writer committed first (the catalog's optimistic commit, or a conflicting
 append under the table's isolation level)."""
 KEYS_VIEW = "kafkalake_erased_keys"
-
-
-def current_snapshot(spark: SparkSession, table: str) -> int | None:
-    """The table's current snapshot id (None for a table without one)."""
-    snapshot = load(spark, table).currentSnapshot()
-    return None if snapshot is None else int(snapshot.snapshotId())
 
 
 def delete(
@@ -101,17 +92,6 @@ def removed_files(spark: SparkSession, table: str, base_snapshot: int | None) ->
         parent = snapshot.parentId()
         snapshot = None if parent is None else loaded.snapshot(parent)
     return sorted(found)
-
-
-def unreceipted_plans(spark: SparkSession, s3: Any, bucket: str, table: str, receipts_prefix: str) -> list[str]:
-    """The archiver plans (``kafkalake.iceberg.PLAN_PROPERTY``) of the table's snapshots other than the current one
-    that have no receipt under ``receipts_prefix`` yet: a redo of one may still come."""
-    current = current_snapshot(spark, table)
-    snapshots = spark.table(f"{catalog_name(table)}.snapshots")
-    rows = snapshots.select("snapshot_id", F.col("summary")[PLAN_PROPERTY].alias("plan")).collect()
-    plans = {row["plan"] for row in rows if row["plan"] and row["snapshot_id"] != current}
-    receipts = list_objects(s3, bucket, receipts_prefix, ".json")
-    return sorted(plans - {key.removeprefix(receipts_prefix).removesuffix(".json") for key in receipts})
 
 
 def clean(

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from infra.repo import catalog_dir
 from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import EMR_ICEBERG_JAR
 from kafkalake.layout import DataKey, Partition, TablePrefix, is_compaction_output
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.local.principals import not_recorded
@@ -271,7 +272,8 @@ def test_compact_submit_sends_the_job_run_request(local_stack: Endpoints) -> Non
     )
     assert "--conf spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in parameters
     assert "--conf spark.emr-serverless.driverEnv.KAFKALAKE_BUCKET=kafkalake-staging-lake" in parameters
-    assert "--conf spark.jars=s3://assets/kafka.jar,s3://assets/avro.jar " in parameters
+    # the shipped jars, and EMR's own Iceberg runtime (kafkalake.jobspec.EMR_ICEBERG_JAR)
+    assert f"--conf spark.jars=s3://assets/kafka.jar,s3://assets/avro.jar,{EMR_ICEBERG_JAR} " in parameters
     assert "spark.jars.packages" not in parameters  # nothing is resolved at run time (private subnets)
 
 

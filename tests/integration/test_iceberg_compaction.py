@@ -10,7 +10,6 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -25,11 +24,13 @@ from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import produce_topic
+from spark_jobs import iceberg_maintenance
 from spark_jobs.compaction import table_maintenance
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.selection import closed_until
 from spark_jobs.compaction.table_maintenance import TableResult
 from spark_jobs.compaction.work import Action, Knobs, table_name
+from spark_jobs.iceberg_maintenance import Expired
 from tests.integration.archive_helpers import (
     OFFSET_COLUMNS,
     archive_topic,
@@ -126,9 +127,9 @@ def test_closed_hours_are_rewritten_in_one_commit_old_files_go_and_every_reader_
     closed = int(closed_until(KNOBS, now).timestamp()) // 3600  # hours before this one are closed
 
     between: dict[str, Read] = {}
-    expire = table_maintenance.expire_snapshots
+    expire = iceberg_maintenance.expire_snapshots  # the function table_maintenance calls
 
-    def reading_first(session: SparkSession, table: str, older_than: datetime) -> list[Any]:
+    def reading_first(session: SparkSession, table: str, older_than: datetime) -> Expired:
         between["current"] = read(spark, endpoints, topic)
         between["pinned"] = read(spark, endpoints, topic, snapshot=pinned)
         return expire(session, table, older_than)

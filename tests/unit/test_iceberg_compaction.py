@@ -10,8 +10,9 @@ from kafkalake.iceberg import ORPHAN_AGE, SNAPSHOT_RETENTION
 from kafkalake.layout import Partition
 from kafkalake.topic_spec import TopicSpec
 from spark_jobs.compaction.selection import closed_until
-from spark_jobs.compaction.table_maintenance import closed_hours_filter, orphan_candidates, timestamp
+from spark_jobs.compaction.table_maintenance import closed_hours_filter, timestamp
 from spark_jobs.compaction.work import Knobs
+from spark_jobs.iceberg_maintenance import orphan_candidates
 
 KNOBS = Knobs(safety_delay=timedelta(hours=2))
 
@@ -36,25 +37,16 @@ def test_the_rewrite_takes_rows_before_the_first_open_hour_in_utc_whatever_the_s
     assert timestamp(paris) == "TIMESTAMP '2026-11-20 08:00:00.000250+00:00'"
 
 
-def test_orphans_are_unreferenced_files_older_than_the_bound_and_not_older_than_the_table() -> None:
+def test_orphan_candidates_are_the_tables_own_objects_and_only_those_asked_for() -> None:
+    """Iceberg's action keeps what the table references and what is newer than its bound; what it is given must not
+    hold an object older than the table (a Hive table's before it, under the same location)."""
     created = datetime(2026, 11, 1, tzinfo=UTC)
-    bound = datetime(2026, 11, 20, tzinfo=UTC)
-    listing = {
-        "s3://b/data/t/metadata/00003.metadata.json": bound - timedelta(days=3),  # referenced
-        "s3://b/data/t/schema_version=1/dt=2026-11-02/hour=06/t+0+0-9.parquet": bound - timedelta(days=2),  # replaced
-        "s3://b/data/t/data/_business_time_hour=1/00000-0-x.parquet": bound - timedelta(hours=30),  # failed rewrite
-        "s3://b/data/t/schema_version=1/dt=2026-11-20/hour=06/t+0+10-19.parquet": bound,  # a plan being committed
-        "s3://b/data/t/schema_version=1/dt=2026-11-19/hour=23/t+1+0-9.parquet": bound - timedelta(minutes=1),
-        "s3://b/data/t/schema_version=1/dt=2026-10-01/hour=06/t+0+0-9.parquet": created - timedelta(seconds=1),  # Hive
-    }
-    referenced = {"s3://b/data/t/metadata/00003.metadata.json", "s3://b/data/t/metadata/snap-1.avro"}
-    candidates = orphan_candidates(listing, referenced, older_than=bound, table_created=created)
-    assert sorted(candidates) == [
-        "s3://b/data/t/data/_business_time_hour=1/00000-0-x.parquet",
-        "s3://b/data/t/schema_version=1/dt=2026-11-02/hour=06/t+0+0-9.parquet",
-        "s3://b/data/t/schema_version=1/dt=2026-11-19/hour=23/t+1+0-9.parquet",
-    ]
-    assert orphan_candidates(listing, set(listing), older_than=bound, table_created=created) == {}
+    failed = "s3://b/data/t/data/_business_time_hour=1/00000-0-x.parquet"
+    replaced = "s3://b/data/t/schema_version=1/dt=2026-11-02/hour=06/t+0+0-9.parquet"
+    hive = "s3://b/data/t/schema_version=1/dt=2026-10-01/hour=06/t+0+0-9.parquet"
+    listed = {failed: created + timedelta(days=3), replaced: created, hive: created - timedelta(seconds=1)}
+    assert orphan_candidates(listed, table_created=created) == [(failed, listed[failed]), (replaced, created)]
+    assert orphan_candidates(listed, table_created=created, only={replaced, hive}) == [(replaced, created)]
 
 
 def test_the_retention_keeps_the_shortest_erasure_deadline_and_orphans_wait_a_day() -> None:
