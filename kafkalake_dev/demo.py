@@ -252,13 +252,16 @@ def run_checked(submit: Submit, run: JobRun, endpoints: Endpoints, say: Callable
 
 
 def compaction_results(lines: list[dict[str, Any]], topics: list[Topic]) -> dict[str, list[PartitionResult]]:
-    """The compactor job's JSON lines (one per partition, naming its table), per Kafka topic."""
+    """The compactor job's JSON lines (one per partition, or per Iceberg table, naming its table), per Kafka topic."""
+    from spark_jobs.compaction.table_maintenance import TableResult
     from spark_jobs.compaction.work import PartitionResult
 
-    by_table = {f"{t.database}.{t.table}": t.kafka_topic for t in topics}
+    by_table = {f"{t.database}.{t.table}": t for t in topics}
     results: dict[str, list[PartitionResult]] = {t.kafka_topic: [] for t in topics}
     for line in lines:
-        results[by_table[line["table"]]].append(PartitionResult(**line))
+        topic = by_table[line["table"]]
+        kind = TableResult if topic.spec.table_format == TableFormat.ICEBERG else PartitionResult
+        results[topic.kafka_topic].append(kind(**line))
     return results
 
 

@@ -2,8 +2,10 @@
 the committed one accounted for exactly once.
 
 Per Kafka partition, the plans the table's snapshots name (``kafkalake.iceberg.PLAN_PROPERTY`` and
-``OFFSETS_PROPERTY``, each written in the commit that appended the plan's files) must tile the offsets without a gap
-or an overlap and end at the group's committed offset; every row the current snapshot holds must lie in a committed
+``OFFSETS_PROPERTY``, each written in the commit that appended the plan's files), with those whose snapshots have
+expired since (the compactor and the erasure job expire snapshots; a plan's receipt outlives them, and no snapshot
+expires before its plan's receipt is stored), must tile the offsets without a gap or an overlap and end at the
+group's committed offset; every row the current snapshot holds must lie in a committed
 plan's range, and no (partition, offset) may appear twice. Rows are read from the table's current snapshot (its
 offset columns only), so rewrites and deletes are seen as every reader sees them.
 """
@@ -13,7 +15,10 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from kafkalake.archive_receipts import ArchiveReceipt
+from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import committed_plans, table_catalog
 from kafkalake.topic_catalog import Topic
@@ -26,11 +31,13 @@ def audit_table(
     summaries: Iterable[Mapping[str, str]],
     rows: Iterable[tuple[int, int]],
     committed: Mapping[int, int | None],
+    receipted: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
 ) -> list[Problem]:
     """Problems found in a table whose snapshots have ``summaries`` (any order), whose current snapshot holds
-    ``rows`` ((Kafka partition, offset) each), and whose group committed ``committed``."""
+    ``rows`` ((Kafka partition, offset) each), and whose group committed ``committed``; ``receipted``: plan id →
+    ranges of the plans' receipts, for plans whose snapshots expired."""
     ranges: dict[int, list[tuple[int, int, str]]] = {}
-    for plan, per_partition in committed_plans(summaries).items():
+    for plan, per_partition in {**(receipted or {}), **committed_plans(summaries)}.items():
         for partition, (start, end) in per_partition.items():
             ranges.setdefault(partition, []).append((start, end, plan))
     problems = []
@@ -68,4 +75,19 @@ def audit_topic(endpoints: Endpoints, topic: Topic, committed: Mapping[int, int 
     summaries = [dict(s.summary.additional_properties) for s in table.snapshots() if s.summary]
     offsets = table.scan(selected_fields=OFFSET_COLUMNS).to_arrow()
     rows = zip(*(offsets.column(c).to_pylist() for c in OFFSET_COLUMNS), strict=True)
-    return audit_table(summaries, rows, committed)
+    return audit_table(
+        summaries, rows, committed, receipted_plans(make_client(endpoints, "s3"), endpoints.bucket, topic)
+    )
+
+
+def receipted_plans(s3: Any, bucket: str, topic: Topic) -> dict[str, dict[int, tuple[int, int]]]:
+    """Plan id (the receipt's name) → offset ranges, of every receipt of the topic."""
+    prefix = topic.prefix.receipts_prefix()
+    found = {}
+    for key in sorted(list_objects(s3, bucket, prefix, ".json")):
+        document = read_json(s3, bucket, key)
+        if document is not None:  # None: deleted between the listing and the read
+            receipt = ArchiveReceipt.from_dict(document)
+            plan = key.removeprefix(prefix).removesuffix(".json")
+            found[plan] = {p: (a.start, a.end) for p, a in receipt.partitions.items()}
+    return found

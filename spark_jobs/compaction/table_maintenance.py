@@ -106,6 +106,9 @@ def _compact(rewriter: Rewriter, topic: Topic, result: TableResult) -> None:
 
     [rewritten] = _step(rewriter, result, "rewrite", rewrite)
     result.rewritten_files = rewritten["rewritten_data_files_count"]
+    if not result.rewritten_files:
+        result.action = Action.SKIPPED
+        result.reason = f"no closed hour holds {knobs.min_input_files} or more files"
     result.snapshot_after, result.files_after, result.bytes_after, result.rows = _current(spark, name)
     rewriter.say(
         f"{table}: rewrote {result.rewritten_files} data files of the hours before {until:%F %H}:00 "

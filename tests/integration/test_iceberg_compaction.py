@@ -34,6 +34,7 @@ from spark_jobs.iceberg_maintenance import Expired
 from tests.integration.archive_helpers import (
     OFFSET_COLUMNS,
     archive_topic,
+    audit_problems,
     committed_and_end,
     expected_rows,
     iceberg_topic,
@@ -172,3 +173,4 @@ def test_closed_hours_are_rewritten_in_one_commit_old_files_go_and_every_reader_
     assert set(before.by_spark) < set(final.by_spark)
     committed, ends = committed_and_end(endpoints, topic)
     assert committed == ends
+    assert audit_problems(endpoints, topic) == []  # the expired snapshots' plans are accounted for by their receipts

@@ -43,3 +43,11 @@ def test_gaps_overlaps_duplicates_stray_rows_and_a_committed_offset_elsewhere_ar
     }
     behind = audit_table([plan("p1", {0: (0, 3)})], [], {0: 2})
     assert [(p.kind, p.start, p.end) for p in behind] == [("uncommitted", 2, 3)]
+
+
+def test_plans_whose_snapshots_expired_are_accounted_for_by_their_receipts() -> None:
+    """The compactor and the erasure job expire snapshots; a plan's receipt outlives its snapshot."""
+    current = [plan("p2", {0: (3, 5)})]
+    rows = [(0, o) for o in range(5)]
+    assert {(p.kind, p.start) for p in audit_table(current, rows, {0: 5})} == {("unaccounted", o) for o in range(3)}
+    assert audit_table(current, rows, {0: 5}, {"p1": {0: (0, 3)}, "p2": {0: (3, 5)}}) == []
