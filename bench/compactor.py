@@ -31,7 +31,7 @@ import os
 import statistics
 import uuid
 from collections import Counter
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,11 @@ BUCKET = "kafkalake-bench-compactor"
 NOTE_BYTES = 96  # random hex characters per row: about as large stored as in memory
 
 
-def small_file(rng: np.random.Generator, kafka_partition: int, first: int, rows: int) -> bytes:
+def small_file(
+    rng: np.random.Generator, kafka_partition: int, first: int, rows: int, business_hour: datetime | None = None
+) -> bytes:
+    """An archiver-shaped file; with ``business_hour``, its rows' business time (an Iceberg table is partitioned by
+    it) in that hour."""
     notes = rng.bytes(rows * NOTE_BYTES // 2).hex()
     table = pa.table(
         {
@@ -78,6 +82,9 @@ def small_file(rng: np.random.Generator, kafka_partition: int, first: int, rows:
             "_kafka_timestamp": pa.array(rng.integers(1_763_600_000_000, 1_763_603_600_000, rows), pa.int64()),
         }
     )
+    if business_hour is not None:
+        moments = [business_hour + timedelta(seconds=int(s)) for s in rng.integers(0, 3600, rows)]
+        table = table.append_column("_business_time", pa.array(moments, pa.timestamp("us", tz="UTC")))
     out = io.BytesIO()
     pq.write_table(table, out, compression="snappy")
     return out.getvalue()
@@ -93,13 +100,17 @@ def rows_per_file(rng: np.random.Generator, file_bytes: float) -> int:
     return max(1, int(sample * file_bytes / len(small_file(rng, 0, 0, sample))))
 
 
-def put_partition(s3: Any, bucket: str, topic: Topic, partition: Partition, *, files: int, rows: int) -> int:
-    """``files`` archiver-shaped files of ``rows`` rows in one partition; the bytes written."""
+def put_partition(
+    s3: Any, bucket: str, topic: Topic, partition: Partition, *, files: int, rows: int, business_time: bool = False
+) -> int:
+    """``files`` archiver-shaped files of ``rows`` rows in one partition (with their business time, in the
+    partition's hour, when asked); the bytes written."""
     rng, offsets, total_bytes = np.random.default_rng(7), [0] * KAFKA_PARTITIONS, 0
+    hour = partition.start if business_time else None
     for index in range(files):
         kafka_partition = index % KAFKA_PARTITIONS
         first = offsets[kafka_partition]
-        body = small_file(rng, kafka_partition, first, rows)
+        body = small_file(rng, kafka_partition, first, rows, hour)
         key = DataKey(topic.prefix, partition, kafka_partition, first, first + rows - 1).key()
         s3.put_object(Bucket=bucket, Key=key, Body=body)
         offsets[kafka_partition] += rows

@@ -53,6 +53,8 @@ class LakeWriter:
     """DATA_LOCATION_ACCESS on the registered data prefix: it creates tables or points partitions there."""
     tags: bool = False
     """ASSOCIATE on the LF-tags: it tags the tables it creates or meets (``lambdas.maintainer``)."""
+    databases: frozenset[str] | None = None
+    """The databases it acts in; None: every one of ours."""
 
 
 class LakeAccess(Construct):
@@ -184,6 +186,8 @@ class LakeAccess(Construct):
         resource = lf.CfnPrincipalPermissions.ResourceProperty
         role_arn = writer.role.role_arn
         for database, cfn_database in glue_databases.database_resources.items():
+            if writer.databases is not None and database not in writer.databases:
+                continue
             on_database = resource(
                 database=lf.CfnPrincipalPermissions.DatabaseResourceProperty(catalog_id=self.catalog_id, name=database)
             )
@@ -196,6 +200,8 @@ class LakeAccess(Construct):
                 ("Database", on_database, writer.database, ()),
                 ("Tables", on_tables, writer.tables, writer.tables_grantable),
             ):
+                if not permissions and not grantable:  # e.g. a role that only creates its tables: it holds them
+                    continue
                 grant = self._principal_permissions(
                     f"{name}-{database}-{suffix}", role_arn, target, permissions, grantable
                 )

@@ -14,6 +14,7 @@ from infra.repo import catalog_dir, environments_file
 from kafkalake.environments import load_environments
 from kafkalake.permissions import AccessModel, TableTags, access_model
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.lake_access import NO_ACCESS, NONE, matrix_lines
 from kafkalake_dev.checks.permissions.lake_formation import (
     ROLES,
@@ -76,7 +77,17 @@ def pipeline_calls(env: str) -> list[GlueCall]:
                 for operation in ("GetPartitions", "GetPartition", "UpdatePartition")
             ),
         ]
+        if name in iceberg_tables(env):  # spark_jobs/archiver/table_commit.py; the rewriters' Iceberg commits
+            calls += [GlueCall("archiver", op, db, name, at if op == "CreateTable" else None) for op in ICEBERG_COMMITS]
+            calls += [GlueCall(role, op, db, name) for role in ("compactor", "erasure") for op in ICEBERG_COMMITS[1:]]
     return calls
+
+
+ICEBERG_COMMITS = ("CreateTable", "GetTable", "UpdateTable")
+
+
+def iceberg_tables(env: str) -> set[str]:
+    return {t.table for t in CATALOG.for_env(env) if t.spec.table_format == TableFormat.ICEBERG}
 
 
 def without(template: dict[str, Any], *, principal: str, resource: str = "") -> dict[str, Any]:
@@ -99,7 +110,8 @@ def findings(template: dict[str, Any], calls: list[GlueCall], env: str = "stagin
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_every_pipeline_roles_glue_calls_are_allowed_by_the_template(templates: Any, env: str) -> None:
     calls = pipeline_calls(env)
-    assert {c.principal for c in calls} == {"maintainer", "reconciler", "compactor", "erasure"}
+    archiver = {"archiver"} if iceberg_tables(env) else set()
+    assert {c.principal for c in calls} == {"maintainer", "reconciler", "compactor", "erasure", *archiver}
     assert findings(templates[env], calls, env) == []
 
 

@@ -21,6 +21,7 @@ from infra.repo import REPO_ROOT, catalog_dir, environments_file
 from kafkalake.environments import load_environments
 from kafkalake.layout import erasure_receipt_key, erasure_request_key
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.permissions.iam import StatementRef, decide, evaluate_iam
 from kafkalake_dev.checks.permissions.necessity import check_necessity, unused_in, without
 from kafkalake_dev.checks.permissions.requests import (
@@ -335,9 +336,13 @@ def test_the_archiver_cannot_delete(policies: dict[str, Policies], env: str) -> 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_the_compactor_writes_only_compaction_output_and_state(policies: dict[str, Policies], env: str) -> None:
+    """And under an Iceberg table's location, where its rewrites and their metadata go (``docs/iceberg.md``)."""
+    iceberg = {t.prefix.data_prefix() for t in CATALOG.for_env(env) if t.spec.table_format == TableFormat.ICEBERG}
     for raw, compacted in topic_keys(env):
         writes = [IamRequest("compactor", "s3:PutObject", lake(env, k)) for k in (raw, compacted, "state/m.json")]
-        assert outcomes(policies[env], writes) == ["ImplicitlyDenied", "Allowed", "Allowed"]
+        own = "Allowed" if any(raw.startswith(prefix) for prefix in iceberg) else "ImplicitlyDenied"
+        assert outcomes(policies[env], writes) == [own, "Allowed", "Allowed"]
+    assert env == "production" or iceberg, "staging's Iceberg topic is the one whose location the compactor writes"
     lifted = with_identity(policies[env], "compactor", allow("s3:PutObject", lake(env, "data/*")))
     assert outcome(lifted, IamRequest("compactor", "s3:PutObject", lake(env, raw))) == "Allowed"
 
