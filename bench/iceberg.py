@@ -39,7 +39,7 @@ from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.spark import local_session
-from spark_jobs.archiver.table_commit import commit_plan
+from spark_jobs.archiver.table_commit import append_plan
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs
 
@@ -83,7 +83,7 @@ def compaction_input(endpoints: Endpoints, table_format: TableFormat) -> tuple[T
     make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     files = [f"s3://{endpoints.bucket}/{k}" for k in list_objects(s3, endpoints.bucket, topic.prefix.data_prefix())]
     location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
-    commit_plan(
+    append_plan(
         table_catalog(endpoints),
         (topic.database, topic.table),
         location=location,

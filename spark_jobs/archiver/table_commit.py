@@ -45,7 +45,7 @@ def plan_committed(table: Table, plan_id: str) -> bool:
     return plan_id in committed_plans(dict(s.summary.additional_properties) for s in table.snapshots() if s.summary)
 
 
-def commit_plan(
+def append_plan(
     catalog: Catalog,
     identifier: tuple[str, str],
     *,

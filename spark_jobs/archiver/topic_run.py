@@ -41,7 +41,7 @@ from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
 from spark_jobs.archiver.records import plan_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
-from spark_jobs.archiver.table_commit import commit_plan
+from spark_jobs.archiver.table_commit import append_plan
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
 
@@ -182,7 +182,7 @@ class TopicArchiver:
         files = [f"s3://{bucket}/{o.key}" for o in summary.stored]
         location = f"s3://{bucket}/{topic.prefix.data_prefix().rstrip('/')}"
         identifier = (topic.database, topic.table)
-        appended = files and commit_plan(
+        appended = files and append_plan(
             table_catalog(self.endpoints),
             identifier,
             location=location,

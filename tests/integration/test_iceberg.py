@@ -21,7 +21,7 @@ from kafkalake_dev.checks.readers import Read, iceberg_spark_read, pyiceberg_rea
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import produce_topic
 from spark_jobs.archiver import topic_run
-from spark_jobs.archiver.table_commit import commit_plan
+from spark_jobs.archiver.table_commit import append_plan
 from tests.crashes import InjectedCrash, crash
 from tests.integration.archive_helpers import (
     OFFSET_COLUMNS,
@@ -112,7 +112,7 @@ def test_a_stale_run_committing_a_plan_the_table_holds_appends_nothing(
     plan_id = snapshot[PLAN_PROPERTY]
     files = [f"s3://{endpoints.bucket}/{o.key}" for o in summary.stored]
     location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
-    again = commit_plan(
+    again = append_plan(
         table_catalog(endpoints),
         (topic.database, topic.table),
         location=location,
