@@ -125,7 +125,6 @@ def newest_kafka_time(s3: Any, bucket: str, keys: list[str]) -> datetime | None:
 
 def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInventory:
     raw, compacted = table_objects(s3, bucket, topic.prefix)
-    quarantine = [key for where in topic.quarantine_prefixes() for key in list_objects(s3, bucket, where, ".parquet")]
     partitions, columns_by_version, held = [], {}, list[str]()
     files = {**raw, **compacted}
     for glue_partition in sorted(table_partitions(glue, topic.database, topic.table) or [], key=lambda p: p["Values"]):
@@ -156,23 +155,29 @@ def table_inventory(s3: Any, glue: Any, bucket: str, topic: Topic) -> TableInven
     for version in sorted(columns_by_version):
         added[version] = [c for c in columns_by_version[version] if c not in seen]
         seen |= set(columns_by_version[version])
-    quarantined = sum(read_footer(s3, bucket, key).num_rows for key in quarantine)
     return TableInventory(
         topic.database,
         topic.table,
         topic.kafka_topic,
         added,
         partitions,
-        quarantined,
+        quarantined_rows(s3, bucket, topic),
         owner=topic.spec.owner,
         newest_kafka_time=newest_kafka_time(s3, bucket, held),
     )
 
 
-def iceberg_inventory(tables: Catalog, topic: Topic) -> TableInventory:
+def quarantined_rows(s3: Any, bucket: str, topic: Topic) -> int:
+    """Rows in the topic's quarantine objects (their footers), whatever its table's format."""
+    keys = [key for where in topic.quarantine_prefixes() for key in list_objects(s3, bucket, where, ".parquet")]
+    return sum(read_footer(s3, bucket, key).num_rows for key in keys)
+
+
+def iceberg_inventory(s3: Any, bucket: str, tables: Catalog, topic: Topic) -> TableInventory:
     """An Iceberg table's current snapshot: its hour partitions' live files, bytes and rows (the table's own
-    metadata, ``inspect``), its columns, and the newest Kafka time the manifests' bounds give."""
-    found = TableInventory(topic.database, topic.table, topic.kafka_topic, {}, owner=topic.spec.owner)
+    metadata, ``inspect``), its columns, and the newest Kafka time the manifests' bounds give; its quarantine."""
+    quarantined = quarantined_rows(s3, bucket, topic)
+    found = TableInventory(topic.database, topic.table, topic.kafka_topic, {}, [], quarantined, owner=topic.spec.owner)
     found.table_format = TableFormat.ICEBERG.value
     try:
         table = tables.load_table((topic.database, topic.table))
@@ -212,7 +217,7 @@ def take_inventory(
     found = [
         table_inventory(s3, glue, bucket, topic)
         if topic.spec.table_format == TableFormat.HIVE
-        else iceberg_inventory(tables, topic)
+        else iceberg_inventory(s3, bucket, tables, topic)
         if tables is not None
         else TableInventory(topic.database, topic.table, topic.kafka_topic, {}, table_format=TableFormat.ICEBERG.value)
         for topic in topics

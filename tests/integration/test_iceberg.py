@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
@@ -76,9 +77,10 @@ def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
     committed, ends = committed_and_end(endpoints, topic)
     assert committed == ends
     assert audit_problems(endpoints, topic) == []
-    inventory = iceberg_inventory(table_catalog(endpoints), topic)
+    inventory = iceberg_inventory(make_client(endpoints, "s3"), endpoints.bucket, table_catalog(endpoints), topic)
     assert inventory.table_format == "iceberg" and len(inventory.partitions) == partitions.count()
     assert inventory.files == summary.objects and inventory.newest_kafka_time is not None
+    assert inventory.quarantined_rows == summary.quarantined > 0
 
 
 def test_a_redo_after_the_table_commit_appends_nothing_twice(
