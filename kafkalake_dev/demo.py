@@ -253,14 +253,14 @@ def run_checked(submit: Submit, run: JobRun, endpoints: Endpoints, say: Callable
 
 def compaction_results(lines: list[dict[str, Any]], topics: list[Topic]) -> dict[str, list[PartitionResult]]:
     """The compactor job's JSON lines (one per partition, or per Iceberg table, naming its table), per Kafka topic."""
-    from spark_jobs.compaction.table_maintenance import TableResult
+    from spark_jobs.compaction.table_maintenance import TableCompaction
     from spark_jobs.compaction.work import PartitionResult
 
     by_table = {f"{t.database}.{t.table}": t for t in topics}
     results: dict[str, list[PartitionResult]] = {t.kafka_topic: [] for t in topics}
     for line in lines:
         topic = by_table[line["table"]]
-        kind = TableResult if topic.spec.table_format == TableFormat.ICEBERG else PartitionResult
+        kind = TableCompaction if topic.spec.table_format == TableFormat.ICEBERG else PartitionResult
         results[topic.kafka_topic].append(kind(**line))
     return results
 
@@ -305,6 +305,16 @@ def default_html_path(env: str) -> Path:
     return Path(os.environ.get("KAFKALAKE_OUT", Path.cwd() / "out")) / f"inventory-{env}.html"
 
 
+def compacted_after(table: TableResult) -> str:
+    """What the compactor's run compacted of the table, as the interop check shows it."""
+    from spark_jobs.compaction.table_maintenance import TableCompaction
+
+    rewrites = [r for r in table.compaction if isinstance(r, TableCompaction)]
+    if rewrites:
+        return f"{sum(r.rewritten_files for r in rewrites)} files rewritten (Iceberg)"
+    return f"{table.inventory.compacted}/{len(table.inventory.partitions)} partitions"
+
+
 def run_interop(
     endpoints: Endpoints,
     settings: EnvironmentConfig,
@@ -343,7 +353,7 @@ def run_interop(
         for counted in report.counted:
             counted.after = count(client, counted)
         for table in demo.tables:
-            report.compacted[qualified(table.topic)] = (table.inventory.compacted, len(table.inventory.partitions))
+            report.compacted[qualified(table.topic)] = compacted_after(table)
     finally:
         server.stop()
     return report

@@ -129,8 +129,9 @@ def count_sql(source: str, where: str = "") -> str:
 class InteropReport:
     trino_version: str
     counted: list[Counted] = field(default_factory=list)
-    compacted: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """``database.table`` → (partitions compacted, partitions in Glue) after the compactor's run."""
+    compacted: dict[str, str] = field(default_factory=dict)
+    """``database.table`` → what the compactor's run compacted: partitions compacted of those in Glue, or an Iceberg
+    table's data files rewritten."""
 
     @property
     def matches(self) -> bool:

@@ -202,7 +202,8 @@ def personal_data_lines(topic: Topic) -> list[str]:
 
 def interop_results(report: InteropReport) -> Table:
     """The interop check's counts per table, against the workload's plan."""
-    table = Table(title=f"Trino {report.trino_version} (Hive connector on the local Glue and S3) against the plan")
+    connectors = "Hive and Iceberg connectors on the local Glue and S3"
+    table = Table(title=f"Trino {report.trino_version} ({connectors}) against the plan")
     numbers = ("planned", "before compaction", "after compaction")
     for column in ("table", "count", *numbers, "compacted after", "match"):
         table.add_column(column, justify="right" if column in numbers else "left")
@@ -216,7 +217,7 @@ def interop_results(report: InteropReport) -> Table:
             str(counted.check.planned),
             "error" if counted.before is None else str(counted.before),
             "error" if counted.after is None else str(counted.after),
-            f"{compacted[0]}/{compacted[1]} partitions" if compacted and name != shown else "",
+            compacted if compacted and name != shown else "",
             "yes" if counted.matches else "NO",
         )
         shown = name

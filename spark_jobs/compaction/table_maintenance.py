@@ -16,7 +16,7 @@ after renewing the lease, so a run that lost it changes nothing more:
   commit), older than ``Knobs.orphan_age`` and not older than the table itself
   (``spark_jobs.iceberg_maintenance.remove_orphans``, shared with the erasure job).
 
-A table that fails is reported with the reason (``TableResult``, ``Action.FAILED``) and the others go on.
+A table that fails is reported with the reason (``TableCompaction``, ``Action.FAILED``) and the others go on.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 
 @dataclass
-class TableResult(PartitionResult):
+class TableCompaction(PartitionResult):
     """One Iceberg table's compaction, as one JSON line with the Hive compactor's fields (``partition`` empty: the
     whole table; files, bytes and rows of the current snapshot's data files before → after), plus the snapshots
     and what the expiry and orphan removal deleted."""
@@ -71,10 +71,10 @@ def timestamp(at: datetime) -> str:
 
 def compact_tables(rewriter: Rewriter, topics: Sequence[Topic]) -> list[PartitionResult]:
     """Rewrite, expire and remove orphans of every Iceberg table of ``topics`` (whose leases ``rewriter`` holds),
-    one ``TableResult`` each; a table's failure is its result, never raised."""
+    one ``TableCompaction`` each; a table's failure is its result, never raised."""
     results: list[PartitionResult] = []
     for topic in topics:
-        result = TableResult(table_name(topic), [], Action.COMPACTED)
+        result = TableCompaction(table_name(topic), [], Action.COMPACTED)
         try:
             _compact(rewriter, topic, result)
         except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others: reported
@@ -83,7 +83,7 @@ def compact_tables(rewriter: Rewriter, topics: Sequence[Topic]) -> list[Partitio
     return results
 
 
-def _compact(rewriter: Rewriter, topic: Topic, result: TableResult) -> None:
+def _compact(rewriter: Rewriter, topic: Topic, result: TableCompaction) -> None:
     table, knobs, spark = result.table, rewriter.knobs, rewriter.spark
     name = f"{ICEBERG_CATALOG}.{table}"
     created = _created(rewriter, topic)
@@ -136,7 +136,7 @@ def _compact(rewriter: Rewriter, topic: Topic, result: TableResult) -> None:
     rewriter.say(f"{table}: {len(orphans)} orphan files older than {knobs.orphan_age} deleted")
 
 
-def _step(rewriter: Rewriter, result: TableResult, step: str, action: Callable[[], T]) -> T:
+def _step(rewriter: Rewriter, result: TableCompaction, step: str, action: Callable[[], T]) -> T:
     """``action`` after renewing the table's lease (``LeaseLost`` when another run took it), timed."""
     rewriter.leases[result.table].renew()
     started = time.monotonic()

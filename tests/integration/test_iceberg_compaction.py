@@ -28,7 +28,7 @@ from spark_jobs import iceberg_maintenance
 from spark_jobs.compaction import table_maintenance
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.selection import closed_until
-from spark_jobs.compaction.table_maintenance import TableResult
+from spark_jobs.compaction.table_maintenance import TableCompaction
 from spark_jobs.compaction.work import Action, Knobs, table_name
 from spark_jobs.iceberg_maintenance import Expired
 from tests.integration.archive_helpers import (
@@ -139,7 +139,7 @@ def test_closed_hours_are_rewritten_in_one_commit_old_files_go_and_every_reader_
     results = {r.table: r for r in Compactor(spark, endpoints, [topic, broken], KNOBS, now=lambda: now).run()}
 
     result = results[table_name(topic)]
-    assert isinstance(result, TableResult) and result.action == Action.COMPACTED, result
+    assert isinstance(result, TableCompaction) and result.action == Action.COMPACTED, result
     assert results[table_name(broken)].action == Action.FAILED and results[table_name(broken)].reason
     files_after = data_files(spark, topic)
     per_hour_before = Counter(files_before.values())
