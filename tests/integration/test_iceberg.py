@@ -5,6 +5,7 @@ the Iceberg catalog, pyiceberg's scan) reading the same rows."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -21,7 +22,7 @@ from kafkalake_dev.checks.inventory import iceberg_inventory
 from kafkalake_dev.checks.readers import Read, iceberg_spark_read, pyiceberg_read
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import produce_topic
-from spark_jobs.archiver import topic_run
+from spark_jobs.archiver import table_commit, topic_run
 from spark_jobs.archiver.table_commit import append_plan
 from tests.crashes import InjectedCrash, crash
 from tests.integration.archive_helpers import (
@@ -140,3 +141,49 @@ def test_spark_sql_and_pyiceberg_count_the_interop_checks_exactly(spark: SparkSe
     for check in checks:
         assert iceberg_spark_read(spark, check) == Read(check.planned, 0), check.label
         assert pyiceberg_read(tables, check) == Read(check.planned, 0), check.label
+
+
+def test_a_writer_that_commits_the_same_plan_between_the_look_and_the_append_wins_alone(
+    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs carrying out one plan at once (a stale holder and the run that took its lease over): the second
+    looks, finds no plan, and before it appends the first commits the same plan. The commit refuses the second's
+    append, as the table's main branch is no longer the snapshot it read (pyiceberg checks it against Glue's current
+    metadata; real Glue's ``VersionId`` also refuses the narrower race between that check and the update, which moto
+    does not enforce); the second looks again, finds the plan, and appends nothing."""
+    topic = iceberg_topic(endpoints, "shipment-events")
+    counts = produce(endpoints, topic, 300)
+    summary = archive_topic(spark, endpoints, topic)
+    [snapshot] = plan_snapshots(endpoints, topic)
+    files = [f"s3://{endpoints.bucket}/{o.key}" for o in summary.stored]
+    location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
+
+    def plan(plan_id: str) -> dict[str, Any]:
+        return {
+            "location": location,
+            "plan_id": plan_id,
+            "kafka_topic": topic.kafka_topic,
+            "ranges": summary.plan,
+            "files": [f.replace(".parquet", f".{plan_id}.parquet") for f in files],
+        }
+
+    s3 = make_client(endpoints, "s3")
+    for source, target in zip(files, plan("racing")["files"], strict=True):  # the same rows as a new plan's files
+        key = target.removeprefix(f"s3://{endpoints.bucket}/")
+        s3.copy_object(Bucket=endpoints.bucket, Key=key, CopySource=f"{endpoints.bucket}/{source.split('/', 3)[3]}")
+    identifier = (topic.database, topic.table)
+    evolve = table_commit._evolve
+    interleaved: list[bool] = []
+
+    def other_writer_first(table: Any, schemas: Any) -> None:
+        if not interleaved:  # once: the other run commits the plan right after this one looked
+            interleaved.append(False)  # (the other run's own append goes through here too)
+            interleaved[0] = append_plan(table_catalog(endpoints), identifier, **plan("racing"))
+        evolve(table, schemas)
+
+    monkeypatch.setattr(table_commit, "_evolve", other_writer_first)
+    second = append_plan(table_catalog(endpoints), identifier, **plan("racing"))
+    assert interleaved == [True] and second is False
+    plans = [s[PLAN_PROPERTY] for s in plan_snapshots(endpoints, topic)]
+    assert sorted(plans) == sorted([snapshot[PLAN_PROPERTY], "racing"]), plans
+    assert table_rows(spark, endpoints, topic).count() == 2 * expected_rows(topic, counts)
