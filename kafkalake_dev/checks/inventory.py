@@ -230,7 +230,6 @@ def take_inventory(
 COLUMNS = (
     "database",
     "table",
-    "format",
     "topic",
     "schema versions",
     "columns added per version",
@@ -242,6 +241,7 @@ COLUMNS = (
     "owner",
     "freshness",
     "drift",
+    "format",
 )
 
 
@@ -251,7 +251,6 @@ def rows(inventory: list[TableInventory]) -> list[list[str]]:
         [
             item.database,
             item.table,
-            item.table_format,
             item.kafka_topic,
             ", ".join(str(v) for v in item.schema_versions) or "-",
             "; ".join(
@@ -269,6 +268,7 @@ def rows(inventory: list[TableInventory]) -> list[list[str]]:
             item.owner or "-",
             item.freshness,
             item.drift or "-",
+            item.table_format,
         ]
         for item in inventory
     ]

@@ -61,8 +61,8 @@ def test_table_and_chart_render_in_chromium(tmp_path: Path) -> None:
     assert card[:3] == ["acme_payments", "card_authorized", "staging.acme.payments.card-authorized"]
     assert card[3] == "1, 2" and "v2: +merchant_country" in card[4]
     assert card[5:10] == ["3 (2 compacted)", "2026-11-20 08:00", "25 → 6", "6,000", "3"]
-    assert card[10:] == ["payments-platform", "12 min (Kafka time 2026-11-20 09:48 UTC)", "in sync"]
-    assert seen["rows"][1][10:] == ["-", "-", "-"]
+    assert card[10:] == ["payments-platform", "12 min (Kafka time 2026-11-20 09:48 UTC)", "in sync", "hive"]
+    assert seen["rows"][1][10:] == ["-", "-", "-", "hive"]
     card_chart, empty_chart = seen["charts"]
     assert card_chart["visible"] and card_chart["label"] == "files per partition of acme_payments.card_authorized"
     bars = card_chart["bars"]

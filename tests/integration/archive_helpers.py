@@ -38,12 +38,12 @@ START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 
 
 def fresh(name: str, env: str = "staging", **archive: Any) -> Topic:
-    """A catalog topic under a unique Kafka topic and S3 prefix, so tests never share state."""
+    """A catalog topic under a unique Kafka topic and S3 prefix, so tests never share state; kept as a Hive table
+    (``iceberg_topic`` keeps one as an Iceberg table, with the Glue database its environment then needs)."""
     topic = CATALOG.get(name, env)
     suffix = uuid.uuid4().hex[:8]
-    spec = topic.spec.model_copy(
-        update={"kafka_topic": f"test.{name}.{suffix}", "archive": topic.spec.archive.model_copy(update=archive)}
-    )
+    update = {"kafka_topic": f"test.{name}.{suffix}", "archive": topic.spec.archive.model_copy(update=archive)}
+    spec = topic.spec.model_copy(update={**update, "table_format": TableFormat.HIVE})
     return dataclasses.replace(topic, env=f"test{suffix}", spec=spec)
 
 

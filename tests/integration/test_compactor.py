@@ -26,6 +26,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import EMR_ICEBERG_JAR
 from kafkalake.layout import DataKey, Partition, TablePrefix, is_compaction_output
 from kafkalake.topic_catalog import Topic, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.principals import not_recorded
 from kafkalake_dev.local.sandbox import isolated_env, register_complete_partitions, with_bucket
 from spark_jobs.compaction.job import Compactor, main
@@ -332,6 +333,12 @@ def test_output_that_does_not_match_the_inputs_is_never_swapped_in(
     assert_exact(spark, lake, rows)
 
 
+def hive_topics(catalog_folder: Path, env: str) -> list[Topic]:
+    """The isolated environment's Hive topics (its Iceberg topic's compaction is tests/integration/
+    test_iceberg_compaction.py's)."""
+    return [t for t in load_topic_catalog(catalog_folder).for_env(env) if t.spec.table_format == TableFormat.HIVE]
+
+
 def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
     spark: SparkSession,
     endpoints: Endpoints,
@@ -342,9 +349,7 @@ def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
     """The job's own entry point over three tables of an isolated environment: one has data on S3 but no table in
     Glue, one's output fails verification (an extra copy of a file appears in its run directory), one is fine."""
     env, catalog_folder, _ = isolated_env(tmp_path)
-    missing, refused, good = (
-        Lake(endpoints, topic) for topic in load_topic_catalog(catalog_folder).for_env(env.name)[:3]
-    )
+    missing, refused, good = (Lake(endpoints, topic) for topic in hive_topics(catalog_folder, env.name)[:3])
     rows = {lake.topic.name: lake.put_files(30) for lake in (missing, refused, good)}
     refused.register()
     good.register()
@@ -385,7 +390,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     env, catalog_folder, environments = isolated_env(tmp_path)
     endpoints = with_bucket(local_stack, env.bucket)
     hours = [Partition(1, date(2026, 11, 20), hour) for hour in range(6)]
-    lakes = [Lake(endpoints, topic) for topic in load_topic_catalog(catalog_folder).for_env(env.name)[:3]]
+    lakes = [Lake(endpoints, topic) for topic in hive_topics(catalog_folder, env.name)[:3]]
     rows = {}
     for lake in lakes:
         rows[lake.topic.name] = {hour: lake.put_files(40, hour) for hour in hours}

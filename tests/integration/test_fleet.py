@@ -22,7 +22,6 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake.topic_spec import TableFormat
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
@@ -55,9 +54,17 @@ class Fleet:
         self.env, self.catalog_dir, self.environments = isolated_env(folder)
         if archive:
             path = self.catalog_dir / "acme" / "payments" / self.env.name / "card-authorized.yaml"
-            path.write_text(path.read_text() + archive)
+            own = path.read_text()
+            if (
+                "table_format: iceberg" in archive
+            ):  # an Iceberg topic sets no table_inference (no crawler, no maintainer)
+                own = "".join(line for line in own.splitlines(keepends=True) if not line.startswith("table_inference:"))
+            path.write_text(own + archive)
         self.catalog = load_topic_catalog(self.catalog_dir)
         self.endpoints = with_bucket(local_stack, self.env.bucket)
+        glue = make_client(self.endpoints, "glue")
+        for database in sorted({t.database for t in self.catalog.for_env(self.env.name)}):  # the stack deploys them
+            glue.create_database(DatabaseInput={"Name": database})  # an Iceberg topic's table is made in its own
 
     def topic(self, name: str) -> Topic:
         return self.catalog.get(name, self.env.name)
@@ -171,8 +178,6 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     settings = f"archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\ntable_format: {table_format}\n"
     fleet = Fleet(local_stack, tmp_path, settings)
     topic = fleet.topic("card-authorized")
-    if topic.spec.table_format == TableFormat.ICEBERG:
-        make_client(fleet.endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     counts = produce(fleet.endpoints, topic, RECORDS)
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}
