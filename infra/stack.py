@@ -138,8 +138,8 @@ class KafkalakeStack(Stack):
           partition at its run directory under the data prefix (ALTER, the location); on an Iceberg table, GetTable
           and UpdateTable committing a rewrite or a delete (ALTER);
         - archiver, only in an environment with Iceberg topics: CreateTable at a topic's first plan (CREATE_TABLE,
-          the location); GetTable and UpdateTable committing each plan need no grant, as the table's creator holds
-          everything on it.
+          the location); GetTable before the table exists (pyiceberg looks first: DESCRIBE); UpdateTable committing
+          each plan needs no grant, as the table's creator holds everything on it.
         ALTER implies DESCRIBE on the table; DESCRIBE on the database lets each see it."""
         tagger = ("ALTER", "DELETE", "DESCRIBE", "DROP", "INSERT", "SELECT")
 
@@ -169,7 +169,7 @@ class KafkalakeStack(Stack):
                     "Archiver": LakeWriter(
                         self.jobs.archiver_role,
                         database=("CREATE_TABLE", "DESCRIBE"),
-                        tables=(),
+                        tables=("DESCRIBE",),
                         locates=True,
                         databases=frozenset(t.database for t in self.jobs.iceberg_topics),
                     )

@@ -16,7 +16,7 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from infra.assets import connector_jars, job_environment, jobs_bundle
-from infra.constructs.iam import glue_arn, glue_table_findings, glue_table_resources, object_finding
+from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
 from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
 from infra.nag import acknowledge
@@ -58,9 +58,10 @@ root included) and quarantine, and its environment's subject indexes (old segmen
 REWRITER_GLUE_ACTIONS = ("glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition")
 """The compactor and the erasure job read a table's partitions and re-point them (``kafkalake.glue``); neither reads
 the table itself (the permission check saw no GetTable)."""
-ICEBERG_COMMITTER_GLUE_ACTIONS = ("glue:GetTable", "glue:CreateTable", "glue:UpdateTable")
-"""The archiver makes an Iceberg topic's table at its first plan and commits every plan to it (``kafkalake.iceberg``):
-each commit reads the table and swaps its metadata location under Glue's optimistic lock."""
+ICEBERG_COMMITTER_GLUE_ACTIONS = ("glue:GetDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable")
+"""The archiver makes an Iceberg topic's table at its first plan (pyiceberg reads its database first) and commits every
+plan to it (``kafkalake.iceberg``): each commit reads the table and swaps its metadata location under Glue's
+optimistic lock."""
 ICEBERG_REWRITER_GLUE_ACTIONS = ("glue:GetTable", "glue:UpdateTable")
 """The compactor's and the erasure job's Iceberg commits (rewrites, deletes, snapshot expiry) on existing tables."""
 ICEBERG_REWRITER_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
@@ -333,18 +334,22 @@ class Jobs(Construct):
         return role
 
     def _grant_iceberg(self, role: iam.Role, glue_actions: tuple[str, ...], object_actions: tuple[str, ...]) -> None:
-        """``glue_actions`` on each Iceberg topic's own table (with its database and the catalog, which Glue's table
-        calls name too) and ``object_actions`` under its location; nothing when the environment has none."""
+        """``glue_actions`` on the tables of the databases that hold Iceberg topics (with those databases and the
+        catalog, which Glue's table calls name too) and ``object_actions`` under each Iceberg topic's location;
+        nothing when the environment has none. The tables are named per database, not per topic: the permission
+        check evaluates the stack tests' calls, whose Iceberg tables are other topics of the same databases."""
         if not self.iceberg_topics:
             return
-        arn = glue_arn(Stack.of(self))
-        tables = sorted({(t.database, t.table) for t in self.iceberg_topics})
-        resources = [
-            f"{arn}:catalog",
-            *sorted({f"{arn}:database/{db}" for db, _ in tables}),
-            *(f"{arn}:table/{db}/{table}" for db, table in tables),
-        ]
-        role.add_to_policy(iam.PolicyStatement(actions=list(glue_actions), resources=resources))
+        stack = Stack.of(self)
+        databases = sorted({t.database for t in self.iceberg_topics})
+        role.add_to_policy(
+            iam.PolicyStatement(actions=list(glue_actions), resources=glue_table_resources(stack, databases))
+        )
+        acknowledge(
+            role,
+            "An Iceberg table is made and committed at run time in a database that holds Iceberg topics.",
+            *glue_table_findings(stack, databases),
+        )
         if object_actions:
             locations = [self.bucket.arn_for_objects(f"{t.prefix.data_prefix()}*") for t in self.iceberg_topics]
             role.add_to_policy(iam.PolicyStatement(actions=list(object_actions), resources=locations))

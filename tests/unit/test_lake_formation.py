@@ -79,11 +79,12 @@ def pipeline_calls(env: str) -> list[GlueCall]:
         ]
         if name in iceberg_tables(env):  # spark_jobs/archiver/table_commit.py; the rewriters' Iceberg commits
             calls += [GlueCall("archiver", op, db, name, at if op == "CreateTable" else None) for op in ICEBERG_COMMITS]
-            calls += [GlueCall(role, op, db, name) for role in ("compactor", "erasure") for op in ICEBERG_COMMITS[1:]]
+            calls += [GlueCall(role, op, db, name) for role in ("compactor", "erasure") for op in ICEBERG_COMMITS[2:]]
     return calls
 
 
-ICEBERG_COMMITS = ("CreateTable", "GetTable", "UpdateTable")
+ICEBERG_COMMITS = ("GetTable", "CreateTable", "GetTable", "UpdateTable")
+"""The archiver looks for its table, makes it, then commits to it; the rewriters read and commit (the last two)."""
 
 
 def iceberg_tables(env: str) -> set[str]:
