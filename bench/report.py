@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import cost, freshness
 from bench.common import RESULTS, write_result
+from bench.freshness_rows import schedule_lines
 from bench.rows import (
     Results,
     archiver_rows,
@@ -30,7 +31,6 @@ from bench.rows import (
     maintainer_rows,
     memory_lines,
     need,
-    schedule_lines,
     table,
 )
 from bench.sizing import spark_defaults
