@@ -351,14 +351,11 @@ class Jobs(Construct):
             *glue_table_findings(stack, databases),
         )
         if object_actions:
-            locations = [self.bucket.arn_for_objects(f"{t.prefix.data_prefix()}*") for t in self.iceberg_topics]
+            roots = [t.prefix.data_prefix().rstrip("/") for t in self.iceberg_topics]
+            locations = [self.bucket.arn_for_objects(f"{root}/*") for root in roots]
             role.add_to_policy(iam.PolicyStatement(actions=list(object_actions), resources=locations))
-            acknowledge(
-                role,
-                "An Iceberg table's rewrites write and delete files Iceberg names at run time under the table's own "
-                "location.",
-                *(object_finding(self.bucket, t.prefix.data_prefix().rstrip("/")) for t in self.iceberg_topics),
-            )
+            why = "An Iceberg table's rewrites write and delete files Iceberg names at run time under its own location."
+            acknowledge(role, why, *(object_finding(self.bucket, root) for root in roots))
 
     def _schedule(
         self, name: str, expression: str, job_role: iam.Role, run: JobRun, queue_key: kms.IKey
