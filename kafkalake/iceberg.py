@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkalake.endpoints import Endpoints
+from kafkalake.layout import Partition
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -33,11 +35,19 @@ PLAN_PROPERTY: Final = "kafkalake.plan"
 """The snapshot summary key of the archiver plan whose files the snapshot appended (the plan's receipt name)."""
 OFFSETS_PROPERTY: Final = "kafkalake.offsets"
 """The snapshot summary key of the plan's offset ranges: ``{"<kafka topic>": {"<partition>": [start, end]}}``."""
+PARTITIONS_PROPERTY: Final = "kafkalake.partitions"
+"""The snapshot summary key of the hours, per schema version, the plan's files hold rows of: a JSON list of
+``kafkalake.layout.Partition.values()``. The maintainer's completeness events come from it (``committed_data``)."""
+NEWEST_KAFKA_TIME_PROPERTY: Final = "kafkalake.newest-kafka-time"
+"""The snapshot summary key of the newest Kafka time among the plan's rows (ISO 8601, UTC; from the files' footers),
+absent when the files have no statistics for it. The maintainer's freshness metric comes from it."""
 SCHEMA_VERSION_COLUMN: Final = "schema_version"
 """The registry version of a row's schema: a path segment of a Hive table, a column of an Iceberg table."""
 TIME_COLUMN: Final = "_business_time"
 """The column the table is partitioned by, by hour (hidden partitioning: ``hour(_business_time)``)."""
 PARTITION_FIELD: Final = "_business_time_hour"
+METADATA_LOCATION_PARAMETER: Final = "metadata_location"
+"""The Glue table parameter naming an Iceberg table's current metadata file (set by every commit)."""
 BOUNDED_COLUMNS: Final = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp", TIME_COLUMN, SCHEMA_VERSION_COLUMN)
 """The columns whose min/max bounds the manifests keep (for pruning): none of them holds a personal value."""
 FORMAT_VERSION: Final = "2"
@@ -78,6 +88,58 @@ the next run, which rewrites its files."""
 def offsets_summary(kafka_topic: str, ranges: Mapping[int, tuple[int, int]]) -> str:
     """``OFFSETS_PROPERTY``'s value for a plan's ranges."""
     return json.dumps({kafka_topic: {str(p): [start, end] for p, (start, end) in sorted(ranges.items())}})
+
+
+def plan_summary(
+    plan_id: str,
+    kafka_topic: str,
+    ranges: Mapping[int, tuple[int, int]],
+    partitions: Iterable[Partition],
+    newest_kafka_time: datetime | None,
+) -> dict[str, str]:
+    """The snapshot summary properties of an archiver plan's commit: its id, offset ranges, hours and newest time."""
+    summary = {
+        PLAN_PROPERTY: plan_id,
+        OFFSETS_PROPERTY: offsets_summary(kafka_topic, ranges),
+        PARTITIONS_PROPERTY: json.dumps([p.values() for p in sorted(set(partitions))]),
+    }
+    if newest_kafka_time is not None:
+        summary[NEWEST_KAFKA_TIME_PROPERTY] = newest_kafka_time.isoformat()
+    return summary
+
+
+@dataclass(frozen=True)
+class CommittedData:
+    """What a table's archiver snapshots say the table holds: the hours (per schema version) with rows, and the
+    newest Kafka time among them."""
+
+    partitions: frozenset[Partition]
+    newest_kafka_time: datetime | None
+
+
+def committed_data(summaries: Iterable[Mapping[str, str]]) -> CommittedData:
+    """``CommittedData`` from snapshot summaries (any order; snapshots no archiver plan made add nothing)."""
+    partitions: set[Partition] = set()
+    times: list[datetime] = []
+    for summary in summaries:
+        partitions.update(Partition.from_values(v) for v in json.loads(summary.get(PARTITIONS_PROPERTY, "[]")))
+        if NEWEST_KAFKA_TIME_PROPERTY in summary:
+            times.append(datetime.fromisoformat(summary[NEWEST_KAFKA_TIME_PROPERTY]))
+    return CommittedData(frozenset(partitions), max(times, default=None))
+
+
+def current_summaries(metadata: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The summaries of a table's current snapshot and its ancestors still in the metadata (Iceberg's table metadata
+    file as JSON: ``current-snapshot-id``, ``snapshots`` with ``parent-snapshot-id`` and ``summary``). A snapshot
+    off the current line (rolled back) does not count: its rows are not readable."""
+    by_id = {s["snapshot-id"]: s for s in metadata.get("snapshots", [])}
+    found: list[dict[str, str]] = []
+    snapshot_id = metadata.get("current-snapshot-id")
+    while snapshot_id is not None and snapshot_id in by_id and len(found) < len(by_id):
+        snapshot = by_id[snapshot_id]
+        found.append(dict(snapshot.get("summary", {})))
+        snapshot_id = snapshot.get("parent-snapshot-id")
+    return found
 
 
 def committed_plans(summaries: Iterable[Mapping[str, str]]) -> dict[str, dict[int, tuple[int, int]]]:

@@ -43,7 +43,7 @@ class MaintainerCount(StrEnum):
     """Iceberg's own files under an Iceberg table's location (a rewrite's output): the table, not Glue partitions,
     says which are live."""
     ICEBERG_OBJECTS = "iceberg_objects"
-    """The archiver's objects of Iceberg tables: no partition to add and no crawler; freshness and tags only."""
+    """The archiver's objects of Iceberg tables: no partition to add and no crawler; tags, and the snapshots read."""
     IGNORED_OTHER_ENVIRONMENT = "ignored_other_environment"
     """Data keys under another environment's prefix: acknowledged, never sent to Glue (nor to a crawler)."""
     GLUE_READS = "glue_reads"
@@ -65,6 +65,8 @@ class MaintainerCount(StrEnum):
     PARTITIONS_ADDED = "partitions_added"
     PARTITION_ERRORS = "partition_errors"
     PARTITIONS_COMPLETED = "partitions_completed"
+    """Hours found complete: a Hive table's partitions marked complete in Glue, an Iceberg table's hours by its
+    snapshots."""
     COMPLETENESS_CLAIMED_ELSEWHERE = "completeness_claimed_elsewhere"
     """Partitions this drain marked complete whose ``PartitionComplete`` event an overlapping drain had claimed: not
     published again."""

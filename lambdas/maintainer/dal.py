@@ -3,6 +3,7 @@ caches that keep the calls few between warm invocations."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from kafkalake.layout import Partition, TablePrefix
 from kafkalake.lease import create_once
 from kafkalake.lftags import column_tags, columns_resource, pairs, table_resource, table_tags
 from kafkalake.metrics import MaintainerCount
+from kafkalake.s3_location import parse_s3_uri
 from lambdas.maintainer.inference import read_footer_columns
 
 K = TypeVar("K", bound=Hashable)
@@ -292,6 +294,13 @@ class LakeObjects:
             return newest_time(read_footer(self.s3, self.bucket, key))
         except (NotParquet, ClientError):
             return None
+
+    def table_metadata(self, location: str) -> dict[str, Any]:
+        """An Iceberg table's metadata file (JSON; gzip-compressed when its name says so, as Iceberg names it)."""
+        where = parse_s3_uri(location)
+        body = self.s3.get_object(Bucket=where.bucket, Key=where.key)["Body"].read()
+        found: dict[str, Any] = json.loads(gzip.decompress(body) if location.endswith(".gz.metadata.json") else body)
+        return found
 
     def put_late_data_marker(
         self, table: TablePrefix, partition: Partition, objects: list[str], noticed_at: datetime

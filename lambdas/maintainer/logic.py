@@ -83,6 +83,9 @@ class DrainConfig:
 class _Message:
     receipt_handle: str
     keys: set[DataKey] = field(default_factory=set)
+    iceberg_tables: set[TablePrefix] = field(default_factory=set)
+    """The Iceberg tables whose own files (a commit's metadata, a rewrite's output) the message names: each table's
+    snapshots are read, and the message stays when that fails."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class Ignored:
 
     kind: str
     detail: str = ""
+    table: TablePrefix | None = None
+    """The Iceberg table whose own file the event names (``iceberg_file``)."""
 
 
 def _not_a_new_data_object(event: ObjectEvent) -> Ignored | None:
@@ -115,8 +120,9 @@ def handle_record(event: ObjectEvent, env: str, iceberg: frozenset[TablePrefix] 
     try:
         data_key = parse_key(event.key)
     except LayoutError as exc:
-        if table_prefix_of(event.key) in iceberg:
-            return Ignored("iceberg_file")
+        table = table_prefix_of(event.key)
+        if table in iceberg:
+            return Ignored("iceberg_file", table=table)
         return Ignored("foreign_key", str(exc))
     if data_key.table.env != env:
         return Ignored(
@@ -143,13 +149,19 @@ def drain(
     for item in work:
         for key in item.keys:
             by_table[key.table].add(key)
+        for prefix in item.iceberg_tables:
+            by_table[prefix].update(())  # its snapshots are read even when no data key of it came
     report.counts[MaintainerCount.UNIQUE_OBJECTS] = sum(len(keys) for keys in by_table.values())
     done: set[DataKey] = set()
+    synced: set[TablePrefix] = set()
     syncer = _table_sync(settings, clients, state, report, now())
     for prefix, keys in sorted(by_table.items()):
-        done |= syncer.sync_isolated(prefix, keys)
+        outcome = syncer.sync_isolated(prefix, keys)
+        if outcome is not None:
+            done |= outcome
+            synced.add(prefix)
     publish(clients.events, settings.event_bus, report.events, report.counts)
-    report.errors += queue.delete([m.receipt_handle for m in work if m.keys <= done])
+    report.errors += queue.delete([m.receipt_handle for m in work if m.keys <= done and m.iceberg_tables <= synced])
     report.counts[MaintainerCount.LEFT_FOR_RETRY] = len(messages) - report.counts[MaintainerCount.DELETED]
     return report
 
@@ -174,6 +186,8 @@ def _parse(messages: list[dict[str, Any]], settings: DrainConfig, report: Report
                 report.counts[MaintainerCount.DATA_EVENTS] += 1
                 item.keys.add(outcome)
                 continue
+            if outcome.table is not None:
+                item.iceberg_tables.add(outcome.table)
             report.counts[IGNORED[outcome.kind]] += 1
             if outcome.detail and len(report.foreign_keys) < MAX_SAMPLES:
                 report.foreign_keys.append(outcome.detail)

@@ -1,5 +1,6 @@
 """The partitions of one table whose schema versions Glue takes: add those Glue lacks, mark the hours that are
-complete, and note objects that landed in partitions already compacted.
+complete, and note objects that landed in partitions already compacted; an Iceberg table's complete hours and
+freshness from its snapshots.
 
 Rules only: Glue and S3 through ``lambdas.maintainer.dal``, what happened into the ``Report``.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafkalake.glue import COMPLETE_PARAMETER, partition_input
+from kafkalake.iceberg import CommittedData
 from kafkalake.layout import PARTITION_KEYS, DataKey, Partition, is_compaction_output
 from kafkalake.metrics import MaintainerCount
 from kafkalake.s3_location import parse_s3_uri
@@ -131,7 +133,28 @@ class PartitionSync:
         self.report.counts[MaintainerCount.PARTITIONS_COMPLETED] += len(outcome.done)
         for values, code in sorted(outcome.failed.items()):
             self.report.errors.append(f"{table.name} {list(values)}: marking complete failed: {code}")
-        for values in sorted(outcome.done):  # overlapping drains may both have marked it: one publishes its event
+        self.announce_complete(table, sorted(outcome.done))
+
+    def note_committed(self, table: LakeTable, committed: CommittedData) -> None:
+        """An Iceberg table's freshness and complete hours, from what its current snapshots hold. Hour H is
+        complete by the same rule as a Hive partition (``completion_candidates``), among the hours with rows; it
+        has no partition to mark, so its event is the record. An hour whose snapshots expired
+        (``kafkalake.iceberg.SNAPSHOT_RETENTION``) before any drain saw the next hour's rows gets no event."""
+        db, name = table.database, table.table
+        candidates = completion_candidates(committed.partitions, self.now, self.completeness_delay)
+        complete = {tuple(p.values()) for p in candidates & committed.partitions}
+        complete = {c for c in complete if not self.state.completed.get((db, name, c))}
+        for values in complete:
+            self.state.completed.put((db, name, values), True)
+        self.report.counts[MaintainerCount.PARTITIONS_COMPLETED] += len(complete)
+        self.announce_complete(table, sorted(complete))
+        if committed.newest_kafka_time is not None:
+            self.report.data_age_seconds[table.name] = (self.now - committed.newest_kafka_time).total_seconds()
+
+    def announce_complete(self, table: LakeTable, complete: Iterable[tuple[str, ...]]) -> None:
+        """``PartitionComplete`` for each hour, by the one drain whose claim creates it (overlapping drains may
+        both have found it complete)."""
+        for values in complete:
             if not self.lake.claim_completeness_event(table.prefix, Partition.from_values(list(values)), self.now):
                 self.report.counts[MaintainerCount.COMPLETENESS_CLAIMED_ELSEWHERE] += 1
                 continue

@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from kafkalake.glue import SCHEMA_VERSIONS_PARAMETER, table_input, table_input_from
+from kafkalake.iceberg import METADATA_LOCATION_PARAMETER, committed_data, current_summaries
 from kafkalake.layout import DataKey, TablePrefix
 from kafkalake.metrics import MaintainerCount
 from kafkalake.naming import TableInference
@@ -26,6 +27,10 @@ from lambdas.tables import LakeTable
 
 MERGE_ATTEMPTS = 5
 """Reads and updates of a table a schema merge tries before it fails the table (``SchemaMergeConflict``)."""
+
+
+class NotAnIcebergTable(RuntimeError):
+    """A topic of ``table_format: iceberg`` whose Glue table is not an Iceberg table (no ``metadata_location``)."""
 
 
 class SchemaMergeConflict(RuntimeError):
@@ -46,10 +51,11 @@ class TableSync:
     partitions: PartitionSync
     tags: LakeTags
 
-    def sync_isolated(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
+    def sync_isolated(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey] | None:
         """``sync``, never letting one table stop the others: on EntityNotFoundException the table's cached
         entries are dropped and the sync is tried once more; any other failure (throttling that outlasted
-        botocore's retries, access denied, ...) is reported, and the table's messages stay for the next run."""
+        botocore's retries, access denied, ...) is reported, the table's messages stay for the next run, and the
+        answer is None."""
         for attempt in (1, 2):
             try:
                 return self.sync(prefix, keys)
@@ -57,10 +63,11 @@ class TableSync:
                 if error_code(exc) == "EntityNotFoundException" and attempt == 1:
                     self._forget(prefix)
                     continue
-                return self._failed(prefix, keys, exc)
+                self._failed(prefix, keys, exc)
             except Exception as exc:  # noqa: BLE001 - reported below; the other tables go on
-                return self._failed(prefix, keys, exc)
-        return set()
+                self._failed(prefix, keys, exc)
+            return None
+        return None
 
     def _forget(self, prefix: TablePrefix) -> None:
         table = self._resolve(prefix)
@@ -68,10 +75,9 @@ class TableSync:
             self.glue.forget_table(table.database, table.table)
         self.report.counts[MaintainerCount.TABLE_CACHE_DROPPED] += 1
 
-    def _failed(self, prefix: TablePrefix, keys: set[DataKey], exc: Exception) -> set[DataKey]:
+    def _failed(self, prefix: TablePrefix, keys: set[DataKey], exc: Exception) -> None:
         table = self.tables.get(prefix)
         self.report.table_failed(table.name if table else prefix.data_prefix(), exc, len(keys))
-        return set()
 
     def sync(self, prefix: TablePrefix, keys: set[DataKey]) -> set[DataKey]:
         """The keys whose table, schema version and partition Glue now holds (their messages can go)."""
@@ -91,14 +97,24 @@ class TableSync:
         return self.partitions.sync(table, accepted)
 
     def _iceberg(self, table: LakeTable, keys: set[DataKey]) -> set[DataKey]:
-        """An Iceberg table's new objects: no partition, no crawler (the archiver made the table and commits its
-        files); its LF-tags, and its freshness from the newest objects' footers (queryable from the archiver's
-        commit, which follows the objects within the plan). Before the table's first commit the keys wait."""
-        if self.glue.table(table.database, table.table) is None:
+        """An Iceberg table's new objects or commits: no partition, no crawler (the archiver made the table and
+        commits its files). Its LF-tags; its freshness and complete hours from its current snapshots' summaries
+        (``kafkalake.iceberg.committed_data``), read from the metadata file Glue names now (each commit moves it,
+        so never from the cache). Before the table's first commit the keys wait."""
+        described = self.glue.table(table.database, table.table, fresh=True)
+        if described is None:
             self.report.counts[MaintainerCount.DEFERRED_UNTIL_TABLE_EXISTS] += len(keys)
             return set()
         self._tag(table)
-        self.partitions.note_freshness(table, keys)
+        location = described.get("Parameters", {}).get(METADATA_LOCATION_PARAMETER)
+        if not location:
+            raise NotAnIcebergTable(
+                f"{table.database}.{table.table} has no {METADATA_LOCATION_PARAMETER!r} parameter, so it is not an "
+                f"Iceberg table, but its topic's table_format is iceberg: drop the table (the archiver makes it at its "
+                "next run) or set the topic's table_format to hive"
+            )
+        metadata = self.lake.table_metadata(location)
+        self.partitions.note_committed(table, committed_data(current_summaries(metadata)))
         self.report.counts[MaintainerCount.ICEBERG_OBJECTS] += len(keys)
         return set(keys)
 

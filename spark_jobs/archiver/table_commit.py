@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,15 +22,10 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableA
 from pyiceberg.table import Table
 from pyiceberg.transforms import HourTransform
 
-from kafkalake.iceberg import (
-    OFFSETS_PROPERTY,
-    PARTITION_FIELD,
-    PLAN_PROPERTY,
-    TABLE_PROPERTIES,
-    TIME_COLUMN,
-    committed_plans,
-    offsets_summary,
-)
+from kafkalake.footer import newest_time
+from kafkalake.iceberg import PARTITION_FIELD, TABLE_PROPERTIES, TIME_COLUMN, committed_plans, plan_summary
+from kafkalake.layout import parse_data_key
+from kafkalake.s3_location import parse_s3_uri
 
 COMMIT_ATTEMPTS = 5
 """Attempts of one plan's commit against other writers of the table (the compactor, the erasure job) before the plan
@@ -57,9 +53,12 @@ def append_plan(
     say: Callable[[str], None] = print,
 ) -> bool:
     """Append ``files`` (s3:// URIs) to the table in one commit naming ``plan_id`` and ``ranges``; True when this
-    call appended them, False when the table already held the plan. The table is made first when missing."""
-    summary = {PLAN_PROPERTY: plan_id, OFFSETS_PROPERTY: offsets_summary(kafka_topic, ranges)}
-    schemas = _file_schemas(catalog, files)
+    call appended them, False when the table already held the plan. The table is made first when missing. The
+    summary also names the hours the files fill and their newest Kafka time, for the maintainer
+    (``kafkalake.iceberg.plan_summary``)."""
+    schemas, newest = _footer_facts(catalog, files)
+    partitions = [parse_data_key(parse_s3_uri(path).key).partition for path in files]
+    summary = plan_summary(plan_id, kafka_topic, ranges, partitions, newest)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = _table(catalog, identifier, location, schemas)
         if plan_committed(table, plan_id):
@@ -77,17 +76,20 @@ def append_plan(
     )
 
 
-def _file_schemas(catalog: Catalog, files: list[str]) -> list[pa.Schema]:
-    """The distinct Arrow schemas of ``files`` (one per schema version in a plan), each read from one file's
-    footer. Files of one version share a schema, and a file's name does not say its version, so every footer is
-    read; the footer reads are pyiceberg's too (``add_files`` reads each for its statistics)."""
+def _footer_facts(catalog: Catalog, files: list[str]) -> tuple[list[pa.Schema], datetime | None]:
+    """The distinct Arrow schemas of ``files`` (one per schema version in a plan) and their newest Kafka time, from
+    every file's footer (the footer reads are pyiceberg's too: ``add_files`` reads each for its statistics)."""
     io = catalog._load_file_io()  # the catalog's own S3 client and settings
     found: dict[str, pa.Schema] = {}
+    times: list[datetime] = []
     for path in files:
         with io.new_input(path).open() as stream:
-            schema = pq.read_schema(stream)
+            parquet = pq.ParquetFile(stream)
+            schema, metadata = parquet.schema_arrow, parquet.metadata
         found.setdefault(schema.to_string(show_schema_metadata=False), schema)
-    return list(found.values())
+        if (newest := newest_time(metadata)) is not None:
+            times.append(newest)
+    return list(found.values()), max(times, default=None)
 
 
 def _table(catalog: Catalog, identifier: tuple[str, str], location: str, schemas: list[pa.Schema]) -> Table:

@@ -5,6 +5,7 @@ the Iceberg catalog, pyiceberg's scan) reading the same rows."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -13,8 +14,16 @@ from pyspark.sql import functions as F
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, table_catalog
+from kafkalake.iceberg import (
+    METADATA_LOCATION_PARAMETER,
+    OFFSETS_PROPERTY,
+    PLAN_PROPERTY,
+    committed_data,
+    current_summaries,
+    table_catalog,
+)
 from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.checks.interop import checks_for
@@ -22,6 +31,7 @@ from kafkalake_dev.checks.inventory import iceberg_inventory
 from kafkalake_dev.checks.readers import Read, iceberg_spark_read, pyiceberg_read
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import produce_topic
+from lambdas.maintainer.dal import LakeObjects
 from spark_jobs.archiver import table_commit, topic_run
 from spark_jobs.archiver.table_commit import append_plan
 from tests.crashes import InjectedCrash, crash
@@ -82,6 +92,18 @@ def test_a_plan_is_one_commit_naming_its_offsets_and_every_reader_agrees(
     assert inventory.table_format == "iceberg" and len(inventory.partitions) == partitions.count()
     assert inventory.files == summary.objects and inventory.newest_kafka_time is not None
     assert inventory.quarantined_rows == summary.quarantined > 0
+
+    glue = make_client(endpoints, "glue")  # what the maintainer reads: the hours and newest time the commit names
+    described = glue.get_table(DatabaseName=topic.database, Name=topic.table)["Table"]
+    lake = LakeObjects(make_client(endpoints, "s3"), endpoints.bucket)
+    metadata = lake.table_metadata(described["Parameters"][METADATA_LOCATION_PARAMETER])
+    by_snapshots = committed_data(current_summaries(metadata))
+    hours = rows.select("schema_version", F.to_date("_business_time").alias("dt"), F.hour("_business_time").alias("h"))
+    assert by_snapshots.partitions == {
+        Partition(r["schema_version"], r["dt"], r["h"]) for r in hours.distinct().collect()
+    }
+    newest = rows.agg(F.max("_kafka_timestamp")).collect()[0][0]
+    assert by_snapshots.newest_kafka_time == newest.replace(tzinfo=UTC), (by_snapshots.newest_kafka_time, newest)
 
 
 def test_a_redo_after_the_table_commit_appends_nothing_twice(

@@ -1,8 +1,25 @@
-"""The pure parts of Iceberg tables: the plan and offsets in a snapshot summary, and the audit that reads them."""
+"""The pure parts of Iceberg tables: the plan, offsets, hours and newest time in a snapshot summary, the current
+line of snapshots, and the audit that reads them."""
 
 from __future__ import annotations
 
-from kafkalake.iceberg import OFFSETS_PROPERTY, PLAN_PROPERTY, TABLE_PROPERTIES, committed_plans, offsets_summary
+import json
+from datetime import UTC, date, datetime
+
+from kafkalake.iceberg import (
+    NEWEST_KAFKA_TIME_PROPERTY,
+    OFFSETS_PROPERTY,
+    PARTITIONS_PROPERTY,
+    PLAN_PROPERTY,
+    TABLE_PROPERTIES,
+    CommittedData,
+    committed_data,
+    committed_plans,
+    current_summaries,
+    offsets_summary,
+    plan_summary,
+)
+from kafkalake.layout import Partition
 from kafkalake_dev.checks.iceberg_audit import audit_table
 
 
@@ -51,3 +68,30 @@ def test_plans_whose_snapshots_expired_are_accounted_for_by_their_receipts() -> 
     rows = [(0, o) for o in range(5)]
     assert {(p.kind, p.start) for p in audit_table(current, rows, {0: 5})} == {("unaccounted", o) for o in range(3)}
     assert audit_table(current, rows, {0: 5}, {"p1": {0: (0, 3)}, "p2": {0: (3, 5)}}) == []
+
+
+def test_committed_data_holds_the_plans_hours_and_newest_time_and_nothing_of_other_snapshots() -> None:
+    day = date(2026, 11, 21)
+    first = plan_summary("a", "t", {0: (0, 9)}, [Partition(1, day, 5)] * 3, datetime(2026, 11, 21, 5, 59, tzinfo=UTC))
+    second = plan_summary("b", "t", {0: (10, 19)}, [Partition(2, day, 6), Partition(1, day, 6)], None)
+    rewrite = {"operation": "replace", "added-data-files": "1"}
+    assert json.loads(first[PARTITIONS_PROPERTY]) == [["1", "2026-11-21", "05"]], "each hour once"
+    assert NEWEST_KAFKA_TIME_PROPERTY not in second, "no statistics, no time"
+    found = committed_data([rewrite, second, first])
+    assert found.partitions == {Partition(1, day, 5), Partition(1, day, 6), Partition(2, day, 6)}
+    assert found.newest_kafka_time == datetime(2026, 11, 21, 5, 59, tzinfo=UTC)
+    assert committed_data([rewrite]) == CommittedData(frozenset(), None)
+
+
+def test_current_summaries_follow_the_current_line_only() -> None:
+    snapshots = [
+        {"snapshot-id": 1, "summary": {"n": "1"}},
+        {"snapshot-id": 2, "parent-snapshot-id": 1, "summary": {"n": "2"}},
+        {"snapshot-id": 3, "parent-snapshot-id": 1, "summary": {"n": "3"}},  # rolled back
+        {"snapshot-id": 4, "parent-snapshot-id": 2, "summary": {"n": "4"}},
+    ]
+    assert [s["n"] for s in current_summaries({"current-snapshot-id": 4, "snapshots": snapshots})] == ["4", "2", "1"]
+    expired_parent = [{"snapshot-id": 9, "parent-snapshot-id": 8, "summary": {"n": "9"}}]
+    assert [s["n"] for s in current_summaries({"current-snapshot-id": 9, "snapshots": expired_parent})] == ["9"]
+    assert current_summaries({"current-snapshot-id": -1, "snapshots": []}) == [], "a table without snapshots"
+    assert current_summaries({"format-version": 2}) == []

@@ -24,6 +24,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from kafkalake.iceberg import plan_summary
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake.topic_spec import TableFormat
@@ -308,9 +309,23 @@ def test_a_key_of_another_environment_is_ignored_and_its_crawler_never_started(l
     assert lake.glue.get_crawler(Name=crawler)["Crawler"]["State"] == "READY"
 
 
+def iceberg_metadata(*snapshots: tuple[int, int | None, dict[str, str]], current: int) -> bytes:
+    """An Iceberg table metadata file's JSON with ``(id, parent, summary)`` snapshots."""
+    listed = [
+        {"snapshot-id": i, "parent-snapshot-id": parent, "summary": {"operation": "append", **summary}}
+        for i, parent, summary in snapshots
+    ]
+    return json.dumps({"format-version": 2, "current-snapshot-id": current, "snapshots": listed}).encode()
+
+
+def plan(name: str, partitions: list[Partition], newest: datetime) -> dict[str, str]:
+    return plan_summary(name, "card-authorized", {0: (0, 9)}, partitions, newest)
+
+
 def test_an_iceberg_tables_objects_add_no_partition_and_start_no_crawler(lake: Lake) -> None:
-    """The archiver makes and commits an Iceberg table: its data objects are acknowledged (after the table exists)
-    with their freshness, never turned into Glue partitions; Iceberg's own rewrite output is no foreign key."""
+    """The archiver makes and commits an Iceberg table: its data objects are acknowledged (after the table exists),
+    never turned into Glue partitions; Iceberg's own files are no foreign key. Freshness and complete hours come
+    from the current snapshots' summaries: a rolled-back snapshot's hours and times count for nothing."""
     iceberg = TABLE.model_copy(update={"table_format": TableFormat.ICEBERG})
     lake.settings = dataclasses.replace(lake.settings, tables=[iceberg])
     lake.put(key(1, 7))
@@ -320,29 +335,64 @@ def test_an_iceberg_tables_objects_add_no_partition_and_start_no_crawler(lake: L
     lake.sqs.purge_queue(QueueUrl=lake.settings.queue_url)  # the kept message, delivered again after its timeout
     lake.put(key(1, 7))
     columns = [{"Name": c, "Type": "string"} for c in COLUMNS[1]]
+    metadata_key = f"{CARD.data_prefix()}metadata/00002-abc.metadata.json"
     lake.glue.create_table(
         DatabaseName=DATABASE,
         TableInput={
             "Name": TABLE.table,
             "TableType": "EXTERNAL_TABLE",
-            "Parameters": {"table_type": "ICEBERG", "metadata_location": f"s3://{BUCKET}/m.json"},
+            "Parameters": {"table_type": "ICEBERG", "metadata_location": f"s3://{BUCKET}/{metadata_key}"},
             "StorageDescriptor": {"Columns": columns, "Location": TABLE.location(BUCKET)},
         },
     )
-    with_time = io.BytesIO()  # the archiver's objects carry their Kafka times: the freshness reads them
-    pq.write_table(
-        pa.table({"_kafka_timestamp": pa.array([NOW - timedelta(minutes=3)], pa.timestamp("us", "UTC"))}), with_time
+    day = date(2026, 11, 21)
+    hours = [Partition(1, day, 5), Partition(1, day, 6), Partition(1, day, 7)]
+    metadata = iceberg_metadata(
+        (1, None, plan("p1", hours[:2], NOW - timedelta(hours=5))),
+        (2, 1, plan("p2", hours[2:], NOW - timedelta(minutes=3))),
+        (3, 1, plan("rolled-back", [Partition(1, day, 11)], NOW - timedelta(minutes=1))),
+        current=2,
     )
+    lake.s3.put_object(Bucket=BUCKET, Key=metadata_key, Body=metadata)
     rewritten = f"{CARD.data_prefix()}data/_business_time_hour=2026-11-21-07/00000-0-abc.parquet"
     lake.s3.put_object(Bucket=BUCKET, Key=rewritten, Body=footer(1))
     lake.sqs.send_message(
         QueueUrl=lake.settings.queue_url, MessageBody=json.dumps({"Records": [record(quote(rewritten, safe="/"))]})
     )
-    lake.s3.put_object(Bucket=BUCKET, Key=key(1, 7).key(), Body=with_time.getvalue())
+    lake.s3.put_object(Bucket=BUCKET, Key=key(1, 7).key(), Body=footer(1))
     report = lake.drain(State(600))
     assert report.counts["iceberg_objects"] == 1 and report.counts["ignored_iceberg_file"] == 1, report.as_dict()
     assert report.counts["ignored_foreign_key"] == 0
     assert lake.partitions() == set() and "glue.BatchCreatePartition" not in lake.calls
     assert "glue.StartCrawler" not in lake.calls
     assert lake.queue_depth() == 0
-    assert report.data_age_seconds == {TABLE.name: 180.0}
+    assert report.data_age_seconds == {TABLE.name: 180.0}, "the newest time of the current line's snapshots"
+    complete = [e["partition"] for e in report.events if e["type"] == "PartitionComplete"]
+    assert sorted(p["hour"] for p in complete) == ["05", "06"], report.events  # 07 is open, 11 was rolled back
+
+    lake.put(key(1, 8))  # a later drain finds the same hours complete: announced once
+    again = lake.drain(State(600))
+    assert not [e for e in again.events if e["type"] == "PartitionComplete"], again.events
+    assert again.counts["completeness_claimed_elsewhere"] == 2, again.as_dict()
+
+
+def test_an_iceberg_tables_commit_whose_metadata_cannot_be_read_stays_queued(lake: Lake) -> None:
+    """A commit's metadata event for a table whose metadata file is gone fails that table alone: its message stays
+    for the next run, with the reason."""
+    iceberg = TABLE.model_copy(update={"table_format": TableFormat.ICEBERG})
+    lake.settings = dataclasses.replace(lake.settings, tables=[iceberg])
+    metadata_key = f"{CARD.data_prefix()}metadata/00001-gone.metadata.json"
+    lake.glue.create_table(
+        DatabaseName=DATABASE,
+        TableInput={
+            "Name": TABLE.table,
+            "Parameters": {"table_type": "ICEBERG", "metadata_location": f"s3://{BUCKET}/{metadata_key}"},
+            "StorageDescriptor": {"Columns": [], "Location": TABLE.location(BUCKET)},
+        },
+    )
+    lake.sqs.send_message(
+        QueueUrl=lake.settings.queue_url, MessageBody=json.dumps({"Records": [record(quote(metadata_key, safe="/"))]})
+    )
+    report = lake.drain(State(600))
+    assert report.counts["tables_failed"] == 1 and "NoSuchKey" in report.failed_tables[TABLE.name], report.as_dict()
+    assert lake.queue_depth() == 1
