@@ -12,11 +12,11 @@ import pytest
 from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.glue import table_partitions
-from kafkalake.layout import erasure_lease_key, erasure_prefix
+from kafkalake.layout import Partition, erasure_lease_key, erasure_prefix
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.inventory_page import render_html
-from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, run_demo
+from kafkalake_dev.demo import MIN_INPUT_FILES, DemoReport, TableResult, run_demo
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.runner import Submit, run_in_process, run_job
 from kafkalake_dev.local.sandbox import isolated_env
@@ -90,6 +90,7 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
         if iceberg:  # one rewrite of the table's closed hours, readers on snapshots throughout
             [rewrite] = table.compaction
             assert rewrite.action == "compacted" and rewrite.files_after < rewrite.files_before, (name, rewrite)
+            assert_iceberg_maintained(first, table)
             continue
         # completed partitions are compacted: every closed partition with enough files now points at _compacted/
         closed = {tuple(r.partition): r for r in table.compaction}
@@ -129,6 +130,25 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
     assert second.erasure is not None and not second.erasure.recorded, "the demo's request was recorded twice"
     assert second.erasure.receipts == first.erasure.receipts  # type: ignore[union-attr]
     assert snapshot(endpoints, second) == before, "a second run changed the lake or the catalog"
+
+
+def assert_iceberg_maintained(report: DemoReport, table: TableResult) -> None:
+    """The maintainer took an Iceberg table's freshness and complete hours from its snapshots: an age for it, and
+    each complete hour announced once, an hour with rows whose next hour has rows too."""
+    qualified = f"{table.topic.database}.{table.topic.table}"
+    assert any(qualified in run["data_age_seconds"] for run in report.maintainer_runs), report.maintainer_runs
+    announced = [
+        tuple(event["partition"].values())
+        for run in report.maintainer_runs
+        for event in run["events"]
+        if event["type"] == "PartitionComplete" and event["table"] == table.topic.table
+    ]
+    assert announced and len(announced) == len(set(announced)), announced
+    hours = {values[1:] for values in table.partitions_with_data}
+    for version, dt, hour in announced:
+        following = Partition.from_values([version, dt, hour]).end
+        assert (version, dt, hour) in table.partitions_with_data, (version, dt, hour)
+        assert (following.strftime("%Y-%m-%d"), following.strftime("%H")) in hours, (version, dt, hour)
 
 
 def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
