@@ -32,7 +32,7 @@ from bench.common import between, pair_ratios, rate_after_start, say, spread, ti
 from bench.compactor import BUCKET, PARTITION, bench_topic, put_partition, register, rows_per_file
 from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.iceberg import table_catalog
+from kafkalake.iceberg import table_catalog, table_location
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local import stack
@@ -82,7 +82,7 @@ def compaction_input(endpoints: Endpoints, table_format: TableFormat) -> tuple[T
         return topic, rows_each * COMPACT_FILES
     make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     files = [f"s3://{endpoints.bucket}/{k}" for k in list_objects(s3, endpoints.bucket, topic.prefix.data_prefix())]
-    location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
+    location = table_location(endpoints.bucket, topic.prefix)
     append_plan(
         table_catalog(endpoints),
         (topic.database, topic.table),

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkalake.endpoints import Endpoints
-from kafkalake.layout import Partition
+from kafkalake.layout import Partition, TablePrefix
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -83,6 +83,12 @@ delete), and removing it in between would commit a file that is gone. A plan or 
 (the archiver's budget is 15 minutes, the compactor's timeout 2 h); a day is also the least Iceberg's own
 ``remove_orphan_files`` procedure accepts, for the same reason. A plan that failed before its commit is redone by
 the next run, which rewrites its files."""
+
+
+def table_location(bucket: str, prefix: TablePrefix) -> str:
+    """A topic's Iceberg table's location: its data prefix (``kafkalake.layout``), without the trailing slash (Iceberg
+    adds ``/metadata/`` and ``/data/`` to it)."""
+    return f"s3://{bucket}/{prefix.data_prefix().rstrip('/')}"
 
 
 def offsets_summary(kafka_topic: str, ranges: Mapping[int, tuple[int, int]]) -> str:

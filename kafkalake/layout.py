@@ -238,11 +238,14 @@ class TablePrefix:
         """The archiver's receipts, one per carried-out plan: what the offset audit reads."""
         return f"{self.state_prefix()}receipts/"
 
-    def receipt_key(self, plan_created_at: str, ranges: Mapping[int, tuple[int, int]]) -> str:
-        """A plan's receipt, named from the stored plan (so a redo writes the same key) and sorted by its creation."""
-        stamp = datetime.fromisoformat(plan_created_at).strftime("%Y%m%dT%H%M%S%fZ")
-        digest = hashlib.sha256(json.dumps({p: [s, e] for p, (s, e) in sorted(ranges.items())}).encode())
-        return f"{self.receipts_prefix()}{stamp}-{digest.hexdigest()[:8]}.json"
+    def receipt_key(self, plan_id: str) -> str:
+        """A plan's receipt, named by the plan's id (``plan_id``): a redo writes the same key, and receipts sort by
+        their plans' creation."""
+        return f"{self.receipts_prefix()}{plan_id}.json"
+
+    def plan_of_receipt(self, receipt_key: str) -> str:
+        """The plan id a receipt key of this table names (``receipt_key``'s inverse)."""
+        return receipt_key.removeprefix(self.receipts_prefix()).removesuffix(".json")
 
     def compaction_prefix(self) -> str:
         """The partition rewrites' manifests, beside the receipts."""
@@ -355,6 +358,15 @@ class DataKey:
 
     def key(self) -> str:
         return self.partition_prefix() + self.file_name()
+
+
+def plan_id(plan_created_at: str, ranges: Mapping[int, tuple[int, int]]) -> str:
+    """An archiver plan's id, from the stored plan (a redo finds the same): its creation time, then a digest of its
+    offset ranges. It names the plan's receipt (``TablePrefix.receipt_key``), its Iceberg commit and its tombstones'
+    erasure request."""
+    stamp = datetime.fromisoformat(plan_created_at).strftime("%Y%m%dT%H%M%S%fZ")
+    digest = hashlib.sha256(json.dumps({p: [s, e] for p, (s, e) in sorted(ranges.items())}).encode())
+    return f"{stamp}-{digest.hexdigest()[:8]}"
 
 
 def erasure_prefix(env: str) -> str:

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from kafkalake.aws import list_modified, list_objects
 from kafkalake.iceberg import PLAN_PROPERTY
 from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.layout import TablePrefix
 from kafkalake.s3_location import parse_s3_uri, s3_uri
 
 
@@ -47,16 +48,16 @@ def current_snapshot(spark: SparkSession, table: str) -> int | None:
     return None if snapshot is None else int(snapshot.snapshotId())
 
 
-def unreceipted_plans(spark: SparkSession, s3: Any, bucket: str, table: str, receipts_prefix: str) -> list[str]:
+def unreceipted_plans(spark: SparkSession, s3: Any, bucket: str, table: str, prefix: TablePrefix) -> list[str]:
     """The archiver plans (``kafkalake.iceberg.PLAN_PROPERTY``) of the table's snapshots other than the current one
-    that have no receipt under ``receipts_prefix`` yet: a redo of one may still come, and it looks for its plan in
+    that have no receipt among the topic's (``prefix``) yet: a redo of one may still come, and it looks for its plan in
     the table's history, so no snapshot may expire while one is listed (the compactor and the erasure job wait)."""
     current = current_snapshot(spark, table)
     snapshots = spark.table(f"{catalog_name(table)}.snapshots")
     rows = snapshots.select("snapshot_id", F.col("summary")[PLAN_PROPERTY].alias("plan")).collect()
     plans = {row["plan"] for row in rows if row["plan"] and row["snapshot_id"] != current}
-    receipts = list_objects(s3, bucket, receipts_prefix, ".json")
-    return sorted(plans - {key.removeprefix(receipts_prefix).removesuffix(".json") for key in receipts})
+    receipts = list_objects(s3, bucket, prefix.receipts_prefix(), ".json")
+    return sorted(plans - {prefix.plan_of_receipt(key) for key in receipts})
 
 
 def _actions(spark: SparkSession) -> Any:

@@ -88,6 +88,6 @@ def receipted_plans(s3: Any, bucket: str, topic: Topic) -> dict[str, dict[int, t
         document = read_json(s3, bucket, key)
         if document is not None:  # None: deleted between the listing and the read
             receipt = ArchiveReceipt.from_dict(document)
-            plan = key.removeprefix(prefix).removesuffix(".json")
+            plan = topic.prefix.plan_of_receipt(key)
             found[plan] = {p: (a.start, a.end) for p, a in receipt.partitions.items()}
     return found

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kafkalake.layout import plan_id
 from kafkalake.lease import Lease
 
 
@@ -42,6 +43,11 @@ class Plan:
     @property
     def records(self) -> int:
         return sum(end - start for start, end in self.ranges.values())
+
+    @property
+    def plan_id(self) -> str:
+        """``kafkalake.layout.plan_id``: what names its receipt, its Iceberg commit and its erasure request."""
+        return plan_id(self.created_at, self.ranges)
 
 
 def _starts(

@@ -24,7 +24,7 @@ from pyiceberg.transforms import HourTransform
 
 from kafkalake.footer import newest_time
 from kafkalake.iceberg import PARTITION_FIELD, TABLE_PROPERTIES, TIME_COLUMN, committed_plans, plan_summary
-from kafkalake.layout import parse_data_key
+from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.s3_location import parse_s3_uri
 
 COMMIT_ATTEMPTS = 5
@@ -57,7 +57,7 @@ def append_plan(
     summary also names the hours the files fill and their newest Kafka time, for the maintainer
     (``kafkalake.iceberg.plan_summary``)."""
     schemas, newest = _footer_facts(catalog, files)
-    partitions = [parse_data_key(parse_s3_uri(path).key).partition for path in files]
+    partitions = [_partition_of(path) for path in files]
     summary = plan_summary(plan_id, kafka_topic, ranges, partitions, newest)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = _table(catalog, identifier, location, schemas)
@@ -74,6 +74,14 @@ def append_plan(
         f"{'.'.join(identifier)}: plan {plan_id} could not be committed in {COMMIT_ATTEMPTS} attempts (other writers "
         "kept committing first); nothing of it was appended, and the next run redoes it"
     )
+
+
+def _partition_of(path: str) -> Partition:
+    """The hour and schema version a data file's path names (``schema_version=…/dt=…/hour=…/``)."""
+    match = PARTITION_PATH_RE.search(parse_s3_uri(path).key)
+    if match is None:
+        raise ValueError(f"{path} is not under a schema_version=<n>/dt=<YYYY-MM-DD>/hour=<HH>/ path: not a plan's file")
+    return Partition.from_path(match.group(1))
 
 
 def _footer_facts(catalog: Catalog, files: list[str]) -> tuple[list[pa.Schema], datetime | None]:

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import RetryCount, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
-from kafkalake.iceberg import table_catalog
+from kafkalake.iceberg import table_catalog, table_location
 from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost
 from kafkalake.personal import KEY_ID_COLUMN, Keyring, needs_key
@@ -161,14 +161,12 @@ class TopicArchiver:
             )
         with summary.phase("commit"):
             if plan.ranges:
-                key = topic.prefix.receipt_key(plan.created_at, plan.ranges)
-                plan_id = key.rsplit("/", 1)[-1].removesuffix(".json")
                 if tombstones and self.keys is not None:
-                    self._request_erasure(plan, plan_id, tombstones, self.keys.current.key_id)
+                    self._request_erasure(plan, tombstones, self.keys.current.key_id)
                 if topic.spec.table_format == TableFormat.ICEBERG:
-                    self._commit_table(plan, plan_id, summary)
+                    self._commit_table(plan, summary)
                 body = receipt(topic, plan, summary).to_json().encode()
-                self.s3.put_object(Bucket=self.endpoints.bucket, Key=key, Body=body)
+                self.s3.put_object(Bucket=self.endpoints.bucket, Key=topic.prefix.receipt_key(plan.plan_id), Body=body)
                 self.offsets.commit(plan.ranges)
                 self.plans.finish(plan)
         ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
@@ -176,32 +174,31 @@ class TopicArchiver:
         summary.seconds = time.monotonic() - started
         return summary
 
-    def _commit_table(self, plan: Plan, plan_id: str, summary: Summary) -> None:
+    def _commit_table(self, plan: Plan, summary: Summary) -> None:
         """An Iceberg topic's plan appended to its table, once, before its receipt and offsets."""
         topic, bucket = self.topic, self.endpoints.bucket
         files = [f"s3://{bucket}/{o.key}" for o in summary.stored]
-        location = f"s3://{bucket}/{topic.prefix.data_prefix().rstrip('/')}"
         identifier = (topic.database, topic.table)
         appended = files and append_plan(
             table_catalog(self.endpoints),
             identifier,
-            location=location,
-            plan_id=plan_id,
+            location=table_location(bucket, topic.prefix),
+            plan_id=plan.plan_id,
             kafka_topic=topic.kafka_topic,
             ranges=plan.ranges,
             files=files,
             say=self.say,
         )
         state = "appended" if appended else "already held" if files else "had no data files for"
-        self.say(f"{topic.kafka_topic}: Iceberg table {topic.database}.{topic.table} {state} plan {plan_id}")
+        self.say(f"{topic.kafka_topic}: Iceberg table {topic.database}.{topic.table} {state} plan {plan.plan_id}")
 
-    def _request_erasure(self, plan: Plan, plan_id: str, tombstones: list[Tombstone], key_id: str) -> None:
+    def _request_erasure(self, plan: Plan, tombstones: list[Tombstone], key_id: str) -> None:
         """The plan's tombstones as an erasure request, stored before the plan's receipt and offsets (a redo of the
         plan stores the same request)."""
         topic = self.topic
         table = f"{topic.database}.{topic.table}"
         within = topic.spec.erasure_within_days
-        request = tombstone_request(table, plan_id, plan.created_at, tombstones, within_days=within, key_id=key_id)
+        request = tombstone_request(table, plan.plan_id, plan.created_at, tombstones, within_days=within, key_id=key_id)
         stored = RequestStore(self.s3, self.endpoints.bucket, topic.env).put(request)
         self.say(f"{topic.kafka_topic}: {len(request.subjects)} tombstoned keys requested for erasure ({stored})")
 

@@ -117,8 +117,7 @@ def _compact(rewriter: Rewriter, topic: Topic, result: TableCompaction) -> None:
         f"{result.snapshot_before} → {result.snapshot_after}"
     )
 
-    receipts = topic.prefix.receipts_prefix()
-    waiting = unreceipted_plans(spark, rewriter.s3, rewriter.bucket, table, receipts)
+    waiting = unreceipted_plans(spark, rewriter.s3, rewriter.bucket, table, topic.prefix)
     if waiting:  # a redo of one looks for it in the table's history: its snapshot stays until its receipt is stored
         rewriter.say(f"{table}: no snapshot expires while plans {', '.join(waiting)} lack their receipts")
         return

@@ -364,8 +364,7 @@ class Eraser(Rewriter):
             self.say(f"{name}: {len(entry.keys)} rows deleted in one commit, {len(entry.removed)} data files replaced")
         if datetime.fromisoformat(entry.deleted_at) + self.knobs.grace_period > self.now():
             return
-        receipts = topic.prefix.receipts_prefix()
-        pending = unreceipted_plans(self.spark, self.s3, self.bucket, name, receipts)
+        pending = unreceipted_plans(self.spark, self.s3, self.bucket, name, topic.prefix)
         if pending:
             self.say(f"{name}: snapshots not expired while archiver plans {', '.join(pending)} lack their receipts")
             return

@@ -21,6 +21,7 @@ from kafkalake.iceberg import (
     committed_data,
     current_summaries,
     table_catalog,
+    table_location,
 )
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.layout import Partition
@@ -136,7 +137,7 @@ def test_a_stale_run_committing_a_plan_the_table_holds_appends_nothing(
     [snapshot] = plan_snapshots(endpoints, topic)
     plan_id = snapshot[PLAN_PROPERTY]
     files = [f"s3://{endpoints.bucket}/{o.key}" for o in summary.stored]
-    location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
+    location = table_location(endpoints.bucket, topic.prefix)
     again = append_plan(
         table_catalog(endpoints),
         (topic.database, topic.table),
@@ -178,7 +179,7 @@ def test_a_writer_that_commits_the_same_plan_between_the_look_and_the_append_win
     summary = archive_topic(spark, endpoints, topic)
     [snapshot] = plan_snapshots(endpoints, topic)
     files = [f"s3://{endpoints.bucket}/{o.key}" for o in summary.stored]
-    location = f"s3://{endpoints.bucket}/{topic.prefix.data_prefix().rstrip('/')}"
+    location = table_location(endpoints.bucket, topic.prefix)
 
     def plan(plan_id: str) -> dict[str, Any]:
         return {

@@ -16,6 +16,7 @@ from kafkalake.layout import (
     TablePrefix,
     is_compaction_output,
     parse_data_key,
+    plan_id,
     to_segment,
 )
 from kafkalake.s3_location import decode_event_key
@@ -175,9 +176,11 @@ def test_durable_records_live_side_by_side_under_the_state_prefix_with_their_exi
     them), both decided here."""
     prefix = TablePrefix("staging", "acme", "payments", "card-authorized")
     partition = Partition(2, date(2026, 11, 20), 7)
-    receipt = prefix.receipt_key("2026-11-21T07:30:00.123456+00:00", {1: (5, 9), 0: (0, 10)})
+    plan = plan_id("2026-11-21T07:30:00.123456+00:00", {1: (5, 9), 0: (0, 10)})
+    assert plan == plan_id("2026-11-21T07:30:00.123456+00:00", {0: (0, 10), 1: (5, 9)}), "the ranges' order"
+    receipt = prefix.receipt_key(plan)
     assert receipt == "state/staging/acme/payments/card-authorized/receipts/20261121T073000123456Z-ddf9b434.json"
-    assert receipt == prefix.receipt_key("2026-11-21T07:30:00.123456+00:00", {0: (0, 10), 1: (5, 9)})
+    assert prefix.plan_of_receipt(receipt) == plan
     manifest = prefix.compaction_manifest_key(partition)
     assert manifest == (
         "state/staging/acme/payments/card-authorized/compaction/schema_version=2/dt=2026-11-20/hour=07/manifest.json"
