@@ -232,7 +232,11 @@ class TablePrefix:
         """The claim on ``partition``'s ``PartitionComplete`` event, beside the late-data markers: a maintainer drain
         creates it (``If-None-Match: *``) before publishing, and only the drain whose write created it publishes,
         so overlapping drains publish each partition's event once."""
-        return f"{self.state_prefix()}complete/{partition.path()}{COMPLETENESS_CLAIM_FILE}"
+        return f"{self.completeness_claims_prefix()}{partition.path()}{COMPLETENESS_CLAIM_FILE}"
+
+    def completeness_claims_prefix(self) -> str:
+        """The table's ``completeness_claim_key`` objects: one per hour (and schema version) announced complete."""
+        return f"{self.state_prefix()}complete/"
 
     def receipts_prefix(self) -> str:
         """The archiver's receipts, one per carried-out plan: what the offset audit reads."""

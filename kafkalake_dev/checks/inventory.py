@@ -21,7 +21,14 @@ from kafkalake.drift import Drift
 from kafkalake.footer import newest_time, read_footer
 from kafkalake.glue import COMPLETE_PARAMETER, table_partitions
 from kafkalake.iceberg import PARTITION_FIELD
-from kafkalake.layout import LayoutError, Partition, TablePrefix, is_compaction_output, parse_data_key
+from kafkalake.layout import (
+    PARTITION_PATH_RE,
+    LayoutError,
+    Partition,
+    TablePrefix,
+    is_compaction_output,
+    parse_data_key,
+)
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
@@ -175,7 +182,8 @@ def quarantined_rows(s3: Any, bucket: str, topic: Topic) -> int:
 
 def iceberg_inventory(s3: Any, bucket: str, tables: Catalog, topic: Topic) -> TableInventory:
     """An Iceberg table's current snapshot: its hour partitions' live files, bytes and rows (the table's own
-    metadata, ``inspect``), its columns, and the newest Kafka time the manifests' bounds give; its quarantine."""
+    metadata, ``inspect``), its columns, and the newest Kafka time the manifests' bounds give; its quarantine. An hour
+    is complete once the maintainer announced it (its completeness claim)."""
     quarantined = quarantined_rows(s3, bucket, topic)
     found = TableInventory(topic.database, topic.table, topic.kafka_topic, {}, [], quarantined, owner=topic.spec.owner)
     found.table_format = TableFormat.ICEBERG.value
@@ -184,6 +192,12 @@ def iceberg_inventory(s3: Any, bucket: str, tables: Catalog, topic: Topic) -> Ta
     except NoSuchTableError:
         return found
     versions = len(topic.schemas)
+    claims = topic.prefix.completeness_claims_prefix()
+    announced = {  # the hours the maintainer announced complete, from its snapshots (any schema version)
+        tuple(Partition.from_path(match.group(1)).values()[1:])
+        for key in list_objects(s3, bucket, claims)
+        if (match := PARTITION_PATH_RE.search(key.removeprefix(claims))) is not None
+    }
     found.columns_added = {versions: [f.name for f in table.schema().fields]} if table.current_snapshot() else {}
     for partition in table.inspect.partitions().to_pylist():
         hour = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=partition["partition"][PARTITION_FIELD])
@@ -191,7 +205,7 @@ def iceberg_inventory(s3: Any, bucket: str, tables: Catalog, topic: Topic) -> Ta
             PartitionFiles(
                 values=(str(versions), f"{hour:%Y-%m-%d}", f"{hour:%H}"),
                 location=table.location(),
-                complete=False,
+                complete=(f"{hour:%Y-%m-%d}", f"{hour:%H}") in announced,
                 compacted=False,
                 files_before=partition["file_count"],
                 files=partition["file_count"],

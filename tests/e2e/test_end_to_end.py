@@ -134,7 +134,8 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
 
 def assert_iceberg_maintained(report: DemoReport, table: TableResult) -> None:
     """The maintainer took an Iceberg table's freshness and complete hours from its snapshots: an age for it, and
-    each complete hour announced once, an hour with rows whose next hour has rows too."""
+    each complete hour announced once, an hour with rows whose next hour has rows too, and shown complete by the
+    inventory."""
     qualified = f"{table.topic.database}.{table.topic.table}"
     assert any(qualified in run["data_age_seconds"] for run in report.maintainer_runs), report.maintainer_runs
     announced = [
@@ -149,6 +150,8 @@ def assert_iceberg_maintained(report: DemoReport, table: TableResult) -> None:
         following = Partition.from_values([version, dt, hour]).end
         assert (version, dt, hour) in table.partitions_with_data, (version, dt, hour)
         assert (following.strftime("%Y-%m-%d"), following.strftime("%H")) in hours, (version, dt, hour)
+    complete = {p.values[1:] for p in table.inventory.partitions if p.complete}
+    assert complete == {(dt, hour) for _, dt, hour in announced}, "the inventory's complete hours are those announced"
 
 
 def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
