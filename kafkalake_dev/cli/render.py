@@ -4,6 +4,7 @@ jobs, the inventory page, and a console wide enough to stay readable when piped.
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,11 +202,27 @@ def personal_data_lines(topic: Topic) -> list[str]:
 
 
 def interop_results(report: InteropReport) -> Table:
-    """The interop check's counts per table, against the workload's plan."""
+    """The interop check's counts per table: Trino's before, during (each distinct count with how many samples gave
+    it) and after compaction against the workload's plan; after erasure, Trino's against the plan less the erased
+    records, the rows the erasure receipts removed, and an Iceberg table's other readers."""
     connectors = "Hive and Iceberg connectors on the local Glue and S3"
     table = Table(title=f"Trino {report.trino_version} ({connectors}) against the plan")
-    numbers = ("planned", "before compaction", "after compaction")
-    for column in ("table", "count", *numbers, "compacted after", "match"):
+    numbers = ("planned", "before compaction", "after compaction", "planned after erasure", "after erasure")
+    columns = (
+        "table",
+        "count",
+        "planned",
+        "before compaction",
+        "during compaction",
+        "after compaction",
+        "planned after erasure",
+        "after erasure",
+        "removed (receipts)",
+        "other readers after erasure",
+        "compacted after",
+        "match",
+    )
+    for column in columns:
         table.add_column(column, justify="right" if column in numbers else "left")
     shown = ""
     for counted in report.counted:
@@ -215,10 +232,29 @@ def interop_results(report: InteropReport) -> Table:
             name if name != shown else "",
             counted.check.label,
             str(counted.check.planned),
-            "error" if counted.before is None else str(counted.before),
-            "error" if counted.after is None else str(counted.after),
+            number(counted.before),
+            samples(counted.during),
+            number(counted.after),
+            str(counted.check.planned_after_erasure),
+            number(counted.erased),
+            "" if counted.removed is None else str(counted.removed),
+            ", ".join(f"{reader} {read.rows} ({read.duplicates} dups)" for reader, read in counted.readers.items()),
             compacted if compacted and name != shown else "",
             "yes" if counted.matches else "NO",
         )
         shown = name
     return table
+
+
+def number(counted: int | None) -> str:
+    return "error" if counted is None else str(counted)
+
+
+def samples(counts: list[int | None]) -> str:
+    """Each distinct count of ``counts`` with how many times it was taken (``5000 (14 samples)``), smallest
+    first."""
+    if not counts:
+        return "no sample"
+    tally = Counter(counts)
+    ordered = sorted(tally, key=lambda n: (n is None, n or 0))
+    return ", ".join(f"{number(n)} ({tally[n]} sample{'s' if tally[n] > 1 else ''})" for n in ordered)
