@@ -85,9 +85,11 @@ class Counted:
     errors: list[str] = field(default_factory=list)
 
     @property
-    def during_matches(self) -> bool:
-        """At least one count was taken during compaction, and every one equals the plan."""
-        return bool(self.during) and all(n == self.check.planned for n in self.during)
+    def compaction_matches(self) -> bool:
+        """The counts before and after compaction equal the plan, and so does every count taken during it, of which
+        there is at least one."""
+        during = bool(self.during) and all(n == self.check.planned for n in self.during)
+        return self.before == self.check.planned == self.after and during
 
     @property
     def erasure_matches(self) -> bool:
@@ -100,7 +102,7 @@ class Counted:
 
     @property
     def matches(self) -> bool:
-        return self.before == self.check.planned == self.after and self.during_matches and self.erasure_matches
+        return self.compaction_matches and self.erasure_matches
 
 
 def qualified(topic: Topic) -> str:

@@ -161,7 +161,8 @@ def interop(
         settings, catalog_root, _ = isolated_env(Path(folder), template)
         console.print(f"interop: environment {settings.name} (a copy of {template}), {records} records per topic")
         report = run_interop(on_local_stack(ctx), settings, catalog_root, records=records, say=console.print)
-    console.print(render.interop_results(report))
+    for results in render.interop_results(report):
+        console.print(results)
     for counted in report.counted:
         for error in counted.errors:
             console.print(f"{counted.check.table}: {error}")

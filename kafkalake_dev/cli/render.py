@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kafkalake_dev.checks.audit import Lake, PartitionAudit
     from kafkalake_dev.checks.interop import InteropReport
     from kafkalake_dev.checks.inventory import TableInventory
+    from kafkalake_dev.checks.readers import Read
     from kafkalake_dev.demo import DemoReport
     from lambdas.reconciler.logic import TableReconciliation
     from spark_jobs.compaction.work import PartitionResult
@@ -201,49 +202,65 @@ def personal_data_lines(topic: Topic) -> list[str]:
     return lines
 
 
-def interop_results(report: InteropReport) -> Table:
+def interop_results(report: InteropReport) -> tuple[Table, Table]:
     """The interop check's counts per table: Trino's before, during (each distinct count with how many samples gave
-    it) and after compaction against the workload's plan; after erasure, Trino's against the plan less the erased
-    records, the rows the erasure receipts removed, and an Iceberg table's other readers."""
+    it) and after compaction against the workload's plan; then, after erasure, Trino's and an Iceberg table's other
+    readers' against the plan less the erased records, beside the rows the erasure receipts removed."""
     connectors = "Hive and Iceberg connectors on the local Glue and S3"
-    table = Table(title=f"Trino {report.trino_version} ({connectors}) against the plan")
-    numbers = ("planned", "before compaction", "after compaction", "planned after erasure", "after erasure")
-    columns = (
-        "table",
-        "count",
+    compaction = Table(title=f"Trino {report.trino_version} ({connectors}) against the plan, around compaction")
+    readers = list(dict.fromkeys(name for counted in report.counted for name in counted.readers))
+    numbers = {
         "planned",
         "before compaction",
-        "during compaction",
         "after compaction",
         "planned after erasure",
-        "after erasure",
+        "Trino",
         "removed (receipts)",
-        "other readers after erasure",
-        "compacted after",
-        "match",
-    )
-    for column in columns:
-        table.add_column(column, justify="right" if column in numbers else "left")
+    }
+    numbers.update(readers)
+    erasure = Table(title="After the erasure, against the plan less the erased records: Trino and the Iceberg readers")
+    for found, columns in (
+        (compaction, ("table", "count", "planned", "before compaction", "during compaction", "after compaction")),
+        (erasure, ("table", "count", "planned after erasure", "Trino", *readers, "removed (receipts)")),
+    ):
+        for column in columns:
+            found.add_column(column, justify="right" if column in numbers else "left", overflow="fold")
+    compaction.add_column("compacted")
+    for found in (compaction, erasure):
+        found.add_column("match")
     shown = ""
     for counted in report.counted:
-        name = counted.check.table
-        compacted = report.compacted.get(name)
-        table.add_row(
-            name if name != shown else "",
-            counted.check.label,
-            str(counted.check.planned),
+        check = counted.check
+        name = check.table if check.table != shown else ""
+        compacted = report.compacted.get(check.table, "") if name else ""
+        compaction.add_row(
+            name,
+            check.label,
+            str(check.planned),
             number(counted.before),
             samples(counted.during),
             number(counted.after),
-            str(counted.check.planned_after_erasure),
-            number(counted.erased),
-            "" if counted.removed is None else str(counted.removed),
-            ", ".join(f"{reader} {read.rows} ({read.duplicates} dups)" for reader, read in counted.readers.items()),
-            compacted if compacted and name != shown else "",
-            "yes" if counted.matches else "NO",
+            compacted,
+            "yes" if counted.compaction_matches else "NO",
         )
-        shown = name
-    return table
+        erasure.add_row(
+            name,
+            check.label,
+            str(check.planned_after_erasure),
+            number(counted.erased),
+            *(read_cell(counted.readers.get(reader)) for reader in readers),
+            "" if counted.removed is None else str(counted.removed),
+            "yes" if counted.erasure_matches else "NO",
+        )
+        shown = check.table
+    return compaction, erasure
+
+
+def read_cell(read: Read | None) -> str:
+    """A reader's count, with its duplicates when it has any; empty for a table the reader does not read."""
+    if read is None:
+        return ""
+    return f"{read.rows} ({read.duplicates} duplicates)" if read.duplicates else str(read.rows)
 
 
 def number(counted: int | None) -> str:
