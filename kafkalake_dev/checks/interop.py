@@ -210,9 +210,11 @@ class CountingClient(Protocol):
 
 
 def count(client: CountingClient, counted: Counted) -> int | None:
+    """The check's count; None, its error recorded once, when Trino fails the query or does not answer (a count
+    during compaction must not end the sampling thread)."""
     try:
         return client.count(counted.check.sql)
-    except TrinoError as exc:
+    except (TrinoError, OSError) as exc:
         if str(exc) not in counted.errors:
             counted.errors.append(str(exc))
         return None

@@ -179,22 +179,23 @@ def test_the_receipts_removed_rows_are_summed_per_table_over_every_request() -> 
 class Counting:
     """Trino's stand-in for ``sampled_during``: each query's answer from ``answers`` (SQL → count, or an error)."""
 
-    def __init__(self, answers: dict[str, int | TrinoError]) -> None:
+    def __init__(self, answers: dict[str, int | Exception]) -> None:
         self.answers = answers
         self.queries = 0
 
     def count(self, sql: str) -> int:
         self.queries += 1
         answer = self.answers[sql]
-        if isinstance(answer, TrinoError):
+        if isinstance(answer, Exception):
             raise answer
         return answer
 
 
 def test_counts_are_taken_again_and_again_while_the_block_runs_and_stop_when_it_ends() -> None:
     failing = TrinoError("ICEBERG_CANNOT_OPEN_SPLIT", "gone", "SELECT 3")
-    client = Counting({"SELECT 1": 5, "SELECT 2": 7, "SELECT 3": failing})
-    counted = [Counted(Check("db.t", label, f"SELECT {label}", 5, 5)) for label in ("1", "2", "3")]
+    unanswered = TimeoutError("timed out")
+    client = Counting({"SELECT 1": 5, "SELECT 2": 7, "SELECT 3": failing, "SELECT 4": unanswered})
+    counted = [Counted(Check("db.t", label, f"SELECT {label}", 5, 5)) for label in ("1", "2", "3", "4")]
     with sampled_during(client, counted, pause=0.01):
         deadline = time.monotonic() + 10
         while len(counted[-1].during) < 3 and time.monotonic() < deadline:
@@ -202,11 +203,13 @@ def test_counts_are_taken_again_and_again_while_the_block_runs_and_stop_when_it_
     taken = client.queries
     time.sleep(0.1)
     assert client.queries == taken, "a count was taken after the block ended"
-    assert [len(c.during) for c in counted][-1] >= 3
-    assert set(counted[0].during) == {5} and set(counted[1].during) == {7} and set(counted[2].during) == {None}
+    assert len(counted[-1].during) >= 3, "an error does not end the sampling"
+    assert [set(c.during) for c in counted] == [{5}, {7}, {None}, {None}]
     compacted = [dataclasses.replace(c, before=5, after=5) for c in counted]
-    assert [c.compaction_matches for c in compacted] == [True, False, False]
-    assert counted[2].errors == [str(failing)], "an error seen again is recorded once"
+    assert [c.compaction_matches for c in compacted] == [True, False, False, False]
+    assert [c.errors for c in counted[2:]] == [[str(failing)], [str(unanswered)]], (
+        "an error seen again is recorded once"
+    )
 
 
 def test_a_block_too_short_for_any_count_leaves_no_sample_and_no_match() -> None:
