@@ -5,7 +5,7 @@ maintainer (native inference) → compactor on the closed partitions → maintai
 ``erasure: by_key`` topics, and one explicit request for a subject found in every table with ``subject_fields``)
 → maintainer again → rows read through the partition locations Glue holds, compared with what was produced less
 what was erased → inventory (terminal table and HTML page) and the erasure receipts. ``run_interop`` runs the same
-pipeline without the erasure, with Trino counting every table before and after compaction (``make interop``).
+pipeline with Trino counting every table before, during and after compaction and after erasure (``make interop``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +29,15 @@ from kafkalake.jobspec import JobArtifacts, JobRun
 from kafkalake.layout import parse_data_key
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from kafkalake.topic_spec import TableFormat
-from kafkalake_dev.checks.interop import Counted, InteropReport, checks_for, count, qualified
+from kafkalake_dev.checks.interop import (
+    Counted,
+    InteropReport,
+    checks_for,
+    count,
+    qualified,
+    removed_rows,
+    sampled_during,
+)
 from kafkalake_dev.checks.inventory import TableInventory, table_objects, take_inventory
 from kafkalake_dev.checks.query import Queried, query_table
 from kafkalake_dev.local.runner import JobOutcome, LocalAssets, Submit, run_job
@@ -159,6 +168,7 @@ def run_demo(
     producing: Callable[[Topic], Callable[[int], None]],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     before_compaction: Callable[[dict[str, Produced]], None] = lambda _produced: None,
+    compacting: Callable[[], AbstractContextManager[None]] = nullcontext,
     erase: bool = True,
     submit: Submit = run_job,
 ) -> DemoReport:
@@ -166,8 +176,10 @@ def run_demo(
     compactor and the erasure job run their job-run specifications through ``submit``: as EMR Serverless runs them
     by default, ``run_in_process`` for checks whose subject is not the jobs' packaging.
     ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
-    (the interop check reads them there with another engine); ``erase=False`` leaves the erasure step out (checks
-    that count the tables before and after compaction against the plan)."""
+    (the interop check reads them there with another engine); ``compacting`` is entered before the compaction step
+    (the compactor's job and the maintainer after it) and left once it is done, before the erasure (the interop check
+    counts the tables while it runs, and after); ``erase=False`` leaves the erasure step out (checks that count the
+    tables before and after compaction against the plan)."""
     from kafkalake.registry import RegistryClient
     from kafkalake_dev.local.maintainer import invoke_locally
     from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
@@ -200,8 +212,9 @@ def run_demo(
     before_compaction(produced)
     say("[5/7] compactor on the closed partitions (its job-run specification), then the maintainer again")
     job = compactor_run(settings, assets.artifacts, [t.name for t in topics], min_input_files=MIN_INPUT_FILES)
-    compaction = compaction_results(run_checked(submit, job, endpoints, say).lines, topics)
-    report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
+    with compacting():
+        compaction = compaction_results(run_checked(submit, job, endpoints, say).lines, topics)
+        report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
     if erase:
         report.erasure = erase_step(endpoints, settings, topics, produced, assets.artifacts, say, submit)
         report.maintainer_runs.append(invoke_locally(endpoints, settings, catalog, native=True))
@@ -323,9 +336,14 @@ def run_interop(
     records: int,
     say: Callable[[str], None],
 ) -> InteropReport:
-    """The demo's pipeline in ``settings``' environment, with every table counted through Trino before and after
-    compaction. Trino runs for the duration of the call only (unless another one already answers on its port)."""
+    """The demo's pipeline in ``settings``' environment, with every table counted through Trino before, during and
+    after compaction and after erasure, and the Iceberg tables through pyiceberg and Spark SQL after erasure too.
+    Trino runs for the duration of the call only (unless another one already answers on its port)."""
+    from kafkalake_dev.checks.readers import iceberg_spark_read, pyiceberg_read
+    from kafkalake_dev.local.spark import local_session
+
     catalog = load_topic_catalog(catalog_root)
+    topics = catalog.for_env(settings.name)
     client = TrinoClient()
     server = trino_service(endpoints)
     server.start()
@@ -334,10 +352,23 @@ def run_interop(
 
         def count_before(produced: dict[str, Produced]) -> None:
             say(f"interop: Trino {report.trino_version}: counting every table before compaction")
-            for topic in catalog.for_env(settings.name):
-                report.counted += [Counted(c) for c in checks_for(topic, produced[topic.kafka_topic])]
+            subject = demo_subject(produced, topics)
+            erased = erased_records(topics, produced, subject[0] if subject else None)
+            for topic in topics:
+                planned = checks_for(topic, produced[topic.kafka_topic], erased[topic.kafka_topic])
+                report.counted += [Counted(c) for c in planned]
             for counted in report.counted:
                 counted.before = count(client, counted)
+
+        @contextmanager
+        def compacting() -> Iterator[None]:
+            say(f"interop: Trino {report.trino_version}: counting every table again and again while compacting")
+            with sampled_during(client, report.counted):
+                yield
+            samples = sum(len(c.during) for c in report.counted)
+            say(f"interop: {samples} counts taken during compaction; counting every table after compaction")
+            for counted in report.counted:
+                counted.after = count(client, counted)
 
         demo = run_demo(
             endpoints,
@@ -347,11 +378,21 @@ def run_interop(
             say=say,
             producing=lambda _topic: lambda _done: None,
             before_compaction=count_before,
-            erase=False,
+            compacting=compacting,
         )
-        say(f"interop: Trino {report.trino_version}: counting every table after compaction and maintenance")
+        say(f"interop: Trino {report.trino_version}, pyiceberg and Spark SQL: counting every table after erasure")
+        removed = removed_rows(demo.erasure.receipts if demo.erasure else {})
+        spark = local_session(dataclasses.replace(endpoints, bucket=settings.bucket), "kafkalake-demo")
+        tables = table_catalog(endpoints)
         for counted in report.counted:
-            counted.after = count(client, counted)
+            counted.erased = count(client, counted)
+            if not counted.check.partition:
+                counted.removed = removed[counted.check.table]
+            if counted.check.iceberg:
+                counted.readers = {
+                    "pyiceberg": pyiceberg_read(tables, counted.check),
+                    "spark sql": iceberg_spark_read(spark, counted.check),
+                }
         for table in demo.tables:
             report.compacted[qualified(table.topic)] = compacted_after(table)
     finally:

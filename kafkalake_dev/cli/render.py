@@ -4,6 +4,7 @@ jobs, the inventory page, and a console wide enough to stay readable when piped.
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from kafkalake_dev.checks.audit import Lake, PartitionAudit
     from kafkalake_dev.checks.interop import InteropReport
     from kafkalake_dev.checks.inventory import TableInventory
+    from kafkalake_dev.checks.readers import Read
     from kafkalake_dev.demo import DemoReport
     from lambdas.reconciler.logic import TableReconciliation
     from spark_jobs.compaction.work import PartitionResult
@@ -200,25 +202,76 @@ def personal_data_lines(topic: Topic) -> list[str]:
     return lines
 
 
-def interop_results(report: InteropReport) -> Table:
-    """The interop check's counts per table, against the workload's plan."""
+def interop_results(report: InteropReport) -> tuple[Table, Table]:
+    """The interop check's counts per table: Trino's before, during (each distinct count with how many samples gave
+    it) and after compaction against the workload's plan; then, after erasure, Trino's and an Iceberg table's other
+    readers' against the plan less the erased records, beside the rows the erasure receipts removed."""
     connectors = "Hive and Iceberg connectors on the local Glue and S3"
-    table = Table(title=f"Trino {report.trino_version} ({connectors}) against the plan")
-    numbers = ("planned", "before compaction", "after compaction")
-    for column in ("table", "count", *numbers, "compacted after", "match"):
-        table.add_column(column, justify="right" if column in numbers else "left")
+    compaction = Table(title=f"Trino {report.trino_version} ({connectors}) against the plan, around compaction")
+    readers = list(dict.fromkeys(name for counted in report.counted for name in counted.readers))
+    numbers = {
+        "planned",
+        "before compaction",
+        "after compaction",
+        "planned after erasure",
+        "Trino",
+        "removed (receipts)",
+    }
+    numbers.update(readers)
+    erasure = Table(title="After the erasure, against the plan less the erased records: Trino and the Iceberg readers")
+    for found, columns in (
+        (compaction, ("table", "count", "planned", "before compaction", "during compaction", "after compaction")),
+        (erasure, ("table", "count", "planned after erasure", "Trino", *readers, "removed (receipts)")),
+    ):
+        for column in columns:
+            found.add_column(column, justify="right" if column in numbers else "left", overflow="fold")
+    compaction.add_column("compacted")
+    for found in (compaction, erasure):
+        found.add_column("match")
     shown = ""
     for counted in report.counted:
-        name = counted.check.table
-        compacted = report.compacted.get(name)
-        table.add_row(
-            name if name != shown else "",
-            counted.check.label,
-            str(counted.check.planned),
-            "error" if counted.before is None else str(counted.before),
-            "error" if counted.after is None else str(counted.after),
-            compacted if compacted and name != shown else "",
-            "yes" if counted.matches else "NO",
+        check = counted.check
+        name = check.table if check.table != shown else ""
+        compacted = report.compacted.get(check.table, "") if name else ""
+        compaction.add_row(
+            name,
+            check.label,
+            str(check.planned),
+            number(counted.before),
+            samples(counted.during),
+            number(counted.after),
+            compacted,
+            "yes" if counted.compaction_matches else "NO",
         )
-        shown = name
-    return table
+        erasure.add_row(
+            name,
+            check.label,
+            str(check.planned_after_erasure),
+            number(counted.erased),
+            *(read_cell(counted.readers.get(reader)) for reader in readers),
+            "" if counted.removed is None else str(counted.removed),
+            "yes" if counted.erasure_matches else "NO",
+        )
+        shown = check.table
+    return compaction, erasure
+
+
+def read_cell(read: Read | None) -> str:
+    """A reader's count, with its duplicates when it has any; empty for a table the reader does not read."""
+    if read is None:
+        return ""
+    return f"{read.rows} ({read.duplicates} duplicates)" if read.duplicates else str(read.rows)
+
+
+def number(counted: int | None) -> str:
+    return "error" if counted is None else str(counted)
+
+
+def samples(counts: list[int | None]) -> str:
+    """Each distinct count of ``counts`` with how many times it was taken (``5000 (14 samples)``), smallest
+    first."""
+    if not counts:
+        return "no sample"
+    tally = Counter(counts)
+    ordered = sorted(tally, key=lambda n: (n is None, n or 0))
+    return ", ".join(f"{number(n)} ({tally[n]} sample{'s' if tally[n] > 1 else ''})" for n in ordered)

@@ -65,7 +65,7 @@ def test_reads_during_a_compaction_run_count_every_row_once(spark: SparkSession,
     schema = pq.read_schema(io.BytesIO(small_file(0, 0, 1)))
     register_complete_partitions(glue, topic, endpoints.bucket, schema, HOURS)
     total = len(HOURS) * FILES * ROWS
-    whole = Check(f"{topic.database}.{topic.table}", "count(*)", "", total)
+    whole = Check(f"{topic.database}.{topic.table}", "count(*)", "", total, total)
     one_hour = dataclasses.replace(whole, partition=(("hour", "03"),), planned=FILES * ROWS)
 
     knobs = Knobs(target_file_bytes=64 * 1024, min_input_files=10, grace_period=timedelta(hours=1))
