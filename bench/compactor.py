@@ -1,22 +1,24 @@
-"""Compactor benchmarks: the compactor against a plain read + write of the same bytes with the compactor's committer,
-in one run each.
+"""Compactor benchmarks: the compactor against a plain read + write of the same bytes with the compactor's committer.
 
-B3 (``python -m bench compactor``): one partition of BENCH_COMPACT_FILES (default 420) small Parquet files, about
-BENCH_COMPACT_MB (default 320) MB in all, shaped like the archiver's output (one Kafka partition and offset range
-per file, random payloads that do not compress away). On one Spark session:
+B3 (``python -m bench compactor``): BENCH_PAIRS (default 3) tables of one partition each, of BENCH_COMPACT_FILES
+(default 420) small Parquet files, about BENCH_COMPACT_MB (default 320) MB in all, shaped like the archiver's output
+(one Kafka partition and offset range per file, random payloads that do not compress away). On one Spark session:
 
-1. scans before: a full count and a filtered count over the location Glue holds (the raw partition directory);
-2. baseline (``bench.plain``; ``plain_read_write`` in the result), the least a merge can cost with the compactor's
-   committer: the same inputs in the same number of output files, consecutive in key order, each one Spark task that
-   reads its inputs and uploads one Parquet object under a key it names (boto3 from the Python worker, no S3A, no
-   rename), with nothing else (no footers, digests, manifests, inspection or swap);
-3. the earlier baseline beside it, ``spark.read.parquet(inputs).write.parquet(elsewhere)`` (S3A's rename commit:
-   a copy and a delete per file on S3), so that the old figures can be read against the new;
-4. the compactor on the same partition (plan, write, inspect, swap), with the peak memory of this process tree while
-   it runs (``bench.proc.Peaks``) and the EMR worker sizes it calls for (``bench.sizing``);
-5. the same scans after, over the location Glue now holds (the compaction output).
+1. scans before: a full count and a filtered count over the location Glue holds (the first table's raw partition);
+2. the earlier baseline, ``spark.read.parquet(inputs).write.parquet(elsewhere)`` (S3A's rename commit: a copy and a
+   delete per file on S3) over the first table's partition, once, so that the old figures can be read against the
+   new;
+3. per table, a pair: the baseline (``bench.plain``; ``plain_read_write`` in the result), the least a merge can cost
+   with the compactor's committer: the same inputs in the same number of output files, consecutive in key order,
+   each one Spark task that reads its inputs and uploads one Parquet object under a key it names (boto3 from the
+   Python worker, no S3A, no rename), with nothing else (no footers, digests, manifests, inspection or swap); then
+   right after it the compactor on the same partition (plan, write, inspect, swap), with the peak memory of this
+   process tree while it runs (``bench.proc.Peaks``) and the EMR worker sizes it calls for (``bench.sizing``);
+4. the same scans after, over the location Glue now holds for the first table (the compaction output).
 
-Each scan is repeated BENCH_SCAN_REPEATS (default 3) times; the median is reported.
+The ratio is the median of the pairs' ratios (``bench.common.paired_ratio``: each pair saw the same load of a shared
+machine), with every pair's ratio and their spread; the compactor's figures are its median run's, the baseline's
+seconds the median of its runs. Each scan is repeated BENCH_SCAN_REPEATS (default 3) times; the median is reported.
 
 B3-fleet (``python -m bench compactor-fleet``): 5 tables, 10 partitions each, 40 small files each (BENCH_FLEET_MB,
 default 200 MB, in all): one compactor run over the five tables against one plain read + write of all 50 partitions
@@ -40,8 +42,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from bench.calls import count_every_client
-from bench.common import LOCAL_CORES, say, timed, write_result
-from bench.plain import baselines, ratios
+from bench.common import LOCAL_CORES, pair_ratios, paired_ratio, say, spread, timed, write_result
+from bench.plain import baselines, plain_copy, ratios, s3a_copy
 from bench.proc import Peaks
 from bench.sizing import EmrSizes, sizes_for
 from infra.repo import catalog_dir
@@ -54,11 +56,12 @@ from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.sandbox import register_complete_partitions, with_bucket
 from kafkalake_dev.local.spark import local_session
 from spark_jobs.compaction.job import Compactor
-from spark_jobs.compaction.work import Knobs
+from spark_jobs.compaction.work import Knobs, PartitionResult
 
 FILES = int(os.environ.get("BENCH_COMPACT_FILES", "420"))
 TOTAL_MB = int(os.environ.get("BENCH_COMPACT_MB", "320"))
 REPEATS = int(os.environ.get("BENCH_SCAN_REPEATS", "3"))
+PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
 KAFKA_PARTITIONS = 6
 PARTITION = Partition(1, date(2026, 11, 20), 7)
 BUCKET = "kafkalake-bench-compactor"
@@ -160,33 +163,55 @@ def compactor_sizes(peaks: dict[str, float], rows: int) -> EmrSizes:
     return sizes_for(rows, peaks["peak_jvm_rss_mib"], peaks["peak_driver_python_rss_mib"], per_core)
 
 
+def compact_pair(
+    spark: SparkSession, endpoints: Endpoints, topic: Topic, rows: int
+) -> tuple[dict[str, Any], float, PartitionResult, dict[str, float]]:
+    """One pair on the topic's partition: the plain read + write, then the compactor right after it (so both see the
+    same load of a shared machine); the baseline, the compactor's wall seconds, its result and the peak memory of
+    this process tree (the Python driver's) while it ran."""
+    plain = plain_copy(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
+    compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
+    with Peaks(os.getpid()) as peaks:
+        seconds, [result] = timed(compactor.run)
+    say(f"compactor: {seconds:.1f}s, {result}")
+    if result.rows != rows:
+        raise RuntimeError(f"the compactor wrote {result.rows} rows of {rows}")
+    return plain, seconds, result, peaks.mib()
+
+
 def main() -> None:
-    """B3: one partition."""
+    """B3: BENCH_PAIRS alternated pairs (plain read + write, then the compactor), each on a partition of its own."""
     with stack.running():
         endpoints = with_bucket(local_endpoints(), BUCKET)
-        topic = bench_topic("compact")
+        topics = [bench_topic("compact") for _ in range(PAIRS)]
         rows_each = rows_per_file(np.random.default_rng(7), TOTAL_MB * 1024 * 1024 / FILES)
-        input_bytes = put_partition(make_client(endpoints, "s3"), BUCKET, topic, PARTITION, files=FILES, rows=rows_each)
+        s3 = make_client(endpoints, "s3")
+        for topic in topics:
+            input_bytes = put_partition(s3, BUCKET, topic, PARTITION, files=FILES, rows=rows_each)
+            register(endpoints, topic, [PARTITION])
         rows = rows_each * FILES
-        say(f"wrote {FILES} input files ({input_bytes / 2**20:.0f} MiB, {rows} rows)")
-        register(endpoints, topic, [PARTITION])
+        say(f"wrote {PAIRS} partitions of {FILES} input files ({input_bytes / 2**20:.0f} MiB, {rows} rows) each")
         spark = local_session(endpoints, "kafkalake-bench-compactor")
         try:
-            raw = glue_location(endpoints, topic)
+            raw = glue_location(endpoints, topics[0])
             spark.read.parquet(raw).count()  # warm the JVM and the S3A connection pool before anything is timed
             before = scans(spark, raw)
             say(f"scans before: {before}")
-            plain = baselines(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
-            compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
-            with Peaks(os.getpid()) as peaks:  # this process is the Python driver
-                compact_seconds, [result] = timed(compactor.run)
-            say(f"compactor: {compact_seconds:.1f}s, {result}")
-            after = scans(spark, glue_location(endpoints, topic))
+            s3a = s3a_copy(spark, endpoints, [f"{topics[0].prefix.data_prefix()}{PARTITION.path()}"], topics[0].env)
+            pairs = [compact_pair(spark, endpoints, topic, rows) for topic in topics]
+            after = scans(spark, glue_location(endpoints, topics[0]))
             say(f"scans after: {after}")
         finally:
             spark.stop()
-        if before["answers"] != after["answers"] or result.rows != rows:
+        if before["answers"] != after["answers"]:
             raise RuntimeError(f"compaction changed the answers: {before['answers']} → {after['answers']}")
+        plain_seconds = [pair[0]["seconds"] for pair in pairs]
+        compactor_seconds = [pair[1] for pair in pairs]
+        peaks = {name: max(pair[3][name] for pair in pairs) for name in pairs[0][3]}
+        median = sorted(range(PAIRS), key=lambda i: compactor_seconds[i])[PAIRS // 2]
+        plain = {**pairs[median][0], "seconds": statistics.median(plain_seconds), "runs_seconds": plain_seconds}
+        ratios = pair_ratios(compactor_seconds, plain_seconds)
+        result = pairs[median][2]
         write_result(
             "compactor",
             {
@@ -194,10 +219,21 @@ def main() -> None:
                 "input_bytes": input_bytes,
                 "rows": rows,
                 "target_file_bytes": Knobs().target_file_bytes,
-                "compactor": {"wall_seconds": compact_seconds, "partition": dataclasses.asdict(result), **peaks.mib()},
-                "emr_sizes": compactor_sizes(peaks.mib(), rows).to_dict(),
-                **plain,
-                **ratios(compact_seconds, plain),
+                "pairs": PAIRS,
+                "compactor": {
+                    "wall_seconds": compactor_seconds[median],
+                    "runs_wall_seconds": compactor_seconds,
+                    "partition": dataclasses.asdict(result),
+                    "runs_partition_seconds": [pair[2].seconds for pair in pairs],
+                    **peaks,
+                },
+                "emr_sizes": compactor_sizes(peaks, rows).to_dict(),
+                "plain_read_write": plain,
+                "plain_read_write_s3a": s3a,
+                "ratio_compactor_to_plain_read_write": paired_ratio(compactor_seconds, plain_seconds),
+                "ratio_compactor_to_plain_read_write_pairs": ratios,
+                "ratio_compactor_to_plain_read_write_spread": spread(ratios),
+                "ratio_compactor_to_plain_read_write_s3a": compactor_seconds[median] / s3a["seconds"],
                 "scans_before": before,
                 "scans_after": after,
                 "speedup_count": before["count_seconds"] / after["count_seconds"],

@@ -64,9 +64,8 @@ def copy_tasks(endpoints: Endpoints, prefixes: list[str], target: str) -> list[C
     return tasks
 
 
-def baselines(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], rows: int, tag: str) -> dict[str, Any]:
-    """Both plain read + writes of the partitions under ``prefixes``: with the compactor's committer (the baseline)
-    and with Spark's Parquet writer through S3A (the earlier baseline)."""
+def plain_copy(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], rows: int, tag: str) -> dict[str, Any]:
+    """The partitions under ``prefixes`` read and written with the compactor's committer (the baseline)."""
     tasks = copy_tasks(endpoints, prefixes, f"bench/plain-{tag}/")
     context = spark.sparkContext
     context.parallelize(range(2), 2).map(warm).collect()  # both cores' Python workers up, with this module loaded
@@ -74,14 +73,26 @@ def baselines(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], ro
     if sum(copied) != rows:
         raise RuntimeError(f"the plain read + write copied {sum(copied)} rows of {rows}")
     say(f"plain read + write, the compactor's committer: {seconds:.1f}s, {len(tasks)} files")
+    return {"seconds": seconds, "files": len(tasks)}
+
+
+def s3a_copy(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], tag: str) -> dict[str, Any]:
+    """The partitions under ``prefixes`` read and written with Spark's Parquet writer through S3A (the earlier
+    baseline)."""
     sources = [f"s3a://{endpoints.bucket}/{prefix}" for prefix in prefixes]
     target = f"s3a://{endpoints.bucket}/bench/plain-s3a-{tag}/"
-    s3a_seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
-    s3a_files = len(spark.read.parquet(target).inputFiles())
-    say(f"plain read + write, Spark's writer through S3A: {s3a_seconds:.1f}s, {s3a_files} files")
+    seconds, _ = timed(lambda: spark.read.parquet(*sources).write.parquet(target))
+    files = len(spark.read.parquet(target).inputFiles())
+    say(f"plain read + write, Spark's writer through S3A: {seconds:.1f}s, {files} files")
+    return {"seconds": seconds, "files": files}
+
+
+def baselines(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], rows: int, tag: str) -> dict[str, Any]:
+    """Both plain read + writes of the partitions under ``prefixes``: with the compactor's committer (the baseline)
+    and with Spark's Parquet writer through S3A (the earlier baseline)."""
     return {
-        "plain_read_write": {"seconds": seconds, "files": len(tasks)},
-        "plain_read_write_s3a": {"seconds": s3a_seconds, "files": s3a_files},
+        "plain_read_write": plain_copy(spark, endpoints, prefixes, rows, tag),
+        "plain_read_write_s3a": s3a_copy(spark, endpoints, prefixes, tag),
     }
 
 

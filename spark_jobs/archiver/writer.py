@@ -142,6 +142,12 @@ def split_groups(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[tupl
         yield tuple(ordered.column(c)[start].as_py() for c in columns), ordered.slice(start, end - start)
 
 
+def selected(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """The rows ``mask`` (without nulls) selects; the table itself when it selects every row (the common batch: one
+    version, no errors), which ``filter`` would copy whole (measured: a third of the writer's CPU)."""
+    return table if pc.all(mask).as_py() else table.filter(mask)
+
+
 def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones: pa.Array | None) -> pa.Table:
     """One version's rows as written: its fields (nullable, as a struct's fields are), the Kafka metadata, the
     business time, the wanted extras, ``_tombstone`` when the version carries the delete log, and dt/hour for
@@ -244,7 +250,7 @@ class PlanWriter:
         for version, column in self.layout.versions:
             mine = pc.and_(good, pc.fill_null(pc.equal(table.column("_schema_version"), version), False))
             carries_log = self.layout.keep_tombstones and version == self.layout.newest
-            rows = table.filter(pc.or_(mine, tombstone) if carries_log else mine)
+            rows = selected(table, pc.or_(mine, tombstone) if carries_log else mine)
             flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
             written = data_rows(rows, column, self.layout, flags)
             if self.layout.version_column:

@@ -4,7 +4,8 @@ Both run as plain Spark tasks over pyarrow and boto3 (as the archiver's writer d
 bin or one file and reports what it saw; any error is returned as the task's result rather than raised, so one
 partition's bad input fails only that partition. Neither persists anything in Spark: the merge streams files in
 key order into row groups, and takes the digest of every key on the way (``spark_jobs.compaction.digest``); the
-inspection reads only an output's footer and key columns, through ranged GETs.
+inspection reads only an output's footer and key columns back from S3, through ranged GETs. The merge inspects its
+output once uploaded, in the same task; an output an earlier run wrote is inspected by a task of its own.
 """
 
 from __future__ import annotations
@@ -102,14 +103,17 @@ class _Output:
 
 
 def merge(task: MergeTask) -> dict[str, Any]:
-    """Write ``task.output`` from ``task.inputs``; report rows, the inputs' and dropped keys' digests, bytes."""
+    """Write ``task.output`` from ``task.inputs``; report rows, the inputs' and dropped keys' digests, bytes, and the
+    output as read back from S3 once uploaded (``inspected``, in the task that wrote it: no Spark job of its own)."""
     started = time.monotonic()
     try:
         s3 = worker_s3_client(task.endpoints)
         outcome = None if task.overlapping else _stream(s3, task)
         if outcome is None:
             outcome = _sort(s3, task)
-        return {"work": task.work, "output": task.output, "seconds": time.monotonic() - started, **outcome}
+        seconds = time.monotonic() - started
+        report = inspected(s3, task.bucket, task.output)
+        return {"work": task.work, "output": task.output, "seconds": seconds, **outcome, "inspection": report}
     except Exception as exc:  # noqa: BLE001 - reported as this partition's failure; the other partitions go on
         return {"work": task.work, "output": task.output, "error": f"{type(exc).__name__}: {exc}"}
 
@@ -233,19 +237,25 @@ class RangeFile(io.RawIOBase):
 
 
 def inspect(task: InspectTask) -> dict[str, Any]:
-    """An output's rows, schema, key digest, key ranges and rows per Kafka partition and first out-of-order row, from
-    its footer and key columns only."""
+    """An output's report (``inspected``) as a task of its own: for outputs an earlier run wrote."""
+    return {"work": task.work, **inspected(worker_s3_client(task.endpoints), task.bucket, task.key)}
+
+
+def inspected(s3: Any, bucket: str, key: str) -> dict[str, Any]:
+    """A stored output's bytes, rows, schema, key digest, key ranges and rows per Kafka partition and first
+    out-of-order row, read back from S3: its footer and key columns only, through ranged GETs."""
     started = time.monotonic()
     try:
-        parquet = pq.ParquetFile(RangeFile(worker_s3_client(task.endpoints), task.bucket, task.key))
+        stored = RangeFile(s3, bucket, key)
+        parquet = pq.ParquetFile(stored)
         partitions, offsets = key_arrays(parquet.read(columns=list(KEY_COLUMNS)))
         ranges = []
         for partition in np.unique(partitions):
             mine = offsets[partitions == partition]
             ranges.append([int(partition), int(mine.min()), int(mine.max()), len(mine)])
         return {
-            "work": task.work,
-            "key": task.key,
+            "key": key,
+            "bytes": stored.size,
             "rows": parquet.metadata.num_rows,
             "schema": parquet.schema_arrow.remove_metadata().to_string(),
             "digest": KeyDigest.of(partitions, offsets).to_json(),
@@ -254,4 +264,4 @@ def inspect(task: InspectTask) -> dict[str, Any]:
             "seconds": time.monotonic() - started,
         }
     except Exception as exc:  # noqa: BLE001 - an unreadable output fails its partition's verification only
-        return {"work": task.work, "key": task.key, "error": f"{type(exc).__name__}: {exc}"}
+        return {"key": key, "error": f"{type(exc).__name__}: {exc}"}

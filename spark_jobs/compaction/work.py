@@ -86,6 +86,9 @@ class Work:
     refused: str = ""
     """Why the swap was refused (the partition changed since it was planned): left as it was, not a failure."""
     repacked: bool = False
+    inspections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Output key → what its merge task read back from S3 once it had uploaded it (``merging.inspected``), for
+    verification; empty for a manifest an earlier run wrote."""
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @property

@@ -91,6 +91,7 @@ def _merge(
             item.manifest.erased = sum(o["erased"] for o in mine)
             item.manifest.dropped = dropped.keys - item.manifest.erased
             item.manifest.outputs = {o["output"]: o["bytes"] for o in mine}
+            item.inspections = {o["output"]: o["inspection"] for o in mine}
             item.seconds["write"] += sum(o["seconds"] for o in mine)
             done.append(item)
     return done

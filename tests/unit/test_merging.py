@@ -74,6 +74,21 @@ def test_ordered_files_are_streamed_and_their_keys_digested(s3: object) -> None:
     assert KeyDigest.from_json(report["digest"]) == expected
 
 
+def test_a_merge_reads_its_output_back_from_s3_once_uploaded(s3: object) -> None:
+    """The merge task's inspection is the stored object's, as a task of its own would report it."""
+    put(s3, "a", 0, range(0, 10))
+    put(s3, "b", 1, range(0, 5))
+    outcome = merge(task(("a", "b"), overlapping=False))
+    stored = s3.head_object(Bucket="lake", Key="out/part-00000.parquet")["ContentLength"]  # type: ignore[attr-defined]
+    separate = inspect(InspectTask("work", ENDPOINTS, "lake", "out/part-00000.parquet"))
+    own = outcome["inspection"]
+    assert (own["key"], own["bytes"], own["rows"]) == ("out/part-00000.parquet", stored, 15)
+    assert KeyDigest.from_json(own["digest"]) == KeyDigest.from_json(outcome["inputs"])
+    assert {k: v for k, v in own.items() if k != "seconds"} == {
+        k: v for k, v in separate.items() if k not in ("seconds", "work")
+    }
+
+
 def test_overlapping_files_are_sorted_and_each_key_kept_once(s3: object) -> None:
     put(s3, "a", 0, range(0, 10))
     put(s3, "late", 0, range(5, 15))
