@@ -205,8 +205,7 @@ def main() -> None:
             spark.stop()
         if before["answers"] != after["answers"]:
             raise RuntimeError(f"compaction changed the answers: {before['answers']} → {after['answers']}")
-        plain_seconds = [pair[0]["seconds"] for pair in pairs]
-        compactor_seconds = [pair[1] for pair in pairs]
+        plain_seconds, compactor_seconds = [pair[0]["seconds"] for pair in pairs], [pair[1] for pair in pairs]
         peaks = {name: max(pair[3][name] for pair in pairs) for name in pairs[0][3]}
         median = sorted(range(PAIRS), key=lambda i: compactor_seconds[i])[PAIRS // 2]
         plain = {**pairs[median][0], "seconds": statistics.median(plain_seconds), "runs_seconds": plain_seconds}

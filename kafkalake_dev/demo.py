@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +31,12 @@ from kafkalake.layout import parse_data_key
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.interop import (
+    Check,
     Counted,
     InteropReport,
     checks_for,
     count,
+    count_after_erasure,
     qualified,
     removed_rows,
     sampled_during,
@@ -175,11 +178,8 @@ def run_demo(
     """Every step of the pipeline once; each step skips what an earlier run already did. The archiver, the
     compactor and the erasure job run their job-run specifications through ``submit``: as EMR Serverless runs them
     by default, ``run_in_process`` for checks whose subject is not the jobs' packaging.
-    ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer has made the tables
-    (the interop check reads them there with another engine); ``compacting`` is entered before the compaction step
-    (the compactor's job and the maintainer after it) and left once it is done, before the erasure (the interop check
-    counts the tables while it runs, and after); ``erase=False`` leaves the erasure step out (checks that count the
-    tables before and after compaction against the plan)."""
+    ``before_compaction`` gets what the workload planned per Kafka topic once the maintainer made the tables;
+    ``compacting`` wraps the compaction step (its job, then the maintainer); ``erase=False`` leaves erasure out."""
     from kafkalake.registry import RegistryClient
     from kafkalake_dev.local.maintainer import invoke_locally
     from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
@@ -328,6 +328,13 @@ def compacted_after(table: TableResult) -> str:
     return f"{table.inventory.compacted}/{len(table.inventory.partitions)} partitions"
 
 
+def planned_checks(topics: list[Topic], produced: dict[str, Produced]) -> list[Check]:
+    """Every topic's interop checks, with what the plan says after the demo's erasure."""
+    subject = demo_subject(produced, topics)
+    erased = erased_records(topics, produced, subject[0] if subject else None)
+    return [c for t in topics for c in checks_for(t, produced[t.kafka_topic], erased[t.kafka_topic])]
+
+
 def run_interop(
     endpoints: Endpoints,
     settings: EnvironmentConfig,
@@ -352,11 +359,7 @@ def run_interop(
 
         def count_before(produced: dict[str, Produced]) -> None:
             say(f"interop: Trino {report.trino_version}: counting every table before compaction")
-            subject = demo_subject(produced, topics)
-            erased = erased_records(topics, produced, subject[0] if subject else None)
-            for topic in topics:
-                planned = checks_for(topic, produced[topic.kafka_topic], erased[topic.kafka_topic])
-                report.counted += [Counted(c) for c in planned]
+            report.counted += [Counted(c) for c in planned_checks(topics, produced)]
             for counted in report.counted:
                 counted.before = count(client, counted)
 
@@ -384,15 +387,8 @@ def run_interop(
         removed = removed_rows(demo.erasure.receipts if demo.erasure else {})
         spark = local_session(dataclasses.replace(endpoints, bucket=settings.bucket), "kafkalake-demo")
         tables = table_catalog(endpoints)
-        for counted in report.counted:
-            counted.erased = count(client, counted)
-            if not counted.check.partition:
-                counted.removed = removed[counted.check.table]
-            if counted.check.iceberg:
-                counted.readers = {
-                    "pyiceberg": pyiceberg_read(tables, counted.check),
-                    "spark sql": iceberg_spark_read(spark, counted.check),
-                }
+        readers = {"pyiceberg": partial(pyiceberg_read, tables), "spark sql": partial(iceberg_spark_read, spark)}
+        count_after_erasure(client, report.counted, removed, readers)
         for table in demo.tables:
             report.compacted[qualified(table.topic)] = compacted_after(table)
     finally:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -218,6 +218,22 @@ def count(client: CountingClient, counted: Counted) -> int | None:
         if str(exc) not in counted.errors:
             counted.errors.append(str(exc))
         return None
+
+
+def count_after_erasure(
+    client: CountingClient,
+    counted: list[Counted],
+    removed: Counter[str],
+    readers: Mapping[str, Callable[[Check], Read]],
+) -> None:
+    """Every check's count after the erasure; a whole-table check's rows removed by the receipts (``removed``:
+    ``removed_rows``); an Iceberg table's checks through each of ``readers`` too."""
+    for each in counted:
+        each.erased = count(client, each)
+        if not each.check.partition:
+            each.removed = removed[each.check.table]
+        if each.check.iceberg:
+            each.readers = {name: read(each.check) for name, read in readers.items()}
 
 
 @contextmanager
