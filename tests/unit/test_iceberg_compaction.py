@@ -47,6 +47,8 @@ def test_orphan_candidates_are_the_tables_own_objects_and_only_those_asked_for()
     listed = {failed: created + timedelta(days=3), replaced: created, hive: created - timedelta(seconds=1)}
     assert orphan_candidates(listed, table_created=created) == [(failed, listed[failed]), (replaced, created)]
     assert orphan_candidates(listed, table_created=created, only={replaced, hive}) == [(replaced, created)]
+    same_second = {failed: created}  # listed in whole seconds: written after the table, within its second
+    assert orphan_candidates(same_second, table_created=created + timedelta(milliseconds=400)) == [(failed, created)]
 
 
 def test_the_retention_keeps_the_shortest_erasure_deadline_and_orphans_wait_a_day() -> None:
