@@ -293,13 +293,21 @@ def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
                     # durable step raises LeaseLost.
                     continue
 
-    beating = threading.Thread(target=beat, name="lease renewals", daemon=True)
-    beating.start()
+    with in_background(beat, stop, "lease renewals"):
+        yield
+
+
+@contextmanager
+def in_background(loop: Callable[[], None], stop: threading.Event, name: str) -> Iterator[None]:
+    """``loop`` on a daemon thread of its own while the block runs; at the block's end ``stop`` is set (``loop``
+    watches it) and the thread joined."""
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
     try:
         yield
     finally:
         stop.set()
-        beating.join()
+        thread.join()
 
 
 def _read(s3: Any, bucket: str, key: str) -> Stored | None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalake.iceberg import TIME_COLUMN
 from kafkalake.layout import Partition
+from kafkalake.lease import in_background
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.trino import ICEBERG_CATALOG, TrinoError
@@ -252,10 +253,5 @@ def sampled_during(
                 each.during.append(count(client, each))
             done.wait(pause)
 
-    thread = threading.Thread(target=sample, name="interop-during-compaction", daemon=True)
-    thread.start()
-    try:
+    with in_background(sample, done, "interop-during-compaction"):
         yield
-    finally:
-        done.set()
-        thread.join()
