@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kafkalake.iceberg import TIME_COLUMN
 from kafkalake.layout import Partition
@@ -35,13 +35,19 @@ from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.trino import ICEBERG_CATALOG, TrinoError
 from kafkalake_dev.local.workload import Produced
 
-if TYPE_CHECKING:
-    from kafkalake_dev.checks.readers import Read
-
 TOMBSTONE_COLUMN = "_tombstone"
 """The delete-log flag of topics with ``tombstones: keep`` (``spark_jobs.archiver.writer.TOMBSTONE_COLUMN``)."""
 SAMPLE_PAUSE_SECONDS = 0.5
 """The pause between two rounds of counts during compaction: the compactor shares the machine with Trino."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """What one reader (``kafkalake_dev.checks.readers``) answered for a check."""
+
+    rows: int
+    duplicates: int
+    """Rows beyond the first for any (Kafka partition, offset)."""
 
 
 @dataclass(frozen=True)

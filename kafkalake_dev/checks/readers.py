@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ import pyarrow.compute as pc
 from kafkalake.glue import table_partitions
 from kafkalake.iceberg import SCHEMA_VERSION_COLUMN, TIME_COLUMN
 from kafkalake.jobspec import ICEBERG_CATALOG
-from kafkalake_dev.checks.interop import TOMBSTONE_COLUMN, Check
+from kafkalake_dev.checks.interop import TOMBSTONE_COLUMN, Check, Read
 
 if TYPE_CHECKING:
     import boto3
@@ -39,13 +38,6 @@ WRANGLER_OPTIONS: dict[str, Any] = {"validate_schema": False}
 of every file read and raises ``InvalidSchemaConvergence`` when they differ (a version that added a column); it
 takes the schema from the files, not from the Glue table's columns, so no Glue definition avoids it. With
 ``validate_schema=False`` it unifies the files' schemas (missing columns read as nulls)."""
-
-
-@dataclass(frozen=True)
-class Read:
-    rows: int
-    duplicates: int
-    """Rows beyond the first for any (Kafka partition, offset)."""
 
 
 @contextmanager

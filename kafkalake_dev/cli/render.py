@@ -17,9 +17,8 @@ from kafkalake.personal import name_suggestions
 if TYPE_CHECKING:
     from kafkalake.topic_catalog import Topic
     from kafkalake_dev.checks.audit import Lake, PartitionAudit
-    from kafkalake_dev.checks.interop import InteropReport
+    from kafkalake_dev.checks.interop import InteropReport, Read
     from kafkalake_dev.checks.inventory import TableInventory
-    from kafkalake_dev.checks.readers import Read
     from kafkalake_dev.demo import DemoReport
     from lambdas.reconciler.logic import TableReconciliation
     from spark_jobs.compaction.work import PartitionResult

@@ -19,10 +19,9 @@ from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import SNAPSHOT_RETENTION, table_catalog
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.checks.interop import Check, checks_for
+from kafkalake_dev.checks.interop import Check, Read, checks_for
 from kafkalake_dev.checks.inventory import table_objects
 from kafkalake_dev.checks.readers import (
-    Read,
     iceberg_spark_read,
     pyiceberg_read,
     spark_read,

@@ -27,9 +27,9 @@ from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic
-from kafkalake_dev.checks.interop import checks_for
+from kafkalake_dev.checks.interop import Read, checks_for
 from kafkalake_dev.checks.inventory import iceberg_inventory
-from kafkalake_dev.checks.readers import Read, iceberg_spark_read, pyiceberg_read
+from kafkalake_dev.checks.readers import iceberg_spark_read, pyiceberg_read
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import produce_topic
 from lambdas.maintainer.dal import LakeObjects

@@ -21,9 +21,9 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.layout import DataKey, Partition, is_compaction_output
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import load_topic_catalog
-from kafkalake_dev.checks.interop import Check
+from kafkalake_dev.checks.interop import Check, Read
 from kafkalake_dev.checks.query import partition_locations
-from kafkalake_dev.checks.readers import Read, spark_read, wrangler_read, wrangler_session
+from kafkalake_dev.checks.readers import spark_read, wrangler_read, wrangler_session
 from kafkalake_dev.local.sandbox import register_complete_partitions, with_bucket
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.work import Knobs, PartitionResult

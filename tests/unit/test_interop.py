@@ -22,12 +22,12 @@ from kafkalake_dev.checks.interop import (
     Check,
     Counted,
     InteropReport,
+    Read,
     checks_for,
     count_sql,
     removed_rows,
     sampled_during,
 )
-from kafkalake_dev.checks.readers import Read
 from kafkalake_dev.cli.render import interop_results, samples
 from kafkalake_dev.local.endpoints import DEFAULTS
 from kafkalake_dev.local.trino import TrinoClient, TrinoError, hive_catalog, properties, server_config
