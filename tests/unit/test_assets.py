@@ -72,6 +72,7 @@ JOBS = CORE | {
         "keyed_hash",
         "archiver/__init__",
         "archiver/job",
+        "archiver/light",
         "archiver/metrics",
         "archiver/offsets",
         "archiver/plan",
