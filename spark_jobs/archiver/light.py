@@ -39,6 +39,8 @@ LIGHT_PLAN_RECORDS = 50_000
 offset commit: about 1.6 s of run time on 2 cores, as much as the archiver takes for ~140,000 records at its
 ~90,000 records/s) outweighs its records' work, which at most ~0.5 s is less than a third of what sharing saves;
 above it, one member's records would hold its batch-mates' commits back longer than a job of their own would."""
+SCHEDULER_POOL, LIGHT_POOL = "spark.scheduler.pool", "light"
+"""The FAIR pool the batches' Spark jobs run in (a topic carried out alone runs in a pool of its own)."""
 MEMBER = "_member"
 """The column tagging each outcome row of a batch's job with its member's place in the batch."""
 
@@ -136,10 +138,16 @@ class LightBatches:
         """The batch's one Spark job: each member's outcome rows, in the batch's order."""
         if not batch:
             return []
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "light")
-        tagged = [m.outcome.withColumn(MEMBER, F.lit(i)) for i, m in enumerate(batch)]
+        context = self.spark.sparkContext
+        pool = context.getLocalProperty(SCHEDULER_POOL)
+        context.setLocalProperty(SCHEDULER_POOL, LIGHT_POOL)
+        try:
+            tagged = [m.outcome.withColumn(MEMBER, F.lit(i)) for i, m in enumerate(batch)]
+            rows = functools.reduce(DataFrame.union, tagged).collect()
+        finally:
+            context.setLocalProperty(SCHEDULER_POOL, pool)  # type: ignore[arg-type] # None unsets it
         outcomes: list[list[Row]] = [[] for _ in batch]
-        for row in functools.reduce(DataFrame.union, tagged).collect():
+        for row in rows:
             outcomes[row[MEMBER]].append(row)
         return outcomes
 
