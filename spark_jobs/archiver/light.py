@@ -24,11 +24,11 @@ Poison (records that cannot be decoded) is no failure: it goes to quarantine, as
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from pyspark import RDD
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -56,11 +56,14 @@ def is_light(started: Started) -> bool:
 
 @dataclass(frozen=True)
 class Member:
-    """A topic's plan in a batch: its run, its started plan, and the plan's Spark work (``plan_outcome``)."""
+    """A topic's plan in a batch: its run, its started plan, and the plan's Spark work (``plan_outcome``), also
+    planned already, as an RDD of its outcome rows tagged with the member's place (``MEMBER``)."""
 
     topic_run: TopicRun
     started: Started
     outcome: DataFrame
+    place: int
+    planned: RDD[Row]
 
 
 class LightBatches:
@@ -93,7 +96,7 @@ class LightBatches:
         """One batch: the members' plans carried out (one Spark job for those with records), each committed; the
         members that committed (the others ended, failed)."""
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="light") as pool:
-            prepared = list(pool.map(self.prepare, members))
+            prepared = list(pool.map(self.prepare, members, range(len(members))))
         batch = [m for m in prepared if m is not None]
         try:
             shared: list[list[Row]] | None = self.shared_job(batch)
@@ -113,8 +116,10 @@ class LightBatches:
                 committed.append(topic_run)
         return committed
 
-    def prepare(self, member: tuple[TopicRun, Started]) -> Member | None:
-        """The member's Spark work (its registry reads on the driver); None when it has no records or failed."""
+    def prepare(self, member: tuple[TopicRun, Started], place: int) -> Member | None:
+        """The member's Spark work, planned: its registry reads and its Kafka source's offset lookup on the driver,
+        done here, ``concurrency`` members at a time, rather than one after another when the shared job is planned
+        (measured: 0.16-0.23 s per member); None when it has no records or failed."""
         topic_run, started = member
         if not started.plan.ranges:
             return None
@@ -129,10 +134,11 @@ class LightBatches:
                 keys=archiver.keys,
                 say=archiver.say,
             )
+            planned = outcome.withColumn(MEMBER, F.lit(place)).rdd
         except Exception as exc:  # noqa: BLE001 - left out of the job, it fails alone
             self.ended(topic_run, exc)
             return None
-        return Member(topic_run, started, outcome)
+        return Member(topic_run, started, outcome, place, planned)
 
     def shared_job(self, batch: Sequence[Member]) -> list[list[Row]]:
         """The batch's one Spark job: each member's outcome rows, in the batch's order."""
@@ -142,14 +148,13 @@ class LightBatches:
         pool = context.getLocalProperty(SCHEDULER_POOL)
         context.setLocalProperty(SCHEDULER_POOL, LIGHT_POOL)
         try:
-            tagged = [m.outcome.withColumn(MEMBER, F.lit(i)) for i, m in enumerate(batch)]
-            rows = functools.reduce(DataFrame.union, tagged).collect()
+            rows = context.union([m.planned for m in batch]).collect()
         finally:
             context.setLocalProperty(SCHEDULER_POOL, pool)  # type: ignore[arg-type] # None unsets it
-        outcomes: list[list[Row]] = [[] for _ in batch]
+        outcomes: dict[int, list[Row]] = {}
         for row in rows:
-            outcomes[row[MEMBER]].append(row)
-        return outcomes
+            outcomes.setdefault(row[MEMBER], []).append(row)
+        return [outcomes.get(m.place, []) for m in batch]
 
     @staticmethod
     def commit(member: Member, outcome: list[Row], shared: int) -> None:
