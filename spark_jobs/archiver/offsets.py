@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkalake.kafka import settled, watermarks
@@ -47,17 +49,22 @@ class Offsets:
     def state(self) -> tuple[dict[int, int | None], dict[int, int], dict[int, int]]:
         """(committed offset or None, low watermark, high watermark) per partition."""
         partitions = self.partitions()
-        wanted = [TopicPartition(self.topic, p) for p in partitions]
-        committed = {
-            tp.partition: (tp.offset if tp.offset >= 0 else None)
-            for tp in settled(lambda: self.consumer.committed(wanted, timeout=15))
-        }
+        committed = self.committed(partitions)
         marks = {p: watermarks(self.consumer, TopicPartition(self.topic, p)) for p in partitions}
         return committed, {p: m[0] for p, m in marks.items()}, {p: m[1] for p, m in marks.items()}
 
+    def committed(self, partitions: Iterable[int]) -> dict[int, int | None]:
+        """The group's committed offset per partition (None when it has none): one request."""
+        wanted = [TopicPartition(self.topic, p) for p in partitions]
+        return {
+            tp.partition: (tp.offset if tp.offset >= 0 else None)
+            for tp in settled(lambda: self.consumer.committed(wanted, timeout=15))
+        }
+
     def commit(self, ranges: dict[int, tuple[int, int]]) -> None:
-        """Commit the plan's ends, never moving a partition backwards."""
-        committed, _, _ = self.state()
+        """Commit the plan's ends, never moving a partition backwards: only the plan's partitions' commits are read
+        first (not the topic's metadata and watermarks, which a commit does not need)."""
+        committed = self.committed(ranges)
         forward = [
             TopicPartition(self.topic, p, end) for p, (_, end) in ranges.items() if (committed.get(p) or -1) < end
         ]
