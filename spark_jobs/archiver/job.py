@@ -1,5 +1,6 @@
-"""The archiver job: every topic of an environment (or those named) in one Spark application, several at once,
-each caught up to the high watermark it saw at the start, each isolated from the others.
+"""The archiver job: every topic of an environment (or those named) in one Spark application, several at once (the
+light topics' plans together, one Spark job per round: ``spark_jobs.archiver.light``), each caught up to the high
+watermark it saw at the start, each isolated from the others.
 
 A topic that fails commits nothing of the failing plan and is reported with what failed and how to fix it; the
 others go on; the run exits non-zero at the end when any topic failed. Per topic one JSON line goes to the job's

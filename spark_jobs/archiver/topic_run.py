@@ -11,7 +11,8 @@ Offsets (``spark_jobs.archiver.offsets``) are committed only after every object 
 then the plan is cleared. Storing and clearing are conditional on still holding the lease, so a run that lost it
 stops at its next step.
 
-Each plan is one Spark job and one pass over its records: read, classified, decoded and timed
+Each plan is one pass over its records, in a Spark job of its own (``carry_out``) or, a light topic's, in one shared
+with other light topics' plans (``spark_jobs.archiver.light``): read, classified, decoded and timed
 (``spark_jobs.archiver.records``), then routed by the writer (``spark_jobs.archiver.writer``) to data, delete-log
 and quarantine objects, with the counts taken on the way (``spark_jobs.archiver.summary``). Nothing is cached,
 sorted or shuffled in Spark.
