@@ -36,9 +36,10 @@ from spark_jobs.archiver.topic_run import Started, TopicRun, accounted, plan_out
 
 LIGHT_PLAN_RECORDS = 50_000
 """A plan with fewer records is light. Below it a plan's fixed cost (its own Spark job, lease writes, receipt,
-offset commit: about 1.6 s of run time on 2 cores, as much as the archiver takes for ~140,000 records at its
-~90,000 records/s) outweighs its records' work, which at most ~0.5 s is less than a third of what sharing saves;
-above it, one member's records would hold its batch-mates' commits back longer than a job of their own would."""
+offset commit: about 1.6 s of run time per plan on 2 cores in the fleet benchmark of issue #37, as much as the
+archiver takes for ~140,000 records at its ~90,000 records/s) outweighs its records' work, at most ~0.5 s, less
+than a third of it; above it, one member's records would hold its batch-mates' commits back longer than a job of
+their own would."""
 SCHEDULER_POOL, LIGHT_POOL = "spark.scheduler.pool", "light"
 """The FAIR pool the batches' Spark jobs run in (a topic carried out alone runs in a pool of its own)."""
 MEMBER = "_member"
