@@ -6,6 +6,8 @@ One topic through a run, in reading order:
   the results (``metrics``).
 - ``topic_run``: one topic: ``catch_up`` → ``TopicArchiver.run_plan`` (stored plan → ``carry_out`` → receipt →
   offset commit → plan deleted).
+- ``light``: light topics' plans (``LIGHT_PLAN_RECORDS``) carried out together, one Spark job per round, each
+  committed by its own topic.
 - ``plan`` (the durable plan of offset ranges) and ``offsets`` (watermarks and the consumer group's commits).
 - ``records`` (the plan's Kafka read, classified, decoded, timed, personal fields protected; pure column transforms
   in ``transform`` and ``pseudonyms``) →

@@ -1,5 +1,6 @@
-"""The archiver job: every topic of an environment (or those named) in one Spark application, several at once,
-each caught up to the high watermark it saw at the start, each isolated from the others.
+"""The archiver job: every topic of an environment (or those named) in one Spark application, several at once (the
+light topics' plans together, one Spark job per round: ``spark_jobs.archiver.light``), each caught up to the high
+watermark it saw at the start, each isolated from the others.
 
 A topic that fails commits nothing of the failing plan and is reported with what failed and how to fix it; the
 others go on; the run exits non-zero at the end when any topic failed. Per topic one JSON line goes to the job's
@@ -39,9 +40,10 @@ from kafkalake.kafka_access import kafka_access
 from kafkalake.personal import KeyInvalid, Keyring, load_keys
 from kafkalake.registry import RegistryError
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
+from spark_jobs.archiver.light import LightBatches, is_light
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.summary import TopicResult
-from spark_jobs.archiver.topic_run import catch_up
+from spark_jobs.archiver.topic_run import Started, TopicArchiver, TopicRun
 from spark_jobs.common import Run, add_lease_argument, job_session
 
 MAX_ERROR_CHARS = 800
@@ -104,25 +106,94 @@ def archive_fleet(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
 ) -> list[TopicResult]:
-    """Every topic, ``concurrency`` at a time in one Spark application (each in its own FAIR pool), as one run.
-    ``pseudonym_key`` is what ``read_pseudonym_key`` found: a topic that hashes fields fails without a key."""
+    """Every topic as one run in one Spark application: each takes its lease and starts its first plan,
+    ``concurrency`` at a time; a topic with a heavy plan carries its plans out alone (in its own FAIR pool), the
+    light ones share a Spark job per round (``spark_jobs.archiver.light``). ``pseudonym_key`` is what
+    ``read_pseudonym_key`` found: a topic that hashes fields fails without a key."""
     this_run = run or Run.new(spark)
     ttl = this_run.lease_ttl.total_seconds()
     say(f"archiver run {this_run.run_id} (a topic's lease is stale {ttl:.0f} s after its holder stops renewing it)")
-
-    def isolated(topic: Topic) -> TopicResult:
-        spark.sparkContext.setLocalProperty("spark.scheduler.pool", topic.name)
-        started = time.monotonic()
-        try:
-            keys = topic_key(pseudonym_key, topic)
-            return catch_up(spark, endpoints, topic, run=this_run, deadline=deadline, keys=keys, now=now, say=say)
-        except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported below
-            error = explain(exc, topic, endpoints.bucket)
-            say(f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}")
-            return TopicResult(topic.name, topic.kafka_topic, seconds=time.monotonic() - started, error=error)
-
+    fleet = FleetRun(spark, endpoints, this_run, deadline=deadline, pseudonym_key=pseudonym_key, now=now, say=say)
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="archiver") as pool:
-        return list(pool.map(isolated, topics))
+        light, alone = [], []
+        for found in pool.map(fleet.opened, topics):
+            if found is not None and is_light(found[1]):
+                light.append(found)
+            elif found is not None:
+                alone.append(pool.submit(fleet.alone, *found))
+
+        def handed_over(topic_run: TopicRun, started: Started) -> None:
+            alone.append(pool.submit(fleet.alone, topic_run, started))
+
+        LightBatches(spark, concurrency=concurrency, ended=fleet.ended, alone=handed_over).catch_up(light)
+        for future in alone:
+            future.result()
+    return [fleet.results[t.kafka_topic] for t in topics]
+
+
+class FleetRun:
+    """The topics of one run, each isolated: what failed is reported with how to fix it, and the others go on."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        endpoints: Endpoints,
+        run: Run,
+        *,
+        deadline: float,
+        pseudonym_key: Keyring | KeyInvalid | None,
+        now: Callable[[], datetime],
+        say: Callable[[str], None],
+    ) -> None:
+        self.spark, self.endpoints, self.run, self.deadline = spark, endpoints, run, deadline
+        self.pseudonym_key, self.now, self.say = pseudonym_key, now, say
+        self.results: dict[str, TopicResult] = {}
+        """By Kafka topic."""
+
+    def opened(self, topic: Topic) -> tuple[TopicRun, Started] | None:
+        """The topic's lease taken and its first plan started; None when it is skipped or failed (``results``)."""
+        try:
+            keys = topic_key(self.pseudonym_key, topic)
+            archiver = TopicArchiver(self.spark, self.endpoints, topic, keys=keys, now=self.now, say=self.say)
+        except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported
+            self.failed(topic, exc, 0.0)
+            return None
+        topic_run = TopicRun(archiver, self.deadline)
+        try:
+            started = topic_run.next_plan() if topic_run.open(self.run) else None
+        except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported
+            self.ended(topic_run, exc)
+            return None
+        if started is None:
+            self.ended(topic_run, None)
+            return None
+        return topic_run, started
+
+    def alone(self, topic_run: TopicRun, started: Started) -> None:
+        """The topic's plans carried out alone, in its own FAIR pool, from ``started`` on."""
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", topic_run.archiver.topic.name)
+        try:
+            topic_run.carry_on(started)
+        except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported
+            self.ended(topic_run, exc)
+            return
+        self.ended(topic_run, None)
+
+    def ended(self, topic_run: TopicRun, exc: Exception | None) -> None:
+        """The topic is done: its lease released, its result kept; failed with ``exc`` when it is not None."""
+        try:
+            topic_run.close(failed=exc is not None)
+        except Exception as closing:  # noqa: BLE001 - reported as the topic's failure
+            exc = exc or closing
+        if exc is None:
+            self.results[topic_run.result.kafka_topic] = topic_run.result
+        else:
+            self.failed(topic_run.archiver.topic, exc, topic_run.result.seconds)
+
+    def failed(self, topic: Topic, exc: BaseException, seconds: float) -> None:
+        error = explain(exc, topic, self.endpoints.bucket)
+        self.say(f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}")
+        self.results[topic.kafka_topic] = TopicResult(topic.name, topic.kafka_topic, seconds=seconds, error=error)
 
 
 def archive(

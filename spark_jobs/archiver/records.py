@@ -1,12 +1,15 @@
-"""A plan's records as Spark reads them: a bounded Kafka read of exactly the plan's ranges, classified (a value's
-header compared with each known schema's header as bytes), decoded (every schema version at once, each into its
-own column), given their business time and their personal fields protected, ready for the writer. One fused
-Spark stage; the pure column transforms are in ``spark_jobs.archiver.transform`` and
-``spark_jobs.archiver.pseudonyms``."""
+"""A pass's records as Spark reads them: one bounded Kafka read of exactly its plans' ranges (one plan per topic: a
+heavy topic's plan alone, or many light topics' plans, ``spark_jobs.archiver.light``), classified (a value's header
+compared with each known schema's header as bytes), decoded (every schema version of every plan at once, each
+distinct decoding into its own column, ``pass_columns``), given their business time and their personal fields
+protected, ready for the writer. One fused Spark stage; the pure column transforms are in
+``spark_jobs.archiver.transform`` and ``spark_jobs.archiver.pseudonyms``."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,66 +32,115 @@ FETCH_MAX_WAIT_MS = 20
 watermark, so only the consumer's read-ahead past a range's end waits: with Kafka's default (500 ms) every Kafka
 partition of every plan paid half a second (measured locally: 1.28 s → 0.25 s to read 2,000 records in 3
 partitions)."""
+SHARED_READ_GROUP = "kafkalake-archiver-shared"
+"""The consumer group a pass of many plans reads with (a plan alone reads with its topic's own: ``read_kafka``)."""
 
 
 class SubjectMissing(RuntimeError):
     """An Avro topic has records but its value subject has no schema in the registry."""
 
 
-def plan_records(
-    spark: SparkSession,
-    access: KafkaAccess,
-    topic: Topic,
-    plan: Plan,
-    versions: list[transform.VersionSchema],
-    *,
-    key: PseudonymKey | None = None,
+@dataclass(frozen=True)
+class PassMember:
+    """One plan of a pass: its topic, the plan, and the schema versions its records may hold."""
+
+    topic: Topic
+    plan: Plan
+    versions: tuple[transform.VersionSchema, ...]
+
+
+def pass_records(
+    spark: SparkSession, access: KafkaAccess, members: Sequence[PassMember], *, key: PseudonymKey | None = None
 ) -> DataFrame:
-    """The plan's Kafka records as ``prepared`` makes them (the plan's creation is the 'now' of the time bounds, so
-    a redo decides the same)."""
-    raw = read_kafka(spark, access, plan, HEADERS_COLUMN in topic.kafka_columns)
-    return prepared(raw, topic, versions, now=datetime.fromisoformat(plan.created_at), key=key)
+    """The pass's Kafka records as ``prepared`` makes them."""
+    headers = any(HEADERS_COLUMN in m.topic.kafka_columns for m in members)
+    return prepared(read_kafka(spark, access, [m.plan for m in members], headers), members, key=key)
 
 
-def prepared(
-    raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema], *, now: datetime, key: PseudonymKey | None
-) -> DataFrame:
-    """Kafka's rows (as the Kafka source gives them) classified, decoded, given their business time and their
-    personal fields protected with ``key``, each version's own (``VersionSchema.personal``); a held version's
-    records quarantined (``VersionSchema.held``). The Kafka key and headers the archive hashes (``archive.key``,
-    ``archive.headers``: hmac) are hashed in every row, so the quarantine holds no clear key either; a ``by_key``
-    topic's tombstones keep theirs in ``TOMBSTONE_KEY_COLUMN`` for the writer to digest under every key."""
-    columns = [transform.value_column(v.version) for v in versions]
-    decoded = _decode(_classify(raw, topic, versions), topic, versions, raw.sparkSession)
-    timed = transform.with_business_time(decoded, topic.spec.time_fields, now, columns)
-    if topic.spec.erasure == "by_key":
-        timed = transform.with_tombstone_key(timed)
-    personal = {transform.value_column(v.version): v.personal for v in versions if v.held is None}
-    kafka = {column: kafka_hashed(column) for column, how in topic.kafka_columns.items() if how == StoredAs.HMAC}
-    return transform.plan_rows(pseudonymise(timed, {**personal, **kafka}, key), columns)
+def pass_columns(members: Sequence[PassMember]) -> list[dict[int, str]]:
+    """Per member, its versions' value columns (version → column): one column per distinct decoding in the pass (the
+    value format, the schema, its personal fields, whether it is held), so light topics of one schema share one."""
+    columns: dict[Hashable, str] = {}
+    found = []
+    for member in members:
+        fmt = member.topic.spec.value_format
+        found.append(
+            {
+                v.version: columns.setdefault(
+                    (fmt, v.avro_schema, tuple(sorted(v.personal.items())), v.held is not None),
+                    transform.value_column(len(columns) + 1),
+                )
+                for v in member.versions
+            }
+        )
+    return found
 
 
-def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
-    """A bounded batch read of exactly the plan's ranges (one Spark partition per Kafka partition).
+def prepared(raw: DataFrame, members: Sequence[PassMember], *, key: PseudonymKey | None) -> DataFrame:
+    """Kafka's rows (as the Kafka source gives them) classified, decoded, given their business time (each plan's
+    creation is the 'now' of its time bounds, so a redo decides the same) and their personal fields protected with
+    ``key``, each version's own (``VersionSchema.personal``); a held version's records quarantined
+    (``VersionSchema.held``). The Kafka key and headers a topic's archive hashes (``archive.key``,
+    ``archive.headers``: hmac; the same for every plan of a pass) are hashed in every row, so the quarantine holds no
+    clear key either; a ``by_key`` topic's tombstones keep theirs in ``TOMBSTONE_KEY_COLUMN`` for the writer to
+    digest under every key."""
+    columns, count, spark = pass_columns(members), len(members), raw.sparkSession
+    decodings = [_decoding(m, mine, spark) for m, mine in zip(members, columns, strict=True)]
+    rows = transform.with_metadata(raw, [m.plan.kafka_topic for m in members])
+    decoded = transform.decode(transform.classify(rows, decodings), decodings)
+    timings = [
+        transform.Timing(m.topic.spec.time_fields, datetime.fromisoformat(m.plan.created_at), d.value_columns)
+        for m, d in zip(members, decodings, strict=True)
+    ]
+    timed = transform.with_business_time(decoded, timings)
+    by_key = [i for i, m in enumerate(members) if m.topic.spec.erasure == "by_key"]
+    if by_key:
+        timed = transform.with_tombstone_key(timed, by_key, count)
+    personal = {mine[v.version]: v.personal for m, mine in zip(members, columns, strict=True) for v in m.versions}
+    hashed = {hashed_kafka_columns(m.topic) for m in members}
+    if len(hashed) > 1:
+        raise ValueError(f"the plans of one pass must hash the same Kafka columns (a hashed one is text): {hashed}")
+    kafka = {column: kafka_hashed(column) for column in next(iter(hashed), ())}
+    held = {mine[v.version] for m, mine in zip(members, columns, strict=True) for v in m.versions if v.held}
+    protected = {c: p for c, p in personal.items() if c not in held}
+    value_columns = list(dict.fromkeys(c for mine in columns for c in mine.values()))
+    return transform.plan_rows(pseudonymise(timed, {**protected, **kafka}, key), value_columns)
 
-    The topic's own consumer group, rather than Spark's unique one per query, lets the executors' consumer pool
-    (keyed by group and partition) reuse a topic's consumers plan after plan instead of keeping three more idle
-    consumers and their fetch buffers per plan (measured: peak memory at a 10x backlog 1,104 → 1,015 MiB). The
-    consumers are assigned, never subscribed, and commit nothing: the group sees no members and its committed
-    offsets stay ours (``spark_jobs.archiver.offsets``)."""
-    topic = plan.kafka_topic
-    starting = {topic: {str(p): start for p, (start, _) in plan.ranges.items()}}
-    ending = {topic: {str(p): end for p, (_, end) in plan.ranges.items()}}
+
+def hashed_kafka_columns(topic: Topic) -> tuple[str, ...]:
+    """The Kafka columns (key, headers) the topic's archive hashes: a hashed column holds text, a clear one bytes, so
+    only plans that hash the same ones share a pass."""
+    return tuple(sorted(column for column, how in topic.kafka_columns.items() if how == StoredAs.HMAC))
+
+
+def _decoding(member: PassMember, columns: dict[int, str], spark: SparkSession) -> transform.Decoding:
+    versions = tuple((v, columns[v.version]) for v in member.versions)
+    if member.topic.spec.value_format == ValueFormat.AVRO:
+        return transform.Decoding(ValueFormat.AVRO, versions)
+    return transform.Decoding(ValueFormat.JSON, versions[-1:], _spark_schema(spark, member.versions[-1].avro_schema))
+
+
+def read_kafka(spark: SparkSession, access: KafkaAccess, plans: Sequence[Plan], include_headers: bool) -> DataFrame:
+    """A bounded batch read of exactly the plans' ranges (one Spark partition per Kafka partition).
+
+    A plan alone reads with its topic's own consumer group, rather than Spark's unique one per query, so the
+    executors' consumer pool (keyed by group and partition) reuses a topic's consumers plan after plan instead of
+    keeping three more idle consumers and their fetch buffers per plan (measured: peak memory at a 10x backlog 1,104
+    → 1,015 MiB); a pass of many plans with ``SHARED_READ_GROUP``. The consumers are assigned, never subscribed, and
+    commit nothing: the group sees no members and its committed offsets stay ours (``spark_jobs.archiver.offsets``)."""
+    starting = {p.kafka_topic: {str(x): start for x, (start, _) in p.ranges.items()} for p in plans}
+    ending = {p.kafka_topic: {str(x): end for x, (_, end) in p.ranges.items()} for p in plans}
+    group = consumer_group(plans[0].kafka_topic) if len(plans) == 1 else SHARED_READ_GROUP
     return (
         spark.read.format("kafka")
         .options(**access.spark_options())
-        .option("assign", json.dumps({topic: sorted(plan.ranges)}))
+        .option("assign", json.dumps({p.kafka_topic: sorted(p.ranges) for p in plans}))
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
         .option("includeHeaders", str(include_headers).lower())
         .option("failOnDataLoss", "true")
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
-        .option("kafka.group.id", consumer_group(topic))
+        .option("kafka.group.id", group)
         .load()
     )
 
@@ -121,24 +173,6 @@ def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -
             f"value_format: json in {topic.source} if the topic carries JSON."
         )
     return versions
-
-
-def _classify(raw: DataFrame, topic: Topic, versions: list[transform.VersionSchema]) -> DataFrame:
-    rows = transform.with_metadata(raw)
-    if topic.spec.value_format == ValueFormat.AVRO:
-        ids = [(v.schema_id, v.held is not None) for v in versions if v.schema_id is not None]
-        return transform.classify_avro(rows, [i for i, _ in ids], [i for i, held in ids if held])
-    return transform.classify_json(rows)
-
-
-def _decode(
-    classified: DataFrame, topic: Topic, versions: list[transform.VersionSchema], spark: SparkSession
-) -> DataFrame:
-    """Every version's records decoded in one pass, each into its version's column."""
-    if topic.spec.value_format == ValueFormat.AVRO:
-        return transform.decode_avro(classified, versions)
-    newest = versions[-1]
-    return transform.decode_json(classified, newest.version, _spark_schema(spark, newest.avro_schema))
 
 
 def _spark_schema(spark: SparkSession, avro_schema: str) -> StructType:

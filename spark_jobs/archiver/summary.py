@@ -55,8 +55,13 @@ class Summary:
     s3_retries: int = 0
     """S3 calls the plan's executor tasks had botocore retry (throttling, 5xx)."""
     redone_plan: bool = False
+    shared_job: int = 1
+    """Plans carried out in the same Spark job as this one, itself included (light topics', one job for many:
+    ``spark_jobs.archiver.light``); 1 for a plan carried out alone."""
     seconds: float = 0.0
     """Wall time of the plan, from loading or making it to deleting it."""
+    started: float = field(default_factory=time.monotonic, repr=False)
+    """``time.monotonic()`` when the plan began to be loaded or made (``seconds`` counts from it)."""
 
     def balanced(self) -> bool:
         return self.read == self.written + self.quarantined + self.tombstones

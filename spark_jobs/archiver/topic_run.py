@@ -11,7 +11,8 @@ Offsets (``spark_jobs.archiver.offsets``) are committed only after every object 
 then the plan is cleared. Storing and clearing are conditional on still holding the lease, so a run that lost it
 stops at its next step.
 
-Each plan is one Spark job and one pass over its records: read, classified, decoded and timed
+Each plan is one pass over its records, in a Spark job of its own (``carry_out``) or, a light topic's, in one shared
+with other light topics' plans (``spark_jobs.archiver.light``): read, classified, decoded and timed
 (``spark_jobs.archiver.records``), then routed by the writer (``spark_jobs.archiver.writer``) to data, delete-log
 and quarantine objects, with the counts taken on the way (``spark_jobs.archiver.summary``). Nothing is cached,
 sorted or shuffled in Spark.
@@ -20,11 +21,12 @@ sorted or shuffled in Spark.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
+from typing import NamedTuple
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from kafkalake.aws import RetryCount, make_client
 from kafkalake.endpoints import Endpoints
@@ -39,7 +41,7 @@ from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
-from spark_jobs.archiver.records import plan_records, version_schemas
+from spark_jobs.archiver.records import PassMember, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
 from spark_jobs.archiver.table_commit import append_plan
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
@@ -47,6 +49,13 @@ from spark_jobs.common import Run
 
 Tombstone = tuple[dict[str, str], int, int]
 """A tombstone of a ``by_key`` topic: key id → the digest of its Kafka key under that key, Kafka partition, offset."""
+
+
+class Started(NamedTuple):
+    """A plan stored in the topic's lease and not yet carried out, with its summary so far."""
+
+    plan: Plan
+    summary: Summary
 
 
 def catch_up(
@@ -64,30 +73,80 @@ def catch_up(
     (``time.monotonic()``) passes; memory stays bounded by the per-plan record limit. A topic another run holds is
     skipped (``TopicResult.skipped``). ``keys``: the current one hashes the topic's personal fields, each digests
     its tombstones' keys."""
-    result = TopicResult(topic.name, topic.kafka_topic)
-    started = time.monotonic()
-    archiver = TopicArchiver(spark, endpoints, topic, keys=keys, now=now, say=say)
-    try:
-        with archiver.holding(run or Run.new(spark)) as lease:
-            committed, low, target = archiver.offsets.state()
-            position = {p: committed.get(p) or low[p] for p in target}
-            while True:
-                summary = archiver.run_plan(ceiling=target)
-                result.plans.append(summary)
-                position |= {p: end for p, (_, end) in summary.plan.items()}
-                reached = all(position[p] >= target[p] for p in target)
-                if not summary.plan or reached or time.monotonic() >= deadline:
-                    break
-            result.lease_requests = lease.requests + 2  # the read and the write that took it
-        result.lag = archiver.lag()
-    except Held as held:
-        result.skipped = str(held)
-        say(f"{topic.kafka_topic}: skipped: {held}")
-    finally:
-        archiver.close()
-        result.driver_s3_retries = archiver.s3_retries.total
-        result.seconds = time.monotonic() - started
-    return result
+    with TopicRun(TopicArchiver(spark, endpoints, topic, keys=keys, now=now, say=say), deadline) as topic_run:
+        if topic_run.open(run or Run.new(spark)):
+            topic_run.carry_on(topic_run.next_plan())
+    return topic_run.result
+
+
+class TopicRun:
+    """One topic's way through a run: its lease taken (``open``), then its plans one after another (``next_plan``,
+    carried out alone by ``carry_on`` or with other topics' by ``spark_jobs.archiver.light``, each committed with
+    ``TopicArchiver.commit_plan`` and recorded) until it reaches the high watermark seen when it took the lease, or
+    ``deadline`` (``time.monotonic()``) passes; leaving the block releases the lease (a plan that failed stays
+    stored in it) and reports the lag."""
+
+    def __init__(self, archiver: TopicArchiver, deadline: float) -> None:
+        self.archiver, self.deadline = archiver, deadline
+        self.result = TopicResult(archiver.topic.name, archiver.topic.kafka_topic)
+        self.started = time.monotonic()
+        self._held = ExitStack()
+        self._lease: Lease | None = None
+        self._target: dict[int, int] = {}
+        self._position: dict[int, int] = {}
+
+    def __enter__(self) -> TopicRun:
+        return self
+
+    def open(self, run: Run) -> bool:
+        """Take the topic's lease and read where the topic stands; False when another run holds it (skipped)."""
+        try:
+            self._lease = self._held.enter_context(self.archiver.holding(run))
+        except Held as held:
+            self.result.skipped = str(held)
+            self.archiver.say(f"{self.archiver.topic.kafka_topic}: skipped: {held}")
+            return False
+        committed, low, self._target = self.archiver.offsets.state()
+        self._position = {p: committed.get(p) or low[p] for p in self._target}
+        return True
+
+    def next_plan(self) -> Started | None:
+        """The topic's next plan, stored in its lease (``TopicArchiver.start_plan``); None once the last plan was
+        empty, the topic reached its target or the deadline passed."""
+        if self.result.plans:
+            reached = all(self._position[p] >= self._target[p] for p in self._target)
+            if not self.result.plans[-1].plan or reached or time.monotonic() >= self.deadline:
+                return None
+        return self.archiver.start_plan(ceiling=self._target)
+
+    def record(self, summary: Summary) -> None:
+        """A committed plan: the topic's position moves to its ends."""
+        self.result.plans.append(summary)
+        self._position |= {p: end for p, (_, end) in summary.plan.items()}
+
+    def carry_on(self, started: Started | None) -> None:
+        """``started`` and every next plan, each carried out alone (``TopicArchiver.complete``) and committed."""
+        while started is not None:
+            self.record(self.archiver.complete(started))
+            started = self.next_plan()
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self.close(failed=kind is not None)
+
+    def close(self, *, failed: bool = False) -> TopicResult:
+        """Release the lease (a plan that ``failed`` stays stored in it) and report the topic's lag (not when it
+        failed or was skipped)."""
+        try:
+            if self._lease is not None and not failed:
+                self.result.lease_requests = self._lease.requests + 2  # the read and the write that took it
+            self._held.close()
+            if self._lease is not None and not failed:
+                self.result.lag = self.archiver.lag()
+        finally:
+            self.archiver.close()
+            self.result.driver_s3_retries = self.archiver.s3_retries.total
+            self.result.seconds = time.monotonic() - self.started
+        return self.result
 
 
 class TopicArchiver:
@@ -142,23 +201,41 @@ class TopicArchiver:
 
     def run_plan(self, ceiling: dict[int, int] | None = None) -> Summary:
         """Carry out the topic's stored plan, or a new one up to ``ceiling``; then commit and delete the plan."""
+        return self.complete(self.start_plan(ceiling))
+
+    def start_plan(self, ceiling: dict[int, int] | None = None) -> Started:
+        """The topic's stored plan, or a new one up to ``ceiling`` stored before anything of it is written."""
         topic, started = self.topic, time.monotonic()
         stored = self.plans.stored_plan()
         plan = stored or self.new_plan(ceiling)
         if stored is None and plan.ranges:
             self.plans.store(plan)
         summary = Summary(
-            topic.kafka_topic, plan.ranges, redone_plan=stored is not None, timings={"plan": time.monotonic() - started}
+            topic.kafka_topic,
+            plan.ranges,
+            redone_plan=stored is not None,
+            timings={"plan": time.monotonic() - started},
+            started=started,
         )
         self.say(
             f"{topic.kafka_topic}: {'redoing stored' if stored else 'new'} plan of {plan.records} records "
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
+        return Started(plan, summary)
+
+    def complete(self, started: Started) -> Summary:
+        """Carry out a started plan alone, in a Spark job of its own (``carry_out``), and commit it."""
+        plan, summary = started
         tombstones: list[Tombstone] = []
         if plan.ranges:
             tombstones = carry_out(
-                self.spark, self.endpoints, topic, plan, summary, access=self.access, keys=self.keys, say=self.say
+                self.spark, self.endpoints, self.topic, plan, summary, access=self.access, keys=self.keys, say=self.say
             )
+        return self.commit_plan(plan, summary, tombstones)
+
+    def commit_plan(self, plan: Plan, summary: Summary, tombstones: list[Tombstone]) -> Summary:
+        """The carried-out plan's commit: its erasure request, its receipt, its offsets, the plan cleared."""
+        topic = self.topic
         with summary.phase("commit"):
             if plan.ranges:
                 if tombstones and self.keys is not None:
@@ -171,7 +248,7 @@ class TopicArchiver:
                 self.plans.finish(plan)
         ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
         self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
-        summary.seconds = time.monotonic() - started
+        summary.seconds = time.monotonic() - summary.started
         return summary
 
     def _commit_table(self, plan: Plan, summary: Summary) -> None:
@@ -240,9 +317,26 @@ def carry_out(
     keys: Keyring | None,
     say: Callable[[str], None],
 ) -> list[Tombstone]:
-    """One Spark job: read the plan's records, decode them, protect their personal fields (with the current key),
-    write data and quarantine objects; then check every record is accounted for. Returns the tombstones of a
-    ``by_key`` topic: (key id → keyed hash of the Kafka key under each of ``keys``, Kafka partition, offset)."""
+    """One Spark job, a pass of the plan alone: read the plan's records, decode them, protect their personal fields
+    (with the current key), write data and quarantine objects; then check every record is accounted for. Returns the
+    tombstones of a ``by_key`` topic: (key id → keyed hash of the Kafka key under each of ``keys``, Kafka
+    partition, offset)."""
+    member = pass_member(endpoints, topic, plan, access=access, keys=keys, say=say)
+    outcome = pass_outcome(spark, endpoints, [member], access=access, keys=keys).collect()
+    return accounted(outcome, endpoints, topic, summary, say)
+
+
+def pass_member(
+    endpoints: Endpoints,
+    topic: Topic,
+    plan: Plan,
+    *,
+    access: KafkaAccess,
+    keys: Keyring | None,
+    say: Callable[[str], None],
+) -> PassMember:
+    """The plan with its topic's schema versions, read from the registry (``SubjectMissing``, ``RegistryError``); a
+    version the catalog lacks whose records are held is said."""
     versions = version_schemas(topic, access.registry(), key_at_hand=keys is not None)
     for held in (v for v in versions if v.held is not None):
         say(
@@ -251,8 +345,40 @@ def carry_out(
             f"{held.held}. Tag its personal fields in the registry, or add it to the catalog as "
             f"{topic.name}.v<N>.avsc; later records then archive"
         )
-    records = plan_records(spark, access, topic, plan, versions, key=keys.current if keys else None)
-    outcome = records.mapInArrow(PlanWriter(plan_layout(endpoints, topic, versions, keys)), OUTCOME_SCHEMA).collect()
+    return PassMember(topic, plan, tuple(versions))
+
+
+def pass_outcome(
+    spark: SparkSession,
+    endpoints: Endpoints,
+    members: Sequence[PassMember],
+    *,
+    access: KafkaAccess,
+    keys: Keyring | None,
+) -> DataFrame:
+    """The pass's Spark work, not yet run: its plans' records read, decoded and protected (``pass_records``), then
+    written by the executors (``PlanWriter``, each plan with its own layout), one outcome row (``OUTCOME_SCHEMA``)
+    per object, count and timing, each tagged with its plan's place in ``members``.
+
+    A plan alone runs one task per Kafka partition. A pass of many plans runs in as many tasks as the session has
+    cores (``coalesce``: no shuffle; each task reads its Kafka partitions one after the other, each in offset
+    order), not one per Kafka partition of every plan: a task's own cost (its Python worker's set-up, its
+    deserialized writer, its S3 client) is paid per core rather than per Kafka partition."""
+    records = pass_records(spark, access, members, key=keys.current if keys else None)
+    if len(members) > 1:
+        records = records.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    columns = pass_columns(members)
+    layouts = [
+        plan_layout(endpoints, m.topic, m.versions, mine, keys) for m, mine in zip(members, columns, strict=True)
+    ]
+    return records.mapInArrow(PlanWriter(layouts), OUTCOME_SCHEMA)
+
+
+def accounted(
+    outcome: list[Row], endpoints: Endpoints, topic: Topic, summary: Summary, say: Callable[[str], None]
+) -> list[Tombstone]:
+    """The plan's outcome rows accounted into ``summary`` (``account``); raise when a record is unaccounted for.
+    Returns the tombstones of a ``by_key`` topic (as ``carry_out``)."""
     digests: dict[tuple[int, int], dict[str, str]] = {}
     for r in (r for r in outcome if r["kind"] == ERASE):
         digests.setdefault((r["kafka_partition"], r["first_offset"]), {})[r["key_id"]] = r["key"]
@@ -272,19 +398,23 @@ def carry_out(
 
 
 def plan_layout(
-    endpoints: Endpoints, topic: Topic, versions: list[transform.VersionSchema], keys: Keyring | None = None
+    endpoints: Endpoints,
+    topic: Topic,
+    versions: Sequence[transform.VersionSchema],
+    columns: Mapping[int, str],
+    keys: Keyring | None = None,
 ) -> PlanLayout:
-    """Where and how the writer writes the topic's plan: its prefix, versions, extra columns (the Kafka key and
-    headers the archive keeps, ``_pseudonym_key_id`` when a version it archives hashes a field or the archive hashes
-    the key or headers) and file bounds, and for a ``by_key`` topic the keys its tombstones' clear Kafka keys are
-    hashed under (each key a row's ``_key`` may have been hashed with, ``archive.key: hmac``, or any for a clear
-    one)."""
+    """Where and how the writer writes the topic's plan: its prefix, versions and their value columns in its pass
+    (``columns``), extra columns (the Kafka key and headers the archive keeps, ``_pseudonym_key_id`` when a version
+    it archives hashes a field or the archive hashes the key or headers) and file bounds, and for a ``by_key`` topic
+    the keys its tombstones' clear Kafka keys are hashed under (each key a row's ``_key`` may have been hashed with,
+    ``archive.key: hmac``, or any for a clear one)."""
     archive, kafka = topic.spec.archive, topic.kafka_columns
     hashes = StoredAs.HMAC in kafka.values() or any(needs_key(dict(v.personal)) for v in versions if v.held is None)
     return PlanLayout(
         endpoints,
         topic.prefix,
-        tuple((v.version, transform.value_column(v.version)) for v in versions),
+        tuple((v.version, columns[v.version]) for v in versions),
         (*kafka, *((KEY_ID_COLUMN,) if hashes else ())),
         keep_tombstones=topic.spec.tombstones == "keep",
         max_records_per_file=archive.max_records_per_file,

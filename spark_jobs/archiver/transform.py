@@ -1,7 +1,9 @@
 """The archiver's transformations: DataFrame in, DataFrame out, no I/O.
 
 Raw Kafka rows (``key, value, partition, offset, timestamp``) are classified, decoded per schema version,
-given a business time and split into data rows and quarantine rows.
+given a business time and split into data rows and quarantine rows. A pass reads many plans at once
+(``spark_jobs.archiver.records``): each row carries its plan's place in the pass (``MEMBER_COLUMN``), and what differs
+between plans (their schema ids, time fields, bounds) is chosen per row by it (``by_member``).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -20,7 +22,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
 from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PiiAction
-from kafkalake.topic_spec import TimeCandidate, TimeFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
 
@@ -56,6 +58,33 @@ QUARANTINE_COLUMNS = (
 )
 RAW_COLUMNS = (KAFKA_KEY_COLUMN, "_raw_value")
 """The quarantine's copies of the record itself; an offsets-only quarantine object has every column but these."""
+PERMISSIVE = {"mode": "PERMISSIVE"}
+MEMBER_COLUMN = "_member"
+"""The place, in its pass, of the plan a row belongs to (0 in a pass of one plan)."""
+
+Choice = tuple[Column, Sequence[int]]
+"""An expression and the members of the pass whose rows it applies to."""
+
+
+def grouped(members: Mapping[int, tuple[Hashable, Column]]) -> list[Choice]:
+    """Members whose expressions have the same key (what the expression was built from) share one choice."""
+    found: dict[Hashable, tuple[Column, list[int]]] = {}
+    for member, (key, expression) in members.items():
+        found.setdefault(key, (expression, []))[1].append(member)
+    return list(found.values())
+
+
+def by_member(choices: Sequence[Choice], members: int) -> Column:
+    """Each row's own choice (by ``MEMBER_COLUMN``), null on rows of members none names; one choice naming every one
+    of the pass's ``members`` needs no test."""
+    chosen: Column | None = None
+    member = F.col(MEMBER_COLUMN)
+    for expression, which in choices:
+        if len(set(which)) == members:
+            return expression
+        test = member == F.lit(which[0]) if len(which) == 1 else member.isin(*which)
+        chosen = F.when(test, expression) if chosen is None else chosen.when(test, expression)
+    return chosen if chosen is not None else F.lit(None)
 
 
 @dataclass(frozen=True)
@@ -70,9 +99,16 @@ class VersionSchema:
     """Why the version's records are held in the restricted quarantine (``UNDECLARED_VERSION``), or None."""
 
 
-def with_metadata(raw: DataFrame) -> DataFrame:
-    """Kafka columns renamed to the metadata columns every output row carries."""
+def with_metadata(raw: DataFrame, kafka_topics: Sequence[str] = ()) -> DataFrame:
+    """Kafka columns renamed to the metadata columns every output row carries, and ``MEMBER_COLUMN``: the place of
+    the row's Kafka topic in ``kafka_topics`` (a pass's members, one plan per topic; 0 for a pass of one)."""
+    member = (
+        F.element_at(F.create_map(*[F.lit(x) for i, t in enumerate(kafka_topics) for x in (t, i)]), F.col("topic"))
+        if len(kafka_topics) > 1
+        else F.lit(0)
+    )
     return raw.select(
+        member.alias(MEMBER_COLUMN),
         F.col("partition").alias("_kafka_partition"),
         F.col("offset").alias("_kafka_offset"),
         F.col("timestamp").alias("_kafka_timestamp"),
@@ -82,8 +118,23 @@ def with_metadata(raw: DataFrame) -> DataFrame:
     )
 
 
-def classify_avro(rows: DataFrame, known_ids: Sequence[int], held_ids: Sequence[int] = ()) -> DataFrame:
-    """Add ``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id, and
+@dataclass(frozen=True)
+class Decoding:
+    """How one member of a pass decodes its values: its format and, per schema version, the value column its values
+    go to (``value_column``; members that decode a version alike share it)."""
+
+    value_format: ValueFormat
+    versions: tuple[tuple[VersionSchema, str], ...]
+    json_schema: StructType | None = None
+    """JSON: the Spark struct of the catalog's newest schema (``records._spark_schema``)."""
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(column for _, column in self.versions))
+
+
+def avro_classification(known_ids: Sequence[int], held_ids: Sequence[int] = ()) -> dict[str, Column]:
+    """``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id, and
     ``UNDECLARED_VERSION`` for a value of a schema in ``held_ids``: a version the catalog lacks whose records are
     held, ``kafkalake.undeclared``).
 
@@ -102,46 +153,85 @@ def classify_avro(rows: DataFrame, known_ids: Sequence[int], held_ids: Sequence[
         .when(matched.isin(*held_ids), F.lit(UNDECLARED_VERSION))
     )
     schema_id = F.when(F.length(value) >= HEADER_SIZE, F.coalesce(matched.cast("long"), parsed))
-    return rows.withColumns({"_schema_id": schema_id, "_error": error})
+    return {"_schema_id": schema_id, "_error": error}
 
 
-def classify_json(rows: DataFrame) -> DataFrame:
+def classify(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
+    """Add ``_schema_id`` and ``_error`` to each row as its member's format says: Avro by its frame against the
+    member's schema ids (``avro_classification``), JSON only tombstones (its schema id null)."""
+    found: dict[int, tuple[Hashable, dict[str, Column]]] = {}
+    for index, member in enumerate(members):
+        if member.value_format == ValueFormat.AVRO:
+            ids = [(v.schema_id, v.held is not None) for v, _ in member.versions if v.schema_id is not None]
+            key = tuple(ids)
+            known, held = [i for i, _ in ids], [i for i, is_held in ids if is_held]
+            found[index] = (key, avro_classification(known, held))
+        else:
+            json_columns = {
+                "_schema_id": F.lit(None).cast("long"),
+                "_error": F.when(F.col("_raw_value").isNull(), F.lit(TOMBSTONE)),
+            }
+            found[index] = ("json", json_columns)
     return rows.withColumns(
-        {"_schema_id": F.lit(None).cast("long"), "_error": F.when(F.col("_raw_value").isNull(), F.lit(TOMBSTONE))}
+        {
+            name: by_member(grouped({m: (key, columns[name]) for m, (key, columns) in found.items()}), len(members))
+            for name in ("_schema_id", "_error")
+        }
     )
 
 
-def value_column(version: int) -> str:
-    """The column holding the decoded values of one schema version (null on every other row)."""
-    return f"_value_v{version}"
+def value_column(number: int) -> str:
+    """The column holding one decoding's values in a pass (null on every other row): one per distinct schema, its
+    personal fields and whether it is held (``records.pass_decodings``)."""
+    return f"_value_v{number}"
 
 
-def decode_avro(rows: DataFrame, versions: Sequence[VersionSchema]) -> DataFrame:
-    """Every schema version decoded in one pass into its own column (``value_column``), with ``_schema_version``;
-    a payload its version cannot decode becomes ``corrupt_avro``.
+def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
+    """Every member's records decoded in one pass, each version's into its value column, with
+    ``_schema_version``; a payload its version cannot decode becomes ``corrupt_avro`` (Avro) or ``bad_json``.
 
     spark-avro's PERMISSIVE mode gives a corrupt payload a struct of nulls, not a null: a decode failed when a
     field the schema requires (not a union with null) is null. A schema without required fields cannot tell a
     corrupt payload from a record whose fields are all null."""
-    payload = F.expr(f"substring(_raw_value, {HEADER_SIZE + 1}, length(_raw_value) - {HEADER_SIZE})")
     good, schema_id = F.col("_error").isNull(), F.col("_schema_id")
-    decoded = rows.withColumns(
-        {
-            value_column(v.version): F.when(
-                good & (schema_id == F.lit(v.schema_id)), from_avro(payload, v.avro_schema, {"mode": "PERMISSIVE"})
-            )
-            for v in versions
-        }
-    )
-    version = F.coalesce(*[F.when(schema_id == F.lit(v.schema_id), F.lit(v.version)) for v in versions])
-    failed = [_decode_failed(value_column(v.version), v.avro_schema) for v in versions]
-    corrupt = functools.reduce(operator.and_, failed, good)
+    payload = F.expr(f"substring(_raw_value, {HEADER_SIZE + 1}, length(_raw_value) - {HEADER_SIZE})")
+    users: dict[str, tuple[Column, list[int]]] = {}
+    versions: dict[int, tuple[Hashable, Column]] = {}
+    failed: dict[int, tuple[Hashable, Column]] = {}
+    for index, member in enumerate(members):
+        if member.value_format == ValueFormat.AVRO:
+            for v, column in member.versions:
+                value = F.when(good & (schema_id == F.lit(v.schema_id)), from_avro(payload, v.avro_schema, PERMISSIVE))
+                users.setdefault(column, (value, []))[1].append(index)
+            pairs = tuple((v.schema_id, v.version) for v, _ in member.versions)
+            versions[index] = (pairs, F.coalesce(*[F.when(schema_id == F.lit(i), F.lit(n)) for i, n in pairs]))
+            corrupt = [_decode_failed(column, v.avro_schema) for v, column in member.versions]
+            broken = F.when(functools.reduce(operator.and_, corrupt, good), F.lit("corrupt_avro"))
+            failed[index] = (("avro", tuple((v.schema_id, column) for v, column in member.versions)), broken)
+        else:
+            v, column = member.versions[-1]
+            parsed = f"_parsed{column}"
+            with_corrupt = StructType([*(member.json_schema or StructType()).fields]).add("_corrupt_record", "string")
+            options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+            as_json = F.when(good, F.from_json(F.col("_raw_value").cast("string"), with_corrupt, options))
+            users.setdefault(parsed, (as_json, []))[1].append(index)
+            versions[index] = (("json", v.version), F.lit(v.version))
+            bad = good & (F.col(parsed).isNull() | F.col(parsed)["_corrupt_record"].isNotNull())
+            failed[index] = (("json", parsed), F.when(bad, F.lit("bad_json")))
+    count = len(members)
+    decoded = rows.withColumns({column: by_member([choice], count) for column, choice in users.items()})
+    parsed_columns = [c for c in users if c.startswith("_parsed")]
+    error = F.coalesce(by_member(grouped(failed), count), F.col("_error"))
     return decoded.withColumns(
         {
-            "_schema_version": version.cast("int"),
-            "_error": F.when(corrupt, F.lit("corrupt_avro")).otherwise(F.col("_error")),
+            "_schema_version": by_member(grouped(versions), count).cast("int"),
+            "_error": error,
+            **{
+                c.removeprefix("_parsed"): F.when(error.isNull(), F.col(c).dropFields("_corrupt_record"))
+                for c in parsed_columns
+            },
         }
-    )
+    ).drop(*parsed_columns)
 
 
 def _decode_failed(column: str, avro_schema: str) -> Column:
@@ -149,26 +239,6 @@ def _decode_failed(column: str, avro_schema: str) -> Column:
     fields = json.loads(avro_schema).get("fields", [])
     required = [f["name"] for f in fields if not (isinstance(f["type"], list) and "null" in f["type"])]
     return functools.reduce(operator.or_, [F.col(column)[name].isNull() for name in required], F.col(column).isNull())
-
-
-def decode_json(rows: DataFrame, version: int, spark_schema: StructType) -> DataFrame:
-    """JSON values parsed with the catalog's schema into ``value_column(version)``; unparseable ones become
-    ``bad_json``."""
-    with_corrupt = StructType([*spark_schema.fields]).add("_corrupt_record", "string")
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
-    good = F.col("_error").isNull()
-    parsed = rows.withColumn(
-        "_parsed", F.when(good, F.from_json(F.col("_raw_value").cast("string"), with_corrupt, options))
-    )
-    bad = good & (F.col("_parsed").isNull() | F.col("_parsed._corrupt_record").isNotNull())
-    return (
-        parsed.withColumn("_error", F.when(bad, F.lit("bad_json")).otherwise(F.col("_error")))
-        .withColumn(
-            value_column(version), F.when(F.col("_error").isNull(), F.col("_parsed").dropFields("_corrupt_record"))
-        )
-        .withColumn("_schema_version", F.lit(version))
-        .drop("_parsed")
-    )
 
 
 def field_type(schema: StructType, path: str) -> DataType | None:
@@ -235,14 +305,48 @@ def utc_hour(timestamp: Column) -> Column:
     return F.floor(F.pmod(F.unix_seconds(timestamp), F.lit(SECONDS_PER_DAY)) / 3600).cast("int")
 
 
-def with_business_time(
-    decoded: DataFrame, candidates: tuple[TimeCandidate, ...], now: datetime, value_columns: Sequence[str]
-) -> DataFrame:
-    """Add ``_business_time`` (first valid candidate, else Kafka time), ``_time_source``, ``dt`` and ``hour``;
-    times before 2000 or more than a day after ``now`` become ``time_out_of_bounds`` errors.
+@dataclass(frozen=True)
+class Timing:
+    """How one member of a pass finds its rows' business time: its candidates in order, its plan's 'now' (the upper
+    bound is a day after it) and its value columns."""
+
+    candidates: tuple[TimeCandidate, ...]
+    now: datetime
+    value_columns: tuple[str, ...]
+
+
+def with_business_time(decoded: DataFrame, members: Sequence[Timing]) -> DataFrame:
+    """Add ``_business_time`` (the member's first valid candidate, else Kafka time), ``_time_source``, ``dt`` and
+    ``hour``; times before 2000 or more than a day after the member's ``now`` become ``time_out_of_bounds`` errors.
 
     A row holds at most one version's values (the others are null), so a candidate is looked up in every version
     that has its field, in the candidates' order."""
+    business: dict[int, tuple[Hashable, Column]] = {}
+    sources: dict[int, tuple[Hashable, Column]] = {}
+    latest: dict[int, tuple[Hashable, Column]] = {}
+    for index, member in enumerate(members):
+        found, source = _business_time(decoded, member.candidates, member.value_columns)
+        key = (member.candidates, member.value_columns)
+        business[index], sources[index] = (key, found), (key, source)
+        latest[index] = (member.now, F.lit(member.now).cast("timestamp") + F.expr("INTERVAL 1 DAY"))
+    count = len(members)
+    time = by_member(grouped(business), count) if members else F.col("_kafka_timestamp")
+    out_of_bounds = (time < F.lit(EARLIEST)) | (time > by_member(grouped(latest), count))
+    return decoded.withColumns(
+        {
+            "_business_time": time,
+            "_time_source": by_member(grouped(sources), count) if members else F.lit("kafka_timestamp"),
+            "_error": F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))),
+            "dt": utc_date(time),
+            "hour": utc_hour(time),
+        }
+    )
+
+
+def _business_time(
+    decoded: DataFrame, candidates: tuple[TimeCandidate, ...], value_columns: Sequence[str]
+) -> tuple[Column, Column]:
+    """A member's business time (its first valid candidate, else Kafka time) and where it came from."""
     present = []
     for candidate in candidates:
         for column in value_columns:
@@ -254,22 +358,14 @@ def with_business_time(
     source: Column = F.lit("kafka_timestamp")
     for candidate, parsed in reversed(present):
         source = F.when(parsed.isNotNull(), F.lit(candidate.path)).otherwise(source)
-    latest = F.lit(now).cast("timestamp") + F.expr("INTERVAL 1 DAY")
-    out_of_bounds = (business < F.lit(EARLIEST)) | (business > latest)
-    return decoded.withColumns(
-        {
-            "_business_time": business,
-            "_time_source": source,
-            "_error": F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))),
-            "dt": utc_date(business),
-            "hour": utc_hour(business),
-        }
-    )
+    return business, source
 
 
-def with_tombstone_key(rows: DataFrame) -> DataFrame:
-    """``TOMBSTONE_KEY_COLUMN``: each tombstone's Kafka key as Kafka holds it (before ``_key`` is hashed)."""
-    return rows.withColumn(TOMBSTONE_KEY_COLUMN, F.when(F.col("_error") == F.lit(TOMBSTONE), F.col(KAFKA_KEY_COLUMN)))
+def with_tombstone_key(rows: DataFrame, members: Sequence[int], count: int) -> DataFrame:
+    """``TOMBSTONE_KEY_COLUMN``: each tombstone's Kafka key as Kafka holds it (before ``_key`` is hashed), on the
+    rows of ``members`` (the ``by_key`` topics among the pass's ``count``)."""
+    key = F.when(F.col("_error") == F.lit(TOMBSTONE), F.col(KAFKA_KEY_COLUMN))
+    return rows.withColumn(TOMBSTONE_KEY_COLUMN, by_member([(key, members)], count))
 
 
 def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
@@ -281,6 +377,7 @@ def plan_rows(timed: DataFrame, value_columns: Sequence[str]) -> DataFrame:
     quarantined = F.col("_error").isNotNull() & (F.col("_error") != F.lit(TOMBSTONE))
     extras = [c for c in (HEADERS_COLUMN, KEY_ID_COLUMN, TOMBSTONE_KEY_COLUMN) if c in timed.columns]
     return timed.select(
+        MEMBER_COLUMN,
         *META_COLUMNS,
         KAFKA_KEY_COLUMN,
         *extras,

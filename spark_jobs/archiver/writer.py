@@ -31,6 +31,7 @@ from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encrypt
 from kafkalake.personal import KAFKA_KEY_COLUMN, Keyring, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver.transform import (
+    MEMBER_COLUMN,
     META_COLUMNS,
     QUARANTINE_COLUMNS,
     RAW_COLUMNS,
@@ -40,13 +41,13 @@ from spark_jobs.archiver.transform import (
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
 OUTCOME_SCHEMA = (
-    "kind string, key string, key_id string, kafka_partition int, error string, rows long, first_offset long, "
-    "last_offset long, bytes long, seconds double"
+    "member int, kind string, key string, key_id string, kafka_partition int, error string, rows long, "
+    "first_offset long, last_offset long, bytes long, seconds double"
 )
 """One row per object written (kind data or quarantine), per (Kafka partition, error) counted (kind count: error
 null for data rows), per task timing (kind waited: seconds spent waiting for Spark's read and decode; kind
 wrote: seconds spent splitting, encoding and uploading), and per task the S3 calls botocore retried (kind retried,
-in rows)."""
+in rows); ``member``: the place of the row's plan in its pass (null on a task's timings and retries)."""
 DATA, QUARANTINE, COUNT, WAITED, WROTE, RETRIED = "data", "quarantine", "count", "waited", "wrote", "retried"
 ERASE = "erase"
 """An outcome row per tombstone of a ``by_key`` topic and key the archiver holds: the keyed hash of its Kafka key
@@ -58,6 +59,7 @@ QUARANTINE_GROUP = ("_kafka_partition", "dt")
 """A quarantined record's own bytes: left out of its quarantine row when the topic keeps offsets only."""
 _OUTCOME_ARROW = pa.schema(
     [
+        ("member", pa.int32()),
         ("kind", pa.string()),
         ("key", pa.string()),
         ("key_id", pa.string()),
@@ -208,18 +210,20 @@ class _Buffer:
 
 
 class PlanWriter:
-    """A task's records → its data and quarantine objects, and its counts (one outcome row each)."""
+    """A task's records → its data and quarantine objects, and its counts (one outcome row each); ``layouts``: each
+    member's of the pass, by its place (``MEMBER_COLUMN``)."""
 
-    def __init__(self, layout: PlanLayout) -> None:
-        self.layout = layout
+    def __init__(self, layouts: Sequence[PlanLayout]) -> None:
+        self.layouts = tuple(layouts)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        self.s3 = worker_s3_client(self.layout.endpoints)
-        retries = worker_s3_retries(self.layout.endpoints)
+        endpoints = self.layouts[0].endpoints
+        self.s3 = worker_s3_client(endpoints)
+        retries = worker_s3_retries(endpoints)
         retried_before = retries.total
         self.outcome: list[dict[str, Any]] = []
         self.buffers: dict[tuple[Any, ...], _Buffer] = {}
-        self.counts: Counter[tuple[int, str | None]] = Counter()
+        self.counts: Counter[tuple[int, int, str | None]] = Counter()
         waited = wrote = 0.0
         batches = iter(batches)
         while True:
@@ -229,52 +233,56 @@ class PlanWriter:
             if batch is None:
                 break
             started = time.monotonic()
-            self._route(pa.Table.from_batches([batch]))
+            for (member,), rows in split_groups(pa.Table.from_batches([batch]), [MEMBER_COLUMN]):
+                self._route(member, rows)
             wrote += time.monotonic() - started
         started = time.monotonic()
         for group in list(self.buffers):
             self._flush(group)
         wrote += time.monotonic() - started
         self.outcome += [
-            {"kind": COUNT, "kafka_partition": p, "error": e, "rows": n} for (p, e), n in self.counts.items()
+            {"member": m, "kind": COUNT, "kafka_partition": p, "error": e, "rows": n}
+            for (m, p, e), n in self.counts.items()
         ]
         self.outcome += [{"kind": WAITED, "seconds": waited}, {"kind": WROTE, "seconds": wrote}]
         self.outcome.append({"kind": RETRIED, "rows": retries.total - retried_before})
         yield pa.RecordBatch.from_pylist(self.outcome, schema=_OUTCOME_ARROW)
 
-    def _route(self, table: pa.Table) -> None:
-        self._count(table)
+    def _route(self, member: int, table: pa.Table) -> None:
+        layout = self.layouts[member]
+        self._count(member, table)
         error = table.column("_error")
         good = pc.is_null(error)
         tombstone = pc.fill_null(pc.equal(error, TOMBSTONE), False)
-        for version, column in self.layout.versions:
+        for version, column in layout.versions:
             mine = pc.and_(good, pc.fill_null(pc.equal(table.column("_schema_version"), version), False))
-            carries_log = self.layout.keep_tombstones and version == self.layout.newest
+            carries_log = layout.keep_tombstones and version == layout.newest
             rows = selected(table, pc.or_(mine, tombstone) if carries_log else mine)
             flags = pc.fill_null(pc.equal(rows.column("_error"), TOMBSTONE), False) if carries_log else None
-            written = data_rows(rows, column, self.layout, flags)
-            if self.layout.version_column:
+            written = data_rows(rows, column, layout, flags)
+            if layout.version_column:
                 written = written.append_column(
                     pa.field(SCHEMA_VERSION_COLUMN, pa.int32(), nullable=False),
                     pa.array([version] * written.num_rows, pa.int32()),
                 )
             for group, part in split_groups(written, DATA_GROUP):
-                self._add((DATA, version, *group), part)
-        if self.layout.erasure_keys is not None and pc.any(tombstone).as_py():
-            self._erasures(self.layout.erasure_keys, table.filter(tombstone))
+                self._add((member, DATA, version, *group), part)
+        if layout.erasure_keys is not None and pc.any(tombstone).as_py():
+            self._erasures(member, layout.erasure_keys, table.filter(tombstone))
         if error.null_count < table.num_rows:
             quarantined = table.filter(pc.and_(pc.invert(good), pc.invert(tombstone)))
-            for mode, rows in quarantine_modes(quarantined, self.layout.quarantine):
+            for mode, rows in quarantine_modes(quarantined, layout.quarantine):
                 for group, part in split_groups(quarantine_rows(rows, mode), QUARANTINE_GROUP):
-                    self._add((QUARANTINE, mode, *group), part)
+                    self._add((member, QUARANTINE, mode, *group), part)
 
-    def _erasures(self, keys: Keyring, tombstones: pa.Table) -> None:
+    def _erasures(self, member: int, keys: Keyring, tombstones: pa.Table) -> None:
         """Each tombstone's clear key digested under every key (the rows before it may have been hashed under any)."""
         names = (TOMBSTONE_KEY_COLUMN, "_kafka_partition", "_kafka_offset")
         for raw, part, offset in zip(*(tombstones.column(c).to_pylist() for c in names), strict=True):
             if raw is not None:
                 self.outcome += [
                     {
+                        "member": member,
                         "kind": ERASE,
                         "key": k.digest_bytes(raw),
                         "key_id": k.key_id,
@@ -284,21 +292,21 @@ class PlanWriter:
                     for k in keys.keys
                 ]
 
-    def _count(self, table: pa.Table) -> None:
+    def _count(self, member: int, table: pa.Table) -> None:
         """Rows per (Kafka partition, error)."""
         if table.column("_error").null_count == table.num_rows and constant(table, ["_kafka_partition"]):
-            self.counts[(table.column("_kafka_partition")[0].as_py(), None)] += table.num_rows
+            self.counts[(member, table.column("_kafka_partition")[0].as_py(), None)] += table.num_rows
             return
         counted = table.group_by(["_kafka_partition", "_error"]).aggregate([("_kafka_offset", "count")])
         columns = (counted.column(c).to_pylist() for c in ("_kafka_partition", "_error", "_kafka_offset_count"))
         for partition, error, n in zip(*columns, strict=True):
-            self.counts[(partition, error)] += n
+            self.counts[(member, partition, error)] += n
 
     def _add(self, group: tuple[Any, ...], rows: pa.Table) -> None:
         buffer = self.buffers.setdefault(group, _Buffer())
         buffer.tables.append(rows)
         buffer.rows += rows.num_rows
-        while buffer.rows >= self.layout.max_records_per_file:
+        while buffer.rows >= self.layouts[group[0]].max_records_per_file:
             self._flush(group)
 
     def _flush(self, group: tuple[Any, ...]) -> None:
@@ -306,30 +314,32 @@ class PlanWriter:
         buffer = self.buffers[group]
         if not buffer.rows:
             return
+        member, kind = group[0], group[1]
+        layout = self.layouts[member]
         table = pa.concat_tables(buffer.tables)
-        bound = self.layout.max_records_per_file
+        bound = layout.max_records_per_file
         rest = table.slice(bound)
         table = table.slice(0, bound)
         buffer.tables, buffer.rows = ([rest] if rest.num_rows else []), rest.num_rows
         offsets = table.column("_kafka_offset")
         first, last = offsets[0].as_py(), offsets[len(offsets) - 1].as_py()
-        kind = group[0]
-        key = self._key(group, first, last)
+        key = object_key(layout.prefix, group[1:], first, last)
         path_columns = ["dt", "hour"] if kind == DATA else ["dt"]
         body = io.BytesIO()
-        pq.write_table(table.drop_columns(path_columns), body, compression=self.layout.compression)
-        bucket = self.layout.endpoints.bucket
+        pq.write_table(table.drop_columns(path_columns), body, compression=layout.compression)
+        bucket = layout.endpoints.bucket
         try:
             self.s3.put_object(
                 Bucket=bucket,
                 Key=key,
                 Body=body.getvalue(),
-                **restricted_encryption(key, self.layout.endpoints.restricted_key_arn),
+                **restricted_encryption(key, layout.endpoints.restricted_key_arn),
             )
         except ClientError as exc:
             raise ObjectNotWritten(f"cannot write s3://{bucket}/{key}: {exc}") from exc
         self.outcome.append(
             {
+                "member": member,
                 "kind": kind,
                 "key": key,
                 "kafka_partition": table.column("_kafka_partition")[0].as_py(),
@@ -340,11 +350,13 @@ class PlanWriter:
             }
         )
 
-    def _key(self, group: tuple[Any, ...], first: int, last: int) -> str:
-        prefix = self.layout.prefix
-        if group[0] == DATA:
-            _, version, partition, dt, hour = group
-            return DataKey(prefix, Partition(version, date.fromisoformat(dt), int(hour)), partition, first, last).key()
-        _, mode, partition, dt = group
-        restricted = mode == QuarantineMode.RESTRICTED
-        return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last, restricted=restricted)
+
+def object_key(prefix: TablePrefix, group: tuple[Any, ...], first: int, last: int) -> str:
+    """The key of a data object (group: DATA, version, Kafka partition, dt, hour) or a quarantine object (group:
+    QUARANTINE, how it is kept, Kafka partition, dt) holding offsets ``first`` to ``last``."""
+    if group[0] == DATA:
+        _, version, partition, dt, hour = group
+        return DataKey(prefix, Partition(version, date.fromisoformat(dt), int(hour)), partition, first, last).key()
+    _, mode, partition, dt = group
+    restricted = mode == QuarantineMode.RESTRICTED
+    return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last, restricted=restricted)

@@ -74,6 +74,7 @@ JOBS = CORE | {
         "iceberg_maintenance",
         "archiver/__init__",
         "archiver/job",
+        "archiver/light",
         "archiver/metrics",
         "archiver/offsets",
         "archiver/plan",

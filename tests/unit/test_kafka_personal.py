@@ -24,7 +24,8 @@ from kafkalake.personal import KEY_ID_COLUMN, Keyring, PseudonymKey
 from kafkalake.topic_catalog import Topic, TopicCatalogInvalid, load_topic_catalog, tables_document
 from kafkalake.topic_spec import ArchivePolicy, StoredAs, TopicSpec
 from kafkalake.wire import encode
-from spark_jobs.archiver.records import prepared
+from spark_jobs.archiver.plan import Plan
+from spark_jobs.archiver.records import PassMember, prepared
 from spark_jobs.archiver.topic_run import plan_layout
 from spark_jobs.archiver.transform import TOMBSTONE_KEY_COLUMN, VersionSchema
 from spark_jobs.archiver.writer import DATA, ERASE, QUARANTINE, PlanWriter
@@ -98,9 +99,11 @@ def test_the_stored_key_and_headers_carry_the_pii_tag_and_the_access_matrix_show
 def test_the_writer_gets_the_kafka_columns_and_the_key_id_when_the_key_or_headers_are_hashed() -> None:
     versions = [VersionSchema(1, 11, json.dumps(ORDER))]
     keys = Keyring(KEY, (EARLIER,))
-    hashed = plan_layout(ENDPOINTS, topic({"key": "hmac", "headers": "hmac"}, erasure="by_key"), versions, keys)
+    hashed = plan_layout(
+        ENDPOINTS, topic({"key": "hmac", "headers": "hmac"}, erasure="by_key"), versions, {1: "_value_v1"}, keys
+    )
     assert (hashed.extra_columns, hashed.erasure_keys) == (("_key", "_headers", KEY_ID_COLUMN), keys)
-    clear = plan_layout(ENDPOINTS, topic({"key": "clear"}), versions, keys)
+    clear = plan_layout(ENDPOINTS, topic({"key": "clear"}), versions, {1: "_value_v1"}, keys)
     assert (clear.extra_columns, clear.erasure_keys) == (("_key",), None)
 
 
@@ -122,7 +125,10 @@ def test_the_archiver_stores_the_digest_of_the_key_and_of_each_header_value_in_e
         "key binary, value binary, partition int, offset long, timestamp timestamp, "
         "headers array<struct<key:string, value:binary>>",
     )
-    rows = prepared(raw, hashed, [VersionSchema(1, 11, json.dumps(ORDER))], now=NOW, key=KEY)
+    member = PassMember(
+        hashed, Plan(hashed.kafka_topic, NOW.isoformat(), {}), (VersionSchema(1, 11, json.dumps(ORDER)),)
+    )
+    rows = prepared(raw, [member], key=KEY)
     columns = ("_kafka_offset", "_error", "_key", "_headers", KEY_ID_COLUMN, TOMBSTONE_KEY_COLUMN)
     actual = rows.select(*columns).orderBy("_kafka_offset")
     one, two = KEY.digest_bytes(b"cust-1"), KEY.digest_bytes(b"cust-2")
@@ -147,7 +153,7 @@ def test_a_hashed_keys_tombstone_is_reported_under_every_key_and_its_clear_key_s
     rows = [{**r, "_key": KEY.digest_bytes(r["_key"])} for r in PLAN]
     schema = SCHEMA.set(SCHEMA.get_field_index("_key"), pa.field("_key", pa.string()))
     keys = Keyring(KEY, (EARLIER,))
-    writer = PlanWriter(dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_keys=keys))
+    writer = PlanWriter([dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_keys=keys)])
     outcome = pa.Table.from_batches(list(writer(iter(pa.Table.from_pylist(rows, schema=schema).to_batches()))))
     erasures = [(r["key_id"], r["key"], r["first_offset"]) for r in outcome.to_pylist() if r["kind"] == ERASE]
     assert erasures == [(KEY.key_id, KEY.digest_bytes(b"k2"), 2), (EARLIER.key_id, EARLIER.digest_bytes(b"k2"), 2)]

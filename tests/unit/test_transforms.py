@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from kafkalake.topic_spec import TimeCandidate, TimeFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
 from spark_jobs.archiver import transform
 
@@ -23,27 +23,45 @@ def raw(spark: SparkSession, values: list[bytes | None]) -> DataFrame:
     return transform.with_metadata(spark.createDataFrame(rows, RAW))
 
 
+def avro(*versions: transform.VersionSchema) -> transform.Decoding:
+    """An Avro member's decoding, each version into its own column."""
+    return transform.Decoding(ValueFormat.AVRO, tuple((v, transform.value_column(v.version)) for v in versions))
+
+
+def json_member(version: int, schema: StructType | None = None) -> transform.Decoding:
+    found = transform.VersionSchema(version, None, "{}")
+    return transform.Decoding(ValueFormat.JSON, ((found, transform.value_column(version)),), schema or StructType())
+
+
+def timed_by(frame: DataFrame, candidates: tuple[TimeCandidate, ...], columns: list[str]) -> DataFrame:
+    """``with_business_time`` for a pass of one member."""
+    return transform.with_business_time(frame, [transform.Timing(candidates, NOW, tuple(columns))])
+
+
 def errors(frame: DataFrame) -> list[str | None]:
     return [r["_error"] for r in frame.orderBy("_kafka_offset").collect()]
 
 
 def test_metadata_columns_replace_kafkas(bare_spark: SparkSession) -> None:
     rows = raw(bare_spark, [b"v"])
-    assert rows.columns == ["_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_key", "_raw_value"]
+    assert rows.columns == ["_member", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_key", "_raw_value"]
 
 
 def test_avro_classification_by_frame(bare_spark: SparkSession) -> None:
     good, unknown = encode(7, SCHEMA, {"id": "a"}), encode(8, SCHEMA, {"id": "a"})
-    classified = transform.classify_avro(raw(bare_spark, [good, None, b"\x00\x01", b"\x42garbage", unknown]), [7])
+    classified = transform.classify(
+        raw(bare_spark, [good, None, b"\x00\x01", b"\x42garbage", unknown]),
+        [avro(transform.VersionSchema(1, 7, SCHEMA))],
+    )
     assert errors(classified) == [None, "tombstone", "truncated", "bad_magic_byte", "unknown_schema_id"]
     assert [r["_schema_id"] for r in classified.orderBy("_kafka_offset").collect()] == [7, None, None, 1734439522, 8]
 
 
 def test_json_decoding_keeps_good_rows_and_flags_bad_ones(bare_spark: SparkSession) -> None:
-    classified = transform.classify_json(raw(bare_spark, [b'{"id": "a", "n": 2}', None, b"{not json"]))
-    assert errors(classified) == [None, "tombstone", None]
     schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
-    decoded = transform.decode_json(classified, 3, schema)
+    classified = transform.classify(raw(bare_spark, [b'{"id": "a", "n": 2}', None, b"{not json"]), [json_member(3)])
+    assert errors(classified) == [None, "tombstone", None]
+    decoded = transform.decode(classified, [json_member(3, schema)])
     assert errors(decoded) == [None, "tombstone", "bad_json"]
     rows = decoded.orderBy("_kafka_offset").collect()
     assert rows[0]["_value_v3"].asDict() == {"id": "a", "n": 2} and rows[0]["_schema_version"] == 3
@@ -54,7 +72,7 @@ def test_avro_versions_decode_in_one_pass(bare_spark: SparkSession) -> None:
     other = '{"type":"record","name":"R","fields":[{"name":"id","type":"string"},{"name":"n","type":"long"}]}'
     values = [encode(7, SCHEMA, {"id": "a"}), encode(9, other, {"id": "b", "n": 5}), b"\x00\x00\x00\x00\x09\xff", None]
     versions = [transform.VersionSchema(1, 7, SCHEMA), transform.VersionSchema(2, 9, other)]
-    decoded = transform.decode_avro(transform.classify_avro(raw(bare_spark, values), [7, 9]), versions)
+    decoded = transform.decode(transform.classify(raw(bare_spark, values), [avro(*versions)]), [avro(*versions)])
     rows = decoded.orderBy("_kafka_offset").collect()
     assert [r["_error"] for r in rows] == [None, None, "corrupt_avro", "tombstone"]
     assert [r["_schema_version"] for r in rows] == [1, 2, 2, None]
@@ -74,7 +92,7 @@ def timed(spark: SparkSession, values: list[tuple[str | None, int | None]]) -> D
         TimeCandidate(path="epoch", format=TimeFormat.EPOCH, unit="ms"),
         TimeCandidate(path="absent.field", format=TimeFormat.EPOCH, unit="s"),
     )
-    return transform.with_business_time(frame, candidates, NOW, ["_value", "_other"]).orderBy("_kafka_offset")
+    return timed_by(frame, candidates, ["_value", "_other"]).orderBy("_kafka_offset")
 
 
 def test_business_time_takes_the_first_valid_candidate(bare_spark: SparkSession) -> None:
@@ -108,16 +126,17 @@ def test_business_time_is_found_in_the_rows_version(bare_spark: SparkSession) ->
         "_v1 struct<epoch: long>, _v2 struct<epoch: long>",
     )
     candidate = (TimeCandidate(path="epoch", format=TimeFormat.EPOCH, unit="ms"),)
-    rows = transform.with_business_time(frame, candidate, NOW, ["_v1", "_v2"]).orderBy("_kafka_offset").collect()
+    rows = timed_by(frame, candidate, ["_v1", "_v2"]).orderBy("_kafka_offset").collect()
     assert [(r["hour"], r["_time_source"]) for r in rows] == [(5, "epoch"), (6, "epoch")]
 
 
 def test_plan_rows_carry_raw_bytes_only_for_quarantine(bare_spark: SparkSession) -> None:
     values = [encode(7, SCHEMA, {"id": "a"}), None, b"\x42garbage"]
     versions = [transform.VersionSchema(1, 7, SCHEMA)]
-    decoded = transform.decode_avro(transform.classify_avro(raw(bare_spark, values), [7]), versions)
-    rows = transform.plan_rows(transform.with_business_time(decoded, (), NOW, ["_value_v1"]), ["_value_v1"])
+    decoded = transform.decode(transform.classify(raw(bare_spark, values), [avro(*versions)]), [avro(*versions)])
+    rows = transform.plan_rows(timed_by(decoded, (), ["_value_v1"]), ["_value_v1"])
     assert rows.columns == [
+        "_member",
         "_kafka_partition",
         "_kafka_offset",
         "_kafka_timestamp",
@@ -155,7 +174,7 @@ def test_partitions_do_not_depend_on_the_session_zone(bare_spark: SparkSession, 
     bare_spark.conf.set("spark.sql.session.timeZone", zone)
     try:
         elsewhere = [tuple(r) for r in timed(bare_spark, values).select(*columns).collect()]
-        tombstone = transform.with_business_time(transform.classify_json(raw(bare_spark, [None])), (), NOW, []).first()
+        tombstone = timed_by(transform.classify(raw(bare_spark, [None]), [json_member(1)]), (), []).first()
     finally:
         bare_spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert [r[1:] for r in in_utc] == [
@@ -201,7 +220,7 @@ def test_epoch_edge_cases_follow_one_rule_each(
         TimeCandidate(path=path, format=TimeFormat.EPOCH, unit=unit)
         for path, unit in (("flag", "s"), ("text_s", "s"), ("double_s", "s"), ("long_ms", "ms"), ("long_ns", "ns"))
     )
-    row = transform.with_business_time(frame, candidates, NOW, ["_value"]).first()
+    row = timed_by(frame, candidates, ["_value"]).first()
     assert row is not None
     at, source, error = expected
     assert (row["_time_source"], row["_error"]) == (source, error)
@@ -222,7 +241,7 @@ def iso_times(spark: SparkSession, texts: list[str], session_zone: str = "UTC") 
     )
     spark.conf.set("spark.sql.session.timeZone", session_zone)
     try:
-        rows = transform.with_business_time(frame, PARIS_CANDIDATE, NOW, ["_value"]).orderBy("_kafka_offset").collect()
+        rows = timed_by(frame, PARIS_CANDIDATE, ["_value"]).orderBy("_kafka_offset").collect()
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert all(r["_error"] is None for r in rows)

@@ -22,7 +22,8 @@ from kafkalake.topic_spec import TopicSpec
 from kafkalake.undeclared import UNDECLARED_VERSION, protection
 from kafkalake.wire import encode
 from spark_jobs.archiver.metrics import metric_data
-from spark_jobs.archiver.records import prepared, version_schemas
+from spark_jobs.archiver.plan import Plan
+from spark_jobs.archiver.records import PassMember, prepared, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult
 
 KEY = PseudonymKey("k-2026", bytes(range(40)))
@@ -125,7 +126,8 @@ def test_records_of_undeclared_versions_are_hashed_by_their_tags_or_held_never_c
 ) -> None:
     versions = version_schemas(TOPIC, Registry(), key_at_hand=True)  # type: ignore[arg-type]
     assert [v.held is not None for v in versions] == [False, False, True]
-    rows = prepared(raw_records(bare_spark), TOPIC, versions, now=NOW, key=KEY)
+    plan = Plan(TOPIC.kafka_topic, NOW.isoformat(), {})
+    rows = prepared(raw_records(bare_spark), [PassMember(TOPIC, plan, tuple(versions))], key=KEY)
     actual = rows.select(
         "_kafka_offset",
         "_schema_version",

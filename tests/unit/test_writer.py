@@ -59,6 +59,7 @@ def row(offset: int, kind: str, hour: int = 9, partition: int = 0) -> dict[str, 
     at = T9.replace(hour=hour) + timedelta(seconds=offset)
     error = None if kind in ("v1", "v2") else kind
     return {
+        "_member": 0,
         "_kafka_partition": partition,
         "_kafka_offset": offset,
         "_kafka_timestamp": at,
@@ -80,6 +81,7 @@ def row(offset: int, kind: str, hour: int = 9, partition: int = 0) -> dict[str, 
 
 SCHEMA = pa.schema(
     [
+        ("_member", pa.int32()),
         ("_kafka_partition", pa.int32()),
         ("_kafka_offset", pa.int64()),
         ("_kafka_timestamp", pa.timestamp("us", tz="UTC")),
@@ -106,7 +108,7 @@ def layout(max_records: int = 100, keep: bool = False, extra: tuple[str, ...] = 
 
 def write(rows: list[dict[str, Any]], plan: PlanLayout, batch: int = 4) -> list[dict[str, Any]]:
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
-    outcome = list(PlanWriter(plan)(iter(table.to_batches(max_chunksize=batch))))
+    outcome = list(PlanWriter([plan])(iter(table.to_batches(max_chunksize=batch))))
     found: list[dict[str, Any]] = pa.Table.from_batches(outcome).to_pylist()
     return found
 
@@ -178,6 +180,31 @@ def test_objects_are_cut_at_the_record_bound_and_do_not_depend_on_batching(s3: A
     second = write(rows, layout(max_records=3), batch=5)
     assert {r["key"] for r in second if r["key"]} == set(bodies)
     assert all(s3.get_object(Bucket="lake", Key=k)["Body"].read() == body for k, body in bodies.items())
+
+
+def test_a_task_of_many_plans_writes_each_with_its_own_layout_the_objects_each_writes_alone(s3: Any) -> None:
+    """A pass's task holds rows of two plans (two topics, one after the other as coalesced Kafka partitions are, and
+    mixed in one batch): each plan's objects go under its own prefix, with the keys and bytes its plan alone gives,
+    and every outcome row names its plan's place in the pass."""
+    other = dataclasses.replace(layout(max_records=3), prefix=TablePrefix("payments", "test", "test", "refunds"))
+    mine = [row(i, "v1") for i in range(5)]
+    theirs = [{**row(i, "v1", hour=10), "_member": 1} for i in range(4)] + [{**row(4, "bad_magic_byte"), "_member": 1}]
+    alone = {
+        r["key"]: s3.get_object(Bucket="lake", Key=r["key"])["Body"].read()
+        for rows, plan in ((mine, layout(max_records=3)), ([{**r, "_member": 0} for r in theirs], other))
+        for r in write(rows, plan)
+        if r["key"]
+    }
+    for key in alone:
+        s3.delete_object(Bucket="lake", Key=key)
+    table = pa.Table.from_pylist([*mine[:3], theirs[0], *mine[3:], *theirs[1:]], schema=SCHEMA)
+    outcome = pa.Table.from_batches(list(PlanWriter([layout(max_records=3), other])(iter(table.to_batches(3)))))
+    written = {r["key"]: r["member"] for r in outcome.to_pylist() if r["key"]}
+    assert set(written) == set(alone)
+    assert {k: s3.get_object(Bucket="lake", Key=k)["Body"].read() for k in written} == alone
+    assert all(key.startswith(PREFIX.data_prefix()) == (member == 0) for key, member in written.items())
+    counts = {(r["member"], r["error"]): r["rows"] for r in outcome.to_pylist() if r["kind"] == COUNT}
+    assert counts == {(0, None): 5, (1, None): 4, (1, "bad_magic_byte"): 1}
 
 
 def test_throttling_and_5xx_are_retried_and_each_task_reports_its_retries(s3: Any) -> None:

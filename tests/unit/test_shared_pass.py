@@ -1,0 +1,116 @@
+"""Many plans in one pass (``spark_jobs.archiver.records.prepared``; chispa-style, on a bare session): each row is
+classified, decoded, timed and protected as its own topic says, and topics that decode alike share one value
+column."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kafkalake.personal import PseudonymKey
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TopicSpec
+from kafkalake.wire import encode
+from spark_jobs.archiver.plan import Plan
+from spark_jobs.archiver.records import PassMember, pass_columns, prepared
+from spark_jobs.archiver.transform import VersionSchema
+
+KEY = PseudonymKey("k-2026", bytes(range(40)))
+T0 = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+NOW = datetime(2026, 11, 21, tzinfo=UTC)
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "string"}, {"name": "at", "type": ["null", "string"]}],
+}
+READING = {
+    "type": "record",
+    "name": "Reading",
+    "fields": [{"name": "id", "type": "string"}, {"name": "n", "type": "long"}],
+}
+AT = [{"path": "at", "format": "iso8601"}]
+
+
+def topic(name: str, schema: dict[str, Any], **spec: Any) -> Topic:
+    policy = TopicSpec.model_validate({"kafka_topic": f"t.{name}", **spec})
+    return Topic(name, "acme", "shop", "staging", policy, (json.dumps(schema),), Path(f"{name}.yaml"))
+
+
+def member(found: Topic, *versions: VersionSchema, now: datetime = NOW) -> PassMember:
+    return PassMember(found, Plan(found.kafka_topic, now.isoformat(), {}), versions)
+
+
+ORDERS = topic("orders", ORDER, time_fields=AT)
+ORDERS_TOO = topic("orders-too", ORDER, time_fields=AT)
+RETURNS = topic("returns", ORDER, pii={"id": "hmac"})
+READINGS = topic("readings", READING, value_format="json")
+MEMBERS = [
+    member(ORDERS, VersionSchema(1, 7, json.dumps(ORDER))),
+    member(ORDERS_TOO, VersionSchema(1, 7, json.dumps(ORDER))),
+    member(RETURNS, VersionSchema(1, 7, json.dumps(ORDER), {"id": RETURNS.personal_fields["id"]})),
+    member(READINGS, VersionSchema(1, None, json.dumps(READING))),
+]
+
+
+def raw(spark: SparkSession) -> DataFrame:
+    order = encode(7, json.dumps(ORDER), {"id": "o-1", "at": "2026-11-20T08:15:00Z"})
+    rows = [
+        ("t.orders", order),
+        ("t.orders", encode(9, json.dumps(ORDER), {"id": "o-2", "at": None})),
+        ("t.orders-too", order),
+        ("t.returns", order),
+        ("t.readings", b'{"id": "r-1", "n": 4}'),
+        ("t.readings", b"{not json"),
+        ("t.readings", order),
+    ]
+    return spark.createDataFrame(
+        [(t, b"cust", v, 0, offset, T0) for offset, (t, v) in enumerate(rows)],
+        "topic string, key binary, value binary, partition int, offset long, timestamp timestamp",
+    )
+
+
+def test_topics_that_decode_alike_share_a_column_and_a_different_protection_gets_its_own() -> None:
+    assert pass_columns(MEMBERS) == [{1: "_value_v1"}, {1: "_value_v1"}, {1: "_value_v2"}, {1: "_value_v3"}]
+
+
+def test_each_row_is_classified_decoded_timed_and_protected_as_its_own_topic_says(bare_spark: SparkSession) -> None:
+    rows = prepared(raw(bare_spark), MEMBERS, key=KEY).orderBy("_kafka_offset").collect()
+    found = [
+        (r["_member"], r["_error"], r["_schema_version"], r["_time_source"], r["_business_time"].hour) for r in rows
+    ]
+    assert found == [
+        (0, None, 1, "at", 8),
+        (0, "unknown_schema_id", None, "kafka_timestamp", 10),  # id 9 is no version of this topic
+        (1, None, 1, "at", 8),
+        (2, None, 1, "kafka_timestamp", 10),  # the same schema, but this topic has no time fields
+        (3, None, 1, "kafka_timestamp", 10),
+        (3, "bad_json", 1, "kafka_timestamp", 10),
+        (3, "bad_json", 1, "kafka_timestamp", 10),  # an Avro frame is no JSON to a JSON topic
+    ]
+    assert [r["_value_v1"]["id"] if r["_value_v1"] else None for r in rows] == ["o-1", None, "o-1", *[None] * 4]
+    assert rows[3]["_value_v2"]["id"] == KEY.digest("o-1")  # hashed in its own column only
+    assert rows[4]["_value_v3"].asDict() == {"id": "r-1", "n": 4}
+    assert {bytes(r["_key"]) for r in rows} == {b"cust"}
+
+
+def test_plans_that_hash_different_kafka_columns_never_share_a_pass(bare_spark: SparkSession) -> None:
+    """A hashed Kafka key is text and a clear one bytes: one column cannot hold both."""
+    hashing = member(topic("keys", ORDER, archive={"key": "hmac"}), VersionSchema(1, 7, json.dumps(ORDER)))
+    with pytest.raises(ValueError, match="must hash the same Kafka columns"):
+        prepared(raw(bare_spark), [*MEMBERS[:1], hashing], key=KEY)
+
+
+def test_a_pass_of_one_plan_is_the_plan_alone(bare_spark: SparkSession) -> None:
+    """No row of a pass of one depends on its topic's name (a plan alone reads one topic): the same rows whatever
+    the ``topic`` column holds."""
+    alone = prepared(raw(bare_spark).where("topic = 't.orders'"), MEMBERS[:1], key=KEY)
+    renamed = prepared(
+        raw(bare_spark).where("topic = 't.orders'").withColumn("topic", F.lit("x")), MEMBERS[:1], key=KEY
+    )
+    assert alone.collect() == renamed.collect()
