@@ -149,9 +149,15 @@ class TopicRun:
         return self.result
 
 
+def run_access(endpoints: Endpoints) -> KafkaAccess:
+    """How the run reaches Kafka and the registry (the Kafka secret read once): shared by its topics."""
+    secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
+    return kafka_access(endpoints, secrets)
+
+
 class TopicArchiver:
-    """One topic's offsets, plan store and Kafka/registry access, and the keys of its pseudonyms, for one or more
-    plans in a row."""
+    """One topic's offsets, plan store and Kafka/registry access (``access``: the run's, ``run_access``; its own when
+    None), and the keys of its pseudonyms, for one or more plans in a row."""
 
     def __init__(
         self,
@@ -160,6 +166,7 @@ class TopicArchiver:
         topic: Topic,
         *,
         keys: Keyring | None = None,
+        access: KafkaAccess | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
@@ -167,8 +174,7 @@ class TopicArchiver:
         self.keys = keys
         self.s3 = make_client(endpoints, "s3")
         self.s3_retries = RetryCount(self.s3)
-        secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
-        self.access = kafka_access(endpoints, secrets)
+        self.access = access or run_access(endpoints)
         self.offsets = Offsets(self.access, topic.kafka_topic)
         self.lease_key = topic.prefix.archive_lease_key()
         self._plans: PlanLease | None = None
