@@ -16,6 +16,9 @@ with other light topics' plans (``spark_jobs.archiver.light``): read, classified
 (``spark_jobs.archiver.records``), then routed by the writer (``spark_jobs.archiver.writer``) to data, delete-log
 and quarantine objects, with the counts taken on the way (``spark_jobs.archiver.summary``). Nothing is cached,
 sorted or shuffled in Spark.
+
+Past 400 lines on purpose: one topic's way through a run (lease, plan, pass, accounting, commit) reads top to bottom
+here, and the crash tests patch its steps (``carry_out``, ``PlanWriter``) in this one module.
 """
 
 from __future__ import annotations

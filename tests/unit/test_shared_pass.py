@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -17,6 +17,7 @@ from kafkalake.personal import PseudonymKey
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
 from kafkalake.wire import encode
+from spark_jobs.archiver.light import Member, passes
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.records import PassMember, pass_columns, prepared
 from spark_jobs.archiver.transform import VersionSchema
@@ -114,3 +115,13 @@ def test_a_pass_of_one_plan_is_the_plan_alone(bare_spark: SparkSession) -> None:
         raw(bare_spark).where("topic = 't.orders'").withColumn("topic", F.lit("x")), MEMBERS[:1], key=KEY
     )
     assert alone.collect() == renamed.collect()
+
+
+def test_a_round_is_split_into_passes_by_kafka_columns_and_width() -> None:
+    """Members that hash the key apart from those that keep it clear; at most ``width`` distinct decodings a pass,
+    topics of one schema counted once."""
+    hashing = member(topic("keys", ORDER, archive={"key": "hmac"}), VersionSchema(1, 7, json.dumps(ORDER)))
+    round_ = [Member(cast(Any, None), cast(Any, None), m) for m in [*MEMBERS, hashing]]
+    found = [[m.member.topic.name for m in one] for one in passes(round_, width=2)]
+    assert found == [["orders", "orders-too", "returns"], ["readings"], ["keys"]]
+    assert [len(p) for p in passes(round_)] == [4, 1]
