@@ -177,13 +177,19 @@ COORDINATOR_STARTING = (
 """What a broker started moments ago answers group requests with until its offsets topic is loaded."""
 
 
-def forget_offsets(endpoints: Endpoints, topic: str, attempts: int = 30) -> None:
-    """Delete the topic's archiver consumer group, so that the next run archives the topic again (retried while a
+def forget_offsets(endpoints: Endpoints, *topics: str, attempts: int = 30) -> None:
+    """Delete the topics' archiver consumer groups, so that the next run archives each topic again (retried while a
     freshly started broker's group coordinator is not ready yet)."""
     admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})
+    for topic in topics:
+        forget_group(admin, consumer_group(topic), attempts)
+
+
+def forget_group(admin: AdminClient, group: str, attempts: int) -> None:
+    """Delete one consumer group (none is fine: never archived yet)."""
     for attempt in range(attempts):
         try:
-            for future in admin.delete_consumer_groups([consumer_group(topic)]).values():
+            for future in admin.delete_consumer_groups([group]).values():
                 future.result()
         except KafkaException as exc:
             code = exc.args[0].code()

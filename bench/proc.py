@@ -32,9 +32,9 @@ def tree_sample(root: int) -> tuple[dict[str, int], dict[int, float]]:
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             command = Path(f"/proc/{pid}/comm").read_text().strip()
             threads = list(Path(f"/proc/{pid}/task").iterdir())
-            pending += [int(child) for task in threads for child in (task / "children").read_text().split()]
         except OSError:  # ended while sampled
             continue
+        pending += [child for task in threads for child in thread_children(task)]
         rss = _rollup_kib(rollup, "Rss")
         memory["rss"] += rss
         memory["pss"] += _rollup_kib(rollup, "Pss")
@@ -42,6 +42,15 @@ def tree_sample(root: int) -> tuple[dict[str, int], dict[int, float]]:
         memory[part] += rss
         cpu[pid] = (int(stat[11]) + int(stat[12])) / TICKS_PER_SECOND  # utime + stime, all threads
     return memory, cpu
+
+
+def thread_children(task: Path) -> list[int]:
+    """The children a thread (``/proc/PID/task/TID``) started; none once it has ended, as the JVM's threads do all
+    along (its process stays in the sample: skipping it lost the JVM's CPU from a run's figure)."""
+    try:
+        return [int(child) for child in (task / "children").read_text().split()]
+    except OSError:
+        return []
 
 
 def _rollup_kib(rollup: str, field: str) -> int:

@@ -1,4 +1,4 @@
-"""The performance section of docs/benchmarks.md and the README's freshness and cost section, generated from the
+"""The performance section of docs/benchmarks.md and the README's freshness, cost and fleet section, generated from the
 adopted result of each benchmark.
 
 A benchmark run only adds a file to bench/results. Which file of each benchmark the docs and the stacks' worker sizes
@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import cost, freshness
 from bench.common import RESULTS, write_result
+from bench.fleet_rows import fleet_goal_lines, fleet_rows
 from bench.freshness_rows import schedule_lines
 from bench.rows import (
     Results,
@@ -25,7 +26,6 @@ from bench.rows import (
     compactor_rows,
     cost_lines,
     erasure_rows,
-    fleet_rows,
     full_fleet_rows,
     hashing_rows,
     maintainer_rows,
@@ -211,7 +211,7 @@ def render(results: Results) -> str:
 
 
 def render_readme(results: Results) -> str:
-    return "\n".join([README_BEGIN, *schedule_lines(results), README_END]) + "\n"
+    return "\n".join([README_BEGIN, *schedule_lines(results), *fleet_goal_lines(results), README_END]) + "\n"
 
 
 def section(text: str, begin: str = BEGIN, end: str = END) -> str:

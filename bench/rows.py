@@ -75,19 +75,6 @@ def archiver_rows(results: Results) -> list[list[str]]:
     ]
 
 
-def fleet_rows(results: Results) -> list[list[str]]:
-    b = need(results, "archiver-fleet")
-    return [
-        [
-            f"B-fleet: {b['topics']} topics of {number(b['records_per_topic'])} records each (3 partitions) in one "
-            f"run, {b['concurrency']} at a time",
-            f"{b['fleet_cycle_seconds']:.1f} s",
-            f"one such topic alone: {b['one_topic']['seconds']:.1f} s",
-            f"{b['B_fleet_ratio']:.1f} ({b['B_fleet_ratio_after_start']:.1f} after the Spark start)",
-        ]
-    ]
-
-
 def full_fleet_rows(results: Results) -> list[list[str]]:
     f = need(results, "fleet")
     ratios, bounds, share = f["ratios"], f["lower_bounds"], f["share_of_schedule"]
@@ -236,7 +223,7 @@ def compactor_rows(results: Results) -> list[list[str]]:
             f"{b3['compactor']['wall_seconds']:.1f} s",
             f"plain read + write, the compactor's committer: {plain['seconds']:.1f} s ({plain['files']} files); "
             f"Spark's writer through S3A: {s3a['seconds']:.1f} s",
-            f"**{b3['ratio_compactor_to_plain_read_write']:.2f}** (goal ≤ 1.1; "
+            f"**{b3['ratio_compactor_to_plain_read_write']:.2f}** ({pairs_spread(b3)}goal ≤ 1.1; "
             f"{b3['ratio_compactor_to_plain_read_write_s3a']:.2f} against S3A)",
         ],
         [
@@ -262,6 +249,14 @@ def compactor_rows(results: Results) -> list[list[str]]:
             f"({fleet['ratio_compactor_to_plain_read_write_s3a']:.2f} against S3A)",
         ],
     ]
+
+
+def pairs_spread(b3: dict[str, Any]) -> str:
+    """B3's pairs and their spread, from a result that has them (one of before the pairs has a single run)."""
+    if "ratio_compactor_to_plain_read_write_spread" not in b3:
+        return ""
+    low, high = b3["ratio_compactor_to_plain_read_write_spread"]
+    return f"median of {len(b3['ratio_compactor_to_plain_read_write_pairs'])} pairs' ratios, {low:.2f}-{high:.2f}; "
 
 
 def memory_lines(results: Results) -> list[str]:

@@ -59,6 +59,32 @@ def test_a_child_started_from_a_thread_is_in_the_tree() -> None:
     assert memory["workers_python_rss"] == alone["rss"]  # the root is the driver; the rest are its workers
 
 
+CHURNS_THREADS = """
+import threading, time
+print(flush=True)
+while True:
+    threads = [threading.Thread(target=time.sleep, args=(0.0005,)) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+"""
+
+
+def test_a_process_whose_threads_end_while_it_is_sampled_stays_in_the_tree() -> None:
+    """As the Spark JVM's threads come and go: one ending between the listing and the read of its children dropped the
+    whole process (one run in eight of these lost it; a B-fleet run lost the JVM's CPU)."""
+    child = subprocess.Popen([sys.executable, "-c", CHURNS_THREADS], stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.readline()
+    try:
+        missed = sum(child.pid not in tree_sample(child.pid)[1] for _ in range(200))
+    finally:
+        child.kill()
+        child.wait()
+    assert missed == 0
+
+
 def test_the_spark_alone_plans_advance_each_partition_by_its_share_to_its_end() -> None:
     assert plans([5, 3, 4], 6) == [([0, 0, 0], [2, 2, 2]), ([2, 2, 2], [4, 3, 4]), ([4, 3, 4], [5, 3, 4])]
     assert plans([0, 0, 0], 6) == []
