@@ -32,8 +32,10 @@ FETCH_MAX_WAIT_MS = 20
 watermark, so only the consumer's read-ahead past a range's end waits: with Kafka's default (500 ms) every Kafka
 partition of every plan paid half a second (measured locally: 1.28 s → 0.25 s to read 2,000 records in 3
 partitions)."""
-SHARED_READ_GROUP = "kafkalake-archiver-shared"
-"""The consumer group a pass of many plans reads with (a plan alone reads with its topic's own: ``read_kafka``)."""
+SHARED_READ_GROUP = consumer_group("(shared)")
+"""The consumer group a pass of many plans reads with (a plan alone reads with its topic's own: ``read_kafka``):
+under the same ``kafkalake-archiver.`` prefix as every topic's group, so one prefixed Kafka ACL covers both, and no
+topic's own (parentheses are not allowed in a Kafka topic's name)."""
 
 
 class SubjectMissing(RuntimeError):

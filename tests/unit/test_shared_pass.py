@@ -5,6 +5,7 @@ column."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -18,8 +19,9 @@ from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
 from kafkalake.wire import encode
 from spark_jobs.archiver.light import Member, passes
+from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import PassMember, pass_columns, prepared
+from spark_jobs.archiver.records import SHARED_READ_GROUP, PassMember, pass_columns, prepared
 from spark_jobs.archiver.transform import VersionSchema
 
 KEY = PseudonymKey("k-2026", bytes(range(40)))
@@ -125,3 +127,10 @@ def test_a_round_is_split_into_passes_by_kafka_columns_and_width() -> None:
     found = [[m.member.topic.name for m in one] for one in passes(round_, width=2)]
     assert found == [["orders", "orders-too", "returns"], ["readings"], ["keys"]]
     assert [len(p) for p in passes(round_)] == [4, 1]
+
+
+def test_the_shared_read_group_is_under_the_archivers_prefix_and_no_topics_own() -> None:
+    """One prefixed Kafka ACL (``kafkalake-archiver.``) covers every group the archiver reads with; no Kafka topic's
+    name (letters, digits, ``.``, ``_``, ``-``) gives the shared group's name."""
+    assert SHARED_READ_GROUP.startswith(consumer_group(""))
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", SHARED_READ_GROUP.removeprefix(consumer_group(""))) is None
