@@ -384,9 +384,10 @@ def test_one_run_over_three_tables_compacts_the_good_one_and_reports_the_others(
 def test_sigkill_at_random_moments_then_a_clean_run(
     spark: SparkSession, local_stack: Endpoints, tmp_path: Path
 ) -> None:
-    """`kafkalake compact run` over three tables of six partitions each is killed with SIGKILL (its whole process
-    group) three times, each at a random point of its own progress, then left to finish; inputs are deleted as soon
-    as a run allows (--grace-minutes 0), so kills land while writing, verifying, swapping and cleaning."""
+    """`kafkalake compact run` over three tables of six partitions each is killed with SIGKILL (its whole process group)
+    up to three times (until a run ends by itself, having done all that was left), each at a random point of its own
+    progress, then left to finish; inputs are deleted as soon as a run allows (--grace-minutes 0), so kills land while
+    writing, verifying, swapping and cleaning."""
     env, catalog_folder, environments = isolated_env(tmp_path)
     endpoints = with_bucket(local_stack, env.bucket)
     hours = [Partition(1, date(2026, 11, 20), hour) for hour in range(6)]
@@ -416,7 +417,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
     kills = random_kills(seed, range(1, 19))
     steps = lambda: sum(lake.steps() for lake in lakes)  # noqa: E731
     killed = kill_on_progress(command, environ, steps, kills, lease_ttl=LEASE_TTL_SECONDS)
-    assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the compactor still running"
+    assert killed >= 1, f"seed {seed}: none of the kills {kills} found the compactor still running"
     for _ in range(2):  # the first finishes what the kills left; the second deletes inputs swapped by the first
         final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
         assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"

@@ -429,10 +429,11 @@ def test_a_run_that_crashes_after_a_swap_is_finished_by_the_next(
 
 
 def test_sigkill_at_random_moments_then_a_clean_run(spark: SparkSession, endpoints: Endpoints, tmp_path: Path) -> None:
-    """`kafkalake erase run` over the scenario is killed with SIGKILL (its whole process group) three times, each at
-    a random point of its own progress, then left to finish: the same end state as one uninterrupted run. Replaced
-    objects go as soon as a run allows (--grace-minutes 0), so kills land while batching, rewriting, verifying,
-    swapping, purging versions, rewriting quarantine and writing receipts."""
+    """`kafkalake erase run` over the scenario is killed with SIGKILL (its whole process group) up to three times (until
+    a run ends by itself, having done all that was left), each at a random point of its own progress, then left to
+    finish: the same end state as one uninterrupted run. Replaced objects go as soon as a run allows (--grace-minutes
+    0), so kills land while batching, rewriting, verifying, swapping, purging versions, rewriting quarantine and writing
+    receipts."""
     case = scenario(spark, endpoints, tmp_path / "catalog")
     _, environments = environment_file(tmp_path, case.env, bucket=endpoints.bucket)
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
@@ -451,7 +452,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(spark: SparkSession, endpoin
     seed = random.randrange(1_000_000)
     kills = random_kills(seed, KILL_STEPS, most_delay=1.0)
     killed = kill_on_progress(command, environ, steps, kills, lease_ttl=LEASE_TTL_SECONDS)
-    assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the erasure job still running"
+    assert killed >= 1, f"seed {seed}: none of the kills {kills} found the erasure job still running"
     final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
     assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"
     assert sorted(case.store.receipts()) == sorted([case.tombstones.request_id, case.explicit.request_id]), seed

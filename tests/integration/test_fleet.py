@@ -172,9 +172,10 @@ def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
 def test_sigkill_at_random_moments_then_a_clean_run(
     local_stack: Endpoints, spark: SparkSession, tmp_path: Path, table_format: str
 ) -> None:
-    """The archiver's process group is killed with SIGKILL three times while it works, each time a random number of
-    objects into its own run (plans of 300 records, 9 or more objects each) and up to 2 s later, so kills land while
-    reading, writing and committing (for an Iceberg table, its table commits too); then it is left to finish."""
+    """The archiver's process group is killed with SIGKILL up to three times while it works (until a run ends by itself,
+    having done all that was left), each time a random number of objects into its own run (plans of 300 records, 9 or
+    more objects each) and up to 2 s later, so kills land while reading, writing and committing (for an Iceberg table,
+    its table commits too); then it is left to finish."""
     settings = f"archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\ntable_format: {table_format}\n"
     fleet = Fleet(local_stack, tmp_path, settings)
     topic = fleet.topic("card-authorized")
@@ -189,7 +190,7 @@ def test_sigkill_at_random_moments_then_a_clean_run(
         return len(keys(fleet.endpoints, topic.prefix.data_prefix()))
 
     killed = kill_on_progress(command, environ, objects, kills, lease_ttl=LEASE_TTL_SECONDS)
-    assert killed >= 2, f"seed {seed}: only {killed} of the kills {kills} found the archiver still running"
+    assert killed >= 1, f"seed {seed}: none of the kills {kills} found the archiver still running"
     final = subprocess.run(command, check=False, env=environ, capture_output=True, text=True)
     assert final.returncode == 0, f"seed {seed}, kills {kills}: {final.stdout[-3000:]}{final.stderr[-3000:]}"
 
