@@ -51,9 +51,9 @@ ARCHIVER_BUDGET_MINUTES: Final = 15.0
 """No new archiver plan starts after this (``--budget-minutes``; ``archiver_budget_minutes`` in environments.yaml)."""
 LEASE_TTL_SECONDS: Final = 60
 """A job's lease on a topic (archiver) or table (compactor) turns stale this long after its holder's last renewal, by
-S3's clock and at most ``kafkalake.lease.STALE_WITHIN`` later (``--lease-ttl-seconds``). The holder renews every
-third of it in the background, so only a dead run (lost driver, SIGKILL) or an S3 outage longer than it lets it
-lapse; a shorter one hands a dead run's work over sooner, a longer one rides out longer S3 stalls."""
+S3's clock and at most ``kafkalake.lease.STALE_WITHIN`` later (``--lease-ttl-seconds``). The holder renews it in the
+background once a third of it passed without a write, so only a dead run (lost driver, SIGKILL) or an S3 outage longer
+than it lets it lapse; a shorter one hands a dead run's work over sooner, a longer one rides out longer S3 stalls."""
 COMPACTOR_TARGET_FILE_MB: Final = 128
 """The compactor's target size of merged files (``--target-file-mb``)."""
 COMPACTOR_MIN_INPUT_FILES: Final = 10

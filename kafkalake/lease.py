@@ -18,9 +18,15 @@ holder can recognise its own writes.
 
 A run may take the lease when there is none, when it is released, or when its holder stopped renewing it for
 longer than ``ttl``; otherwise ``acquire`` raises ``Held`` and the run skips the resource. Every durable step renews
-the lease, and ``kept_alive`` renews it in the background in between (every third of ``ttl``), so a long step never
-loses it while its process lives; a holder that dies (SIGKILL, lost worker) leaves a lease that turns stale ``ttl``
-after its last renewal.
+the lease, and ``kept_alive`` renews it in the background in between (once a third of ``ttl`` has passed since its
+last write), so a long step never loses it while its process lives; a holder that dies (SIGKILL, lost worker) leaves
+a lease that turns stale ``ttl`` after its last renewal. A holder's last durable step may release the lease in the
+same write (``update(..., release=True)``), so a resource with one step left costs no write of its own to release.
+
+Requests, each billed as an S3 PUT: one to take the lease, one per durable step, and one per renewal. A renewal is
+needed only where no durable step wrote for a third of ``ttl``, so ``kept_alive`` checks every sixth of ``ttl`` and
+renews only the leases that went that long without a write: between one third and one half of ``ttl`` after the last
+write, which leaves at least three checks (a renewal tried again at each) before the holder's expiry.
 
 Time: staleness is judged on S3's clock alone, never by comparing two machines' clocks. A taker reads the lease's
 ``Last-Modified`` (when S3 stored the holder's last write) and the ``Date`` of the same GET's response (S3's now);
@@ -154,8 +160,10 @@ class Lease:
         """When, on ``monotonic``, the holder takes itself for lost: ``ttl`` after sending its last landed write."""
         self.requests = 0
         """S3 requests this holder made after acquiring (one per durable step or renewal, more on a conflict)."""
+        self.released = False
+        """Whether this holder released the lease (``release``, or a last step's ``update``): it writes no more."""
         self._writes = self.document.write
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @classmethod
     def acquire(
@@ -200,21 +208,36 @@ class Lease:
     def work(self) -> dict[str, Any] | None:
         return self.document.work
 
-    def update(self, work: dict[str, Any] | None) -> None:
-        """Store ``work`` and renew the lease, if this run still holds it (else ``LeaseLost``)."""
-        self._write(work=work)
+    def update(self, work: dict[str, Any] | None, *, release: bool = False) -> None:
+        """Store ``work`` and renew the lease, if this run still holds it (else ``LeaseLost``); with ``release``, the
+        holder's last step: the same write releases the lease."""
+        if release:
+            self._write(work=work, run_id=None)
+        else:
+            self._write(work=work)
 
-    def renew(self) -> None:
-        """Tell other runs this holder is alive (``LeaseLost`` if it no longer holds the lease)."""
-        self._write()
+    def renew(self, quiet_for: timedelta = timedelta(0)) -> None:
+        """Tell other runs this holder is alive (``LeaseLost`` if it no longer holds the lease), unless its last write
+        was sent less than ``quiet_for`` ago (that write told them) or it was released."""
+        with self._lock:
+            if self.released or self.monotonic() - self.written < quiet_for.total_seconds():
+                return
+            self._write()
+
+    @property
+    def written(self) -> float:
+        """When, on ``monotonic``, the holder sent its last write that landed."""
+        return self.expires - self.ttl.total_seconds()
 
     def kept_alive(self, every: timedelta) -> AbstractContextManager[None]:
-        """Renew the lease every ``every`` until the block ends (``kept_alive`` of one)."""
+        """Renew the lease whenever ``every`` passed without a write, until the block ends (``kept_alive`` of one)."""
         return kept_alive([self], every)
 
     def release(self) -> None:
-        """Let the next run take the lease at once (the stored work stays for it)."""
-        self._write(run_id=None)
+        """Let the next run take the lease at once (the stored work stays for it); nothing when already released."""
+        with self._lock:
+            if not self.released:
+                self._write(run_id=None)
 
     def _write(self, **change: Any) -> None:
         """One conditional write of the document with ``change``, done when it lands or when it is found in place
@@ -222,6 +245,8 @@ class Lease:
         (one whose step failed, but that landed); ``LeaseLost`` when another writer's write is in place, or once
         the holder's expiry passed."""
         with self._lock:
+            if self.released:
+                raise LeaseLost(f"s3://{self.bucket}/{self.key}: this holder released the lease, so it writes no more")
             for attempt in range(ATTEMPTS):
                 if self.monotonic() >= self.expires:
                     seconds = self.ttl.total_seconds()
@@ -253,6 +278,7 @@ class Lease:
     def _landed(self, document: LeaseDocument, etag: str, sent: float) -> None:
         self.document, self.etag = document, etag
         self.expires = sent + self.ttl.total_seconds()
+        self.released = document.run_id is None
 
     def _own_or_lost(self, refusal: ClientError) -> Stored:
         """The lease as read after a refused write, when it holds a write of this holder (else ``LeaseLost``)."""
@@ -273,18 +299,22 @@ class Lease:
 
 @contextmanager
 def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
-    """Renew every lease in ``leases`` each ``every`` from one background thread until the block ends. A renewal
-    that fails (an S3 or network error, a malformed answer) is tried again at the next beat; a lease that is lost
-    (another run took it, or the holder's expiry passed) is renewed no more, and the holder's next durable step
-    raises ``LeaseLost``."""
+    """Renew each lease in ``leases`` once ``every`` passed since its last write (a durable step's or a renewal's),
+    from one background thread that checks every half of ``every``, until the block ends. A renewal that fails (an S3
+    or network error, a malformed answer) is tried again at the next beat; a lease that is lost (another run took it,
+    or the holder's expiry passed) or released is renewed no more, and a lost one's holder's next durable step raises
+    ``LeaseLost``."""
     stop = threading.Event()
     live = list(leases)
 
     def beat() -> None:
-        while live and not stop.wait(every.total_seconds()):
+        while live and not stop.wait(every.total_seconds() / 2):
             for lease in list(live):
                 try:
-                    lease.renew()
+                    if lease.released:
+                        live.remove(lease)
+                        continue
+                    lease.renew(quiet_for=every)
                 except LeaseLost:
                     live.remove(lease)
                 except Exception:  # noqa: BLE001, S112 - tried again at the next beat, whatever failed this one

@@ -125,7 +125,7 @@ class LightBatches:
         empty = [(run, started) for run, started in members if not started.plan.ranges]
         for topic_run, started in empty:
             try:
-                topic_run.record(topic_run.archiver.commit_plan(started.plan, started.summary, []))
+                topic_run.commit(started, [])
                 committed.append(topic_run)
             except Exception as exc:  # noqa: BLE001 - one topic's failure never stops its pass-mates
                 self.ended(topic_run, exc)
@@ -177,15 +177,15 @@ class LightBatches:
     def commit(self, member: Member, outcome: list[Row] | None, shared: int) -> TopicRun | None:
         """The member's outcome accounted (``accounted``) and its plan committed (``TopicArchiver.commit_plan``), or,
         when its pass failed, its plan carried out alone and committed; None when it failed."""
-        plan, summary = member.started
+        summary = member.started.summary
         archiver = member.topic_run.archiver
         try:
             if outcome is None:
-                member.topic_run.record(archiver.complete(member.started))
+                member.topic_run.complete(member.started)
                 return member.topic_run
             summary.shared_job = shared
             tombstones = accounted(outcome, archiver.endpoints, archiver.topic, summary, archiver.say)
-            member.topic_run.record(archiver.commit_plan(plan, summary, tombstones))
+            member.topic_run.commit(member.started, tombstones)
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops its pass-mates
             self.ended(member.topic_run, exc)
             return None

@@ -123,9 +123,11 @@ class PlanLease:
         """Store ``plan`` before any of it is written (``LeaseLost`` if another run took the topic over)."""
         self.lease.update({"plan": plan.to_dict(), "committed": self._work().get("committed", {})})
 
-    def finish(self, plan: Plan) -> None:
-        """Clear the carried-out plan and record the offsets it reached, never moving one backwards."""
+    def finish(self, plan: Plan, *, release: bool = False) -> None:
+        """Clear the carried-out plan and record the offsets it reached, never moving one backwards; with ``release``
+        (the run's last plan of the topic), the same write releases the lease."""
         reached = self.finished()
         for partition, (_, end) in plan.ranges.items():
             reached[partition] = max(end, reached.get(partition, end))
-        self.lease.update({"plan": None, "committed": {str(p): e for p, e in sorted(reached.items())}})
+        work = {"plan": None, "committed": {str(p): e for p, e in sorted(reached.items())}}
+        self.lease.update(work, release=release)

@@ -127,10 +127,26 @@ class TopicRun:
         self.result.plans.append(summary)
         self._position |= {p: end for p, (_, end) in summary.plan.items()}
 
+    def last(self, plan: Plan) -> bool:
+        """Whether ``plan`` is the topic's last in this run (``next_plan`` will find none after it): it reaches the
+        target, or the deadline passed. Its commit then releases the lease in the same write."""
+        reached = {**self._position, **{p: end for p, (_, end) in plan.ranges.items()}}
+        return all(reached[p] >= t for p, t in self._target.items()) or time.monotonic() >= self.deadline
+
+    def complete(self, started: Started) -> None:
+        """``started`` carried out alone, in a Spark job of its own (``TopicArchiver.complete``), committed and
+        recorded."""
+        self.record(self.archiver.complete(started, last=self.last(started.plan)))
+
+    def commit(self, started: Started, tombstones: list[Tombstone]) -> None:
+        """``started``, carried out in a pass, committed (``TopicArchiver.commit_plan``) and recorded."""
+        plan, summary = started
+        self.record(self.archiver.commit_plan(plan, summary, tombstones, last=self.last(plan)))
+
     def carry_on(self, started: Started | None) -> None:
-        """``started`` and every next plan, each carried out alone (``TopicArchiver.complete``) and committed."""
+        """``started`` and every next plan, each carried out alone and committed."""
         while started is not None:
-            self.record(self.archiver.complete(started))
+            self.complete(started)
             started = self.next_plan()
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
@@ -140,10 +156,9 @@ class TopicRun:
         """Release the lease (a plan that ``failed`` stays stored in it) and report the topic's lag (not when it
         failed or was skipped)."""
         try:
-            if self._lease is not None and not failed:
-                self.result.lease_requests = self._lease.requests + 2  # the read and the write that took it
             self._held.close()
             if self._lease is not None and not failed:
+                self.result.lease_requests = self._lease.requests + 2  # the read and the write that took it
                 self.result.lag = self.archiver.lag()
         finally:
             self.archiver.close()
@@ -232,18 +247,20 @@ class TopicArchiver:
         )
         return Started(plan, summary)
 
-    def complete(self, started: Started) -> Summary:
-        """Carry out a started plan alone, in a Spark job of its own (``carry_out``), and commit it."""
+    def complete(self, started: Started, *, last: bool = False) -> Summary:
+        """Carry out a started plan alone, in a Spark job of its own (``carry_out``), and commit it (``last``: see
+        ``commit_plan``)."""
         plan, summary = started
         tombstones: list[Tombstone] = []
         if plan.ranges:
             tombstones = carry_out(
                 self.spark, self.endpoints, self.topic, plan, summary, access=self.access, keys=self.keys, say=self.say
             )
-        return self.commit_plan(plan, summary, tombstones)
+        return self.commit_plan(plan, summary, tombstones, last=last)
 
-    def commit_plan(self, plan: Plan, summary: Summary, tombstones: list[Tombstone]) -> Summary:
-        """The carried-out plan's commit: its erasure request, its receipt, its offsets, the plan cleared."""
+    def commit_plan(self, plan: Plan, summary: Summary, tombstones: list[Tombstone], *, last: bool = False) -> Summary:
+        """The carried-out plan's commit: its erasure request, its receipt, its offsets, the plan cleared (and, when
+        it is the run's ``last`` plan of the topic, the lease released in the same write)."""
         topic = self.topic
         with summary.phase("commit"):
             if plan.ranges:
@@ -254,7 +271,7 @@ class TopicArchiver:
                 body = receipt(topic, plan, summary).to_json().encode()
                 self.s3.put_object(Bucket=self.endpoints.bucket, Key=topic.prefix.receipt_key(plan.plan_id), Body=body)
                 self.offsets.commit(plan.ranges)
-                self.plans.finish(plan)
+                self.plans.finish(plan, release=last)
         ends = ", ".join(f"{p}: {e}" for p, (_, e) in plan.ranges.items())
         self.say(f"{topic.kafka_topic}: committed offsets {{{ends}}} for group {consumer_group(topic.kafka_topic)}")
         summary.seconds = time.monotonic() - summary.started

@@ -24,6 +24,7 @@ from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
+from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
 from kafkalake_dev.local.workload import ensure_topic, sample_value
 from spark_jobs.archiver.metrics import metric_data, publish
@@ -86,6 +87,8 @@ def data_rows(spark: SparkSession, fleet: Fleet, topic: Topic) -> tuple[int, int
 def test_one_run_over_four_topics_archives_the_good_and_reports_the_bad(
     local_stack: Endpoints, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # customer-updated hashes personal fields: with no pseudonym key it would fail on that before its registry subject
+    ensure_pseudonym_key(make_client(local_stack, "secretsmanager"))
     fleet = Fleet(local_stack, tmp_path)
     good = [fleet.topic("card-authorized"), fleet.topic("refund-issued")]
     missing = fleet.topic("sensor-readings")  # never created in Kafka

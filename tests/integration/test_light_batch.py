@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 from confluent_kafka import Producer
@@ -50,8 +51,10 @@ def run_fleet(
 ) -> tuple[dict[str, TopicResult], int]:
     """One archiver run over ``topics``: the results by Kafka topic, and how many Spark jobs it ran."""
     before = spark_jobs(spark)
+    # Leases that no renewal needs within the test (a third of the TTL without a write), so their requests are counted
+    this_run = Run(run, lease_ttl=timedelta(minutes=15))
     results = archive_fleet(
-        spark, endpoints, topics, concurrency=2, deadline=time.monotonic() + 600, run=Run(run), say=lines.append
+        spark, endpoints, topics, concurrency=2, deadline=time.monotonic() + 600, run=this_run, say=lines.append
     )
     return {r.kafka_topic: r for r in results}, len(spark_jobs(spark) - before)
 
@@ -101,6 +104,8 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
         assert [s.shared_job for s in result.plans] == [HEALTHY + 1]
     for topic in healthy:
         assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+        # read and take the lease, store the plan, and clear it with the lease released in the same write
+        assert results[topic.kafka_topic].lease_requests == 4
     poison = results[poisoned.kafka_topic]
     assert poison.as_dict()["quarantine_by_reason"] == {"bad_magic_byte": POISON}
     assert (poison.totals()["read"], poison.totals()["written"]) == (POISON, 0)
@@ -131,4 +136,5 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
     assert_exact(spark, endpoints, unregistered, redone.written)
     for topic in healthy:
         assert [s.plan for s in again[topic.kafka_topic].plans] == [{}]
+        assert again[topic.kafka_topic].lease_requests == 3  # nothing to store: read, take, release
         assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))

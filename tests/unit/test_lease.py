@@ -4,6 +4,7 @@ test moves: S3's, which stamps ``Last-Modified`` and dates its answers)."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -153,6 +154,35 @@ def test_each_durable_step_is_one_conditional_write(s3: Any, clock: Clock) -> No
     assert lease.requests == 3
 
 
+def test_a_last_step_releases_the_lease_in_its_own_write(s3: Any, clock: Clock) -> None:
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock)
+    lease.update({"plan": 1})
+    lease.update({"plan": None}, release=True)
+    lease.release()  # already released: no request
+    lease.renew()  # nothing to tell: no request
+    assert lease.requests == 2 and lease.released
+    assert stored(s3)["run_id"] is None and stored(s3)["work"] == {"plan": None}
+    taker = Lease.acquire(s3, "lake", KEY, "run-b", ttl=TTL, now=clock)  # at once, as after release()
+    assert taker.document.token == 2
+    with pytest.raises(LeaseLost, match="released the lease"):
+        lease.update({"plan": 2})
+
+
+def test_a_renewal_is_made_only_after_a_quiet_spell(s3: Any, clock: Clock) -> None:
+    """A durable step tells other runs the holder is alive: the renewal thread writes only for a lease nobody wrote
+    for ``quiet_for``, and the holder's expiry counts from its last write either way."""
+    ticks = Ticks()
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock, monotonic=ticks)
+    ticks.at += 100
+    lease.update({"plan": 1})
+    ticks.at += 150
+    lease.renew(quiet_for=timedelta(seconds=200))
+    assert lease.requests == 1 and lease.written == 1100
+    ticks.at += 50
+    lease.renew(quiet_for=timedelta(seconds=200))
+    assert lease.requests == 2 and lease.written == 1300 and lease.expires == 1300 + TTL.total_seconds()
+
+
 def test_kept_alive_renews_in_the_background_so_a_long_step_keeps_the_lease(s3: Any, clock: Clock) -> None:
     lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=lambda: datetime.now(UTC))
     first = stored(s3)["renewed_at"]
@@ -172,11 +202,11 @@ def test_a_renewal_that_fails_for_any_reason_is_tried_again_at_the_next_beat(
     first = stored(s3)["renewed_at"]
     renew, calls = Lease.renew, []
 
-    def fails_first(self: Lease) -> None:
+    def fails_first(self: Lease, quiet_for: timedelta = timedelta(0)) -> None:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("s3://lake/lease.json: the answer has no usable Date header (None)")
-        renew(self)
+        renew(self, quiet_for)
 
     monkeypatch.setattr(Lease, "renew", fails_first)
     with lease.kept_alive(every=timedelta(milliseconds=50)):
@@ -220,3 +250,12 @@ def test_a_create_that_met_a_write_in_progress_is_retried(s3: Any, monkeypatch: 
     assert leases.create_once(client, "lake", "claim.json", {"partition": "p"})
     assert client.puts == 2
     assert json.loads(s3.get_object(Bucket="lake", Key="claim.json")["Body"].read())["partition"] == "p"
+
+
+def test_kept_alive_leaves_a_released_lease_alone(s3: Any) -> None:
+    lease = Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=lambda: datetime.now(UTC))
+    with lease.kept_alive(every=timedelta(milliseconds=20)):
+        lease.update(None, release=True)
+        released = stored(s3)
+        time.sleep(0.2)
+    assert stored(s3) == released and released["run_id"] is None and lease.requests == 1
