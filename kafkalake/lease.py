@@ -176,20 +176,24 @@ class Lease:
         ttl: timedelta,
         now: Callable[[], datetime],
         monotonic: Callable[[], float] = time.monotonic,
+        work: Callable[[dict[str, Any] | None], dict[str, Any] | None] = lambda stored: stored,
     ) -> Lease:
-        """Take the lease for ``run_id`` (keeping any stored work for a redo), or raise ``Held``. ``now`` dates the
-        document for people; ``monotonic`` times the holder's own expiry."""
+        """Take the lease for ``run_id``, or raise ``Held``. The write that takes it stores ``work(stored work)``
+        (the stored work itself by default, kept for a redo): a holder's first durable step can ride on it, decided
+        once the lease is known to be takeable and again should that write lose a race. ``now`` dates the document
+        for people; ``monotonic`` times the holder's own expiry."""
         found = _read(s3, bucket, key)
         for attempt in range(ATTEMPTS):
-            at, writer = now().isoformat(), uuid.uuid4().hex
             if found is None:
-                document, condition = LeaseDocument(run_id, at, at, 1, writer=writer), {"IfNoneMatch": "*"}
+                token, condition, stored_work = 1, {"IfNoneMatch": "*"}, None
             else:
                 stored = found.document
                 if not found.stale(ttl) and stored.run_id != run_id:
                     raise Held(key, str(stored.run_id), stored.since)
-                document = LeaseDocument(run_id, at, at, stored.token + 1, stored.work, writer)
-                condition = {"IfMatch": found.etag}
+                token, condition, stored_work = stored.token + 1, {"IfMatch": found.etag}, stored.work
+            taking = work(stored_work)
+            at, writer = now().isoformat(), uuid.uuid4().hex
+            document = LeaseDocument(run_id, at, at, token, taking, writer)
             sent = monotonic()
             try:
                 taken = document, s3.put_object(Bucket=bucket, Key=key, Body=document.to_json(), **condition)["ETag"]

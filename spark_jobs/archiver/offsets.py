@@ -14,6 +14,10 @@ def consumer_group(kafka_topic: str) -> str:
     return f"kafkalake-archiver.{kafka_topic}"
 
 
+KafkaState = tuple[dict[int, int | None], dict[int, int], dict[int, int]]
+"""Per partition: the group's committed offset (None when it has none), the low and the high watermark."""
+
+
 class Offsets:
     """The topic's offsets in Kafka: watermarks, and the consumer group's committed positions."""
 
@@ -46,7 +50,7 @@ class Offsets:
             raise RuntimeError(f"topic {self.topic}: {metadata.error}")
         return sorted(metadata.partitions)
 
-    def state(self) -> tuple[dict[int, int | None], dict[int, int], dict[int, int]]:
+    def state(self) -> KafkaState:
         """(committed offset or None, low watermark, high watermark) per partition."""
         partitions = self.partitions()
         committed = self.committed(partitions)

@@ -101,27 +101,46 @@ def plan_ranges(
     return {p: (starts[p], starts[p] + grants[p]) for p in sorted(starts) if grants[p]}
 
 
+def stored_plan(work: dict[str, Any] | None) -> Plan | None:
+    """The plan a lease's work holds, None when none."""
+    plan = _work(work).get("plan")
+    return None if plan is None else Plan.from_dict(plan)
+
+
+def finished(work: dict[str, Any] | None) -> dict[int, int]:
+    """Per Kafka partition, the end of the last finished plan a lease's work records."""
+    return {int(p): int(end) for p, end in _work(work).get("committed", {}).items()}
+
+
+def plan_work(plan: Plan | None, reached: dict[int, int]) -> dict[str, Any]:
+    """A lease's work: ``plan`` to carry out (None once cleared) and the offsets finished plans ``reached``."""
+    return {
+        "plan": None if plan is None else plan.to_dict(),
+        "committed": {str(p): e for p, e in sorted(reached.items())},
+    }
+
+
+def _work(work: dict[str, Any] | None) -> dict[str, Any]:
+    work = work or {}
+    return {"plan": work, "committed": {}} if "kafka_topic" in work else work  # a plan stored before leases
+
+
 @dataclass(frozen=True)
 class PlanLease:
     """A topic's lease read as the archiver's: the stored plan and the offsets finished plans reached."""
 
     lease: Lease
 
-    def _work(self) -> dict[str, Any]:
-        work = self.lease.work or {}
-        return {"plan": work, "committed": {}} if "kafka_topic" in work else work  # a plan stored before leases
-
     def stored_plan(self) -> Plan | None:
-        plan = self._work().get("plan")
-        return None if plan is None else Plan.from_dict(plan)
+        return stored_plan(self.lease.work)
 
     def finished(self) -> dict[int, int]:
         """Per Kafka partition, the end of the last finished plan."""
-        return {int(p): int(end) for p, end in self._work().get("committed", {}).items()}
+        return finished(self.lease.work)
 
     def store(self, plan: Plan) -> None:
         """Store ``plan`` before any of it is written (``LeaseLost`` if another run took the topic over)."""
-        self.lease.update({"plan": plan.to_dict(), "committed": self._work().get("committed", {})})
+        self.lease.update(plan_work(plan, self.finished()))
 
     def finish(self, plan: Plan, *, release: bool = False) -> None:
         """Clear the carried-out plan and record the offsets it reached, never moving one backwards; with ``release``
@@ -129,5 +148,4 @@ class PlanLease:
         reached = self.finished()
         for partition, (_, end) in plan.ranges.items():
             reached[partition] = max(end, reached.get(partition, end))
-        work = {"plan": None, "committed": {str(p): e for p, e in sorted(reached.items())}}
-        self.lease.update(work, release=release)
+        self.lease.update(plan_work(None, reached), release=release)

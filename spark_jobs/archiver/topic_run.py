@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, Row, SparkSession
 
@@ -42,8 +42,8 @@ from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, TableFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
-from spark_jobs.archiver.offsets import Offsets, consumer_group
-from spark_jobs.archiver.plan import Plan, PlanLease, plan_ranges, resume_from
+from spark_jobs.archiver.offsets import KafkaState, Offsets, consumer_group
+from spark_jobs.archiver.plan import Plan, PlanLease, finished, plan_ranges, plan_work, resume_from, stored_plan
 from spark_jobs.archiver.records import PassMember, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
 from spark_jobs.archiver.table_commit import append_plan
@@ -109,7 +109,7 @@ class TopicRun:
             self.result.skipped = str(held)
             self.archiver.say(f"{self.archiver.topic.kafka_topic}: skipped: {held}")
             return False
-        committed, low, self._target = self.archiver.offsets.state()
+        committed, low, self._target = self.archiver.taken_at
         self._position = {p: committed.get(p) or low[p] for p in self._target}
         return True
 
@@ -196,18 +196,24 @@ class TopicArchiver:
         self.offsets = Offsets(self.access, topic.kafka_topic)
         self.lease_key = topic.prefix.archive_lease_key()
         self._plans: PlanLease | None = None
+        self.taken_at: KafkaState = ({}, {}, {})
+        """Where the topic stood in Kafka when this run took its lease (``Offsets.state``)."""
+        self._first: Plan | None = None
+        """The plan the write that took the lease stored, until ``start_plan`` starts it."""
 
     def close(self) -> None:
         self.offsets.close()
 
     @contextmanager
     def holding(self, run: Run) -> Iterator[Lease]:
-        """The topic's lease for ``run``, renewed in the background until the block ends, then released (a plan
-        that failed stays stored in it for the next run to redo)."""
+        """The topic's lease for ``run``, taken with the run's first plan stored in the same write (``taking``),
+        renewed in the background until the block ends, then released unless the last plan's clear released it (a
+        plan that failed stays stored in it for the next run to redo)."""
         bucket, key = self.endpoints.bucket, self.lease_key
-        lease = Lease.acquire(self.s3, bucket, key, run.run_id, ttl=run.lease_ttl, now=self.now)
+        lease = Lease.acquire(self.s3, bucket, key, run.run_id, ttl=run.lease_ttl, now=self.now, work=self.taking)
         self._plans = PlanLease(lease)
         try:
+            self._group_forward(self.taken_at[0], self._plans.finished())
             with lease.kept_alive(run.lease_ttl / 3):
                 yield lease
         finally:
@@ -227,22 +233,38 @@ class TopicArchiver:
         """Carry out the topic's stored plan, or a new one up to ``ceiling``; then commit and delete the plan."""
         return self.complete(self.start_plan(ceiling))
 
+    def taking(self, work: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The lease's work as this run takes it (``Lease.acquire``): where the topic stands is read
+        (``taken_at``) and, when no plan is stored for a redo, the first plan up to the high watermark is stored by
+        the write that takes the lease, one write instead of two."""
+        self.taken_at, self._first = self.offsets.state(), None
+        if stored_plan(work) is not None:
+            return work
+        plan = self._planned(self.taken_at, finished(work), None)
+        if not plan.ranges:
+            return work
+        self._first = plan
+        return plan_work(plan, finished(work))
+
     def start_plan(self, ceiling: dict[int, int] | None = None) -> Started:
-        """The topic's stored plan, or a new one up to ``ceiling`` stored before anything of it is written."""
+        """The topic's stored plan (this run's first, stored as it took the lease, or one left to redo), or a new one
+        up to ``ceiling`` stored before anything of it is written."""
         topic, started = self.topic, time.monotonic()
         stored = self.plans.stored_plan()
+        redone = stored is not None and stored != self._first
+        self._first = None
         plan = stored or self.new_plan(ceiling)
         if stored is None and plan.ranges:
             self.plans.store(plan)
         summary = Summary(
             topic.kafka_topic,
             plan.ranges,
-            redone_plan=stored is not None,
+            redone_plan=redone,
             timings={"plan": time.monotonic() - started},
             started=started,
         )
         self.say(
-            f"{topic.kafka_topic}: {'redoing stored' if stored else 'new'} plan of {plan.records} records "
+            f"{topic.kafka_topic}: {'redoing stored' if redone else 'new'} plan of {plan.records} records "
             f"{ {p: list(r) for p, r in plan.ranges.items()} } (s3://{self.endpoints.bucket}/{self.lease_key})"
         )
         return Started(plan, summary)
@@ -306,13 +328,23 @@ class TopicArchiver:
         self.say(f"{topic.kafka_topic}: {len(request.subjects)} tombstoned keys requested for erasure ({stored})")
 
     def new_plan(self, ceiling: dict[int, int] | None) -> Plan:
-        """From where finished plans reached (the lease's record, or the group's commit when that is higher) up to
-        the high watermark, or ``ceiling``; a group commit behind the lease's record is moved forward first."""
-        kafka, low, high = self.offsets.state()
-        finished = self.plans.finished()
-        committed = resume_from(kafka, finished)
+        """A plan from where the topic stands now (``_planned``); a group commit behind the lease's record is moved
+        forward first."""
+        state, reached = self.offsets.state(), self.plans.finished()
+        self._group_forward(state[0], reached)
+        return self._planned(state, reached, ceiling)
+
+    def _group_forward(self, kafka: dict[int, int | None], reached: dict[int, int]) -> None:
+        """The group's commit moved forward to where the lease records finished plans reached, where it is behind."""
+        committed = resume_from(kafka, reached)
         if committed != kafka:
             self.offsets.commit({p: (0, end) for p, end in committed.items() if end is not None})
+
+    def _planned(self, state: KafkaState, reached: dict[int, int], ceiling: dict[int, int] | None) -> Plan:
+        """From where finished plans ``reached`` (the lease's record, or the group's commit when that is higher) up
+        to the high watermark, or ``ceiling``."""
+        kafka, low, high = state
+        committed = resume_from(kafka, reached)
         if ceiling is not None:
             high = {p: min(h, ceiling.get(p, h)) for p, h in high.items()}
         archive = self.topic.spec.archive

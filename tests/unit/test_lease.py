@@ -259,3 +259,23 @@ def test_kept_alive_leaves_a_released_lease_alone(s3: Any) -> None:
         released = stored(s3)
         time.sleep(0.2)
     assert stored(s3) == released and released["run_id"] is None and lease.requests == 1
+
+
+def test_the_write_that_takes_the_lease_stores_the_holders_first_work(s3: Any, clock: Clock) -> None:
+    """``work`` sees the stored work once the lease is known takeable, and is asked again when the taking write
+    loses a race (here: another run takes the released lease between the read and the write)."""
+    Lease.acquire(s3, "lake", KEY, "run-a", ttl=TTL, now=clock).update({"done": 1}, release=True)
+    seen: list[Any] = []
+
+    def first_work(stored: Any) -> Any:
+        seen.append(stored)
+        if len(seen) == 1:
+            Lease.acquire(s3, "lake", KEY, "run-b", ttl=TTL, now=clock).update({"done": 2}, release=True)
+        return {**stored, "plan": len(seen)}
+
+    lease = Lease.acquire(s3, "lake", KEY, "run-c", ttl=TTL, now=clock, work=first_work)
+    assert seen == [{"done": 1}, {"done": 2}]
+    assert lease.work == stored(s3)["work"] == {"done": 2, "plan": 2} and lease.requests == 0
+    with pytest.raises(Held, match="run-c"):
+        Lease.acquire(s3, "lake", KEY, "run-d", ttl=TTL, now=clock, work=first_work)
+    assert len(seen) == 2, "work is asked only of a lease that can be taken"
