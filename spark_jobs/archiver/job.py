@@ -37,12 +37,13 @@ from kafkalake.drift import compare, observe
 from kafkalake.drift import metric_data as drift_metric_data
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
-from kafkalake.kafka_access import KafkaAccess, kafka_access
+from kafkalake.kafka_access import kafka_access
 from kafkalake.personal import KeyInvalid, Keyring, load_keys
 from kafkalake.registry import RegistryError
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
 from spark_jobs.archiver.light import LightBatches, is_light
 from spark_jobs.archiver.metrics import metric_data, publish
+from spark_jobs.archiver.offsets import OffsetClients
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import Started, TopicArchiver, TopicRun, run_access
 from spark_jobs.common import Run, add_lease_argument, job_session
@@ -126,9 +127,12 @@ def archive_fleet(
         def handed_over(topic_run: TopicRun, started: Started) -> None:
             alone.append(pool.submit(fleet.alone, topic_run, started))
 
-        LightBatches(spark, concurrency=concurrency, ended=fleet.ended, alone=handed_over).catch_up(light)
-        for future in alone:
-            future.result()
+        try:
+            LightBatches(spark, concurrency=concurrency, ended=fleet.ended, alone=handed_over).catch_up(light)
+            for future in alone:
+                future.result()
+        finally:
+            fleet.close()
     return [fleet.results[t.kafka_topic] for t in topics]
 
 
@@ -150,22 +154,27 @@ class FleetRun:
         self.pseudonym_key, self.now, self.say = pseudonym_key, now, say
         self.results: dict[str, TopicResult] = {}
         """By Kafka topic."""
-        self._access: KafkaAccess | None = None
-        self._access_lock = threading.Lock()
+        self._clients: OffsetClients | None = None
+        self._clients_lock = threading.Lock()
 
-    def access(self) -> KafkaAccess:
-        """The run's Kafka and registry access, made once (a topic fails alone with the reason it cannot be made)."""
-        with self._access_lock:
-            if self._access is None:
-                self._access = run_access(self.endpoints)
-            return self._access
+    def clients(self) -> OffsetClients:
+        """The run's Kafka and registry access and its offset clients, made once (a topic fails alone with the
+        reason they cannot be made); closed by ``close``."""
+        with self._clients_lock:
+            if self._clients is None:
+                self._clients = OffsetClients(run_access(self.endpoints))
+            return self._clients
+
+    def close(self) -> None:
+        if self._clients is not None:
+            self._clients.close()
 
     def opened(self, topic: Topic) -> tuple[TopicRun, Started] | None:
         """The topic's lease taken and its first plan started; None when it is skipped or failed (``results``)."""
         try:
             keys = topic_key(self.pseudonym_key, topic)
             archiver = TopicArchiver(
-                self.spark, self.endpoints, topic, keys=keys, access=self.access(), now=self.now, say=self.say
+                self.spark, self.endpoints, topic, keys=keys, clients=self.clients(), now=self.now, say=self.say
             )
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported
             self.failed(topic, exc, 0.0)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from kafkalake.kafka import settled, watermarks
 from kafkalake.kafka_access import KafkaAccess
@@ -18,27 +20,40 @@ KafkaState = tuple[dict[int, int | None], dict[int, int], dict[int, int]]
 """Per partition: the group's committed offset (None when it has none), the low and the high watermark."""
 
 
+class OffsetClients:
+    """The Kafka clients a run reads and commits its topics' offsets with, shared by its topics: one consumer for
+    metadata and watermarks, one admin client for each topic's group's committed offsets and commits (a group's
+    commit as a consumer of it makes it, with no member: the OffsetCommit request, so the same ACLs).
+
+    Shared because a client per topic held 8 file descriptors (librdkafka's broker sockets and wake-up pipes) for as
+    long as its topic was in the run: in a run of 160 topics whose light ones wait for their pass together, about
+    1,300, past the 1,024 ``select()`` takes (PySpark's accumulator server then fails), and a client's start per
+    topic."""
+
+    def __init__(self, access: KafkaAccess) -> None:
+        self.access = access
+        self.errors: list[str] = []
+        config: dict[str, Any] = {**access.client_config(), "error_cb": lambda error: self.errors.append(error.str())}
+        self.consumer = Consumer({**config, "group.id": consumer_group("(shared)"), "enable.auto.commit": False})
+        self.admin = AdminClient(config)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 class Offsets:
     """The topic's offsets in Kafka: watermarks, and the consumer group's committed positions."""
 
-    def __init__(self, access: KafkaAccess, kafka_topic: str) -> None:
-        self.topic, self.access = kafka_topic, access
-        self.client_errors: list[str] = []
-        self.consumer = Consumer(
-            {
-                **access.client_config(),
-                "group.id": consumer_group(kafka_topic),
-                "enable.auto.commit": False,
-                "error_cb": lambda error: self.client_errors.append(error.str()),
-            }
-        )
+    def __init__(self, clients: OffsetClients, kafka_topic: str) -> None:
+        self.topic, self.clients, self.access = kafka_topic, clients, clients.access
+        self.group = consumer_group(kafka_topic)
 
     def partitions(self) -> list[int]:
         try:
-            metadata = self.consumer.list_topics(self.topic, timeout=15).topics[self.topic]
+            metadata = self.clients.consumer.list_topics(self.topic, timeout=15).topics[self.topic]
         except KafkaException as exc:
-            self.consumer.poll(0.5)  # serves the error callbacks that say why (authentication, DNS, ...)
-            reported = "; ".join(dict.fromkeys(self.client_errors)) or "nothing more"
+            self.clients.consumer.poll(0.5)  # serves the error callbacks that say why (authentication, DNS, ...)
+            reported = "; ".join(dict.fromkeys(self.clients.errors)) or "nothing more"
             how = (
                 "with the credentials of the secret in kafka_secret_arn" if self.access.credentials else "without SASL"
             )
@@ -54,16 +69,14 @@ class Offsets:
         """(committed offset or None, low watermark, high watermark) per partition."""
         partitions = self.partitions()
         committed = self.committed(partitions)
-        marks = {p: watermarks(self.consumer, TopicPartition(self.topic, p)) for p in partitions}
+        marks = {p: watermarks(self.clients.consumer, TopicPartition(self.topic, p)) for p in partitions}
         return committed, {p: m[0] for p, m in marks.items()}, {p: m[1] for p, m in marks.items()}
 
     def committed(self, partitions: Iterable[int]) -> dict[int, int | None]:
         """The group's committed offset per partition (None when it has none): one request."""
-        wanted = [TopicPartition(self.topic, p) for p in partitions]
-        return {
-            tp.partition: (tp.offset if tp.offset >= 0 else None)
-            for tp in settled(lambda: self.consumer.committed(wanted, timeout=15))
-        }
+        request = [ConsumerGroupTopicPartitions(self.group, [TopicPartition(self.topic, p) for p in partitions])]
+        found = settled(lambda: self.clients.admin.list_consumer_group_offsets(request)[self.group].result(timeout=15))
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in _checked(found)}
 
     def commit(self, ranges: dict[int, tuple[int, int]]) -> None:
         """Commit the plan's ends, never moving a partition backwards: only the plan's partitions' commits are read
@@ -73,7 +86,17 @@ class Offsets:
             TopicPartition(self.topic, p, end) for p, (_, end) in ranges.items() if (committed.get(p) or -1) < end
         ]
         if forward:
-            settled(lambda: self.consumer.commit(offsets=forward, asynchronous=False))
+            request = [ConsumerGroupTopicPartitions(self.group, forward)]
+            _checked(
+                settled(lambda: self.clients.admin.alter_consumer_group_offsets(request)[self.group].result(timeout=15))
+            )
 
-    def close(self) -> None:
-        self.consumer.close()
+
+def _checked(found: ConsumerGroupTopicPartitions) -> list[TopicPartition]:
+    """The partitions of an admin client's answer, raising the first partition's error (a request that failed for
+    one partition is failed: nothing reads half an answer)."""
+    partitions = list(found.topic_partitions or [])
+    for tp in partitions:
+        if tp.error is not None:
+            raise KafkaException(tp.error)
+    return partitions

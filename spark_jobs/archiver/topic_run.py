@@ -42,7 +42,7 @@ from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, TableFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
-from spark_jobs.archiver.offsets import KafkaState, Offsets, consumer_group
+from spark_jobs.archiver.offsets import KafkaState, OffsetClients, Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, finished, plan_ranges, plan_work, resume_from, stored_plan
 from spark_jobs.archiver.records import PassMember, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
@@ -174,8 +174,8 @@ def run_access(endpoints: Endpoints) -> KafkaAccess:
 
 
 class TopicArchiver:
-    """One topic's offsets, plan store and Kafka/registry access (``access``: the run's, ``run_access``; its own when
-    None), and the keys of its pseudonyms, for one or more plans in a row."""
+    """One topic's offsets, plan store and Kafka/registry access (through ``clients``: the run's, made over
+    ``run_access``; its own when None), and the keys of its pseudonyms, for one or more plans in a row."""
 
     def __init__(
         self,
@@ -184,7 +184,7 @@ class TopicArchiver:
         topic: Topic,
         *,
         keys: Keyring | None = None,
-        access: KafkaAccess | None = None,
+        clients: OffsetClients | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
@@ -192,8 +192,10 @@ class TopicArchiver:
         self.keys = keys
         self.s3 = make_client(endpoints, "s3")
         self.s3_retries = RetryCount(self.s3)
-        self.access = access or run_access(endpoints)
-        self.offsets = Offsets(self.access, topic.kafka_topic)
+        self._own_clients = clients is None
+        self.clients = clients or OffsetClients(run_access(endpoints))
+        self.access = self.clients.access
+        self.offsets = Offsets(self.clients, topic.kafka_topic)
         self.lease_key = topic.prefix.archive_lease_key()
         self._plans: PlanLease | None = None
         self.taken_at: KafkaState = ({}, {}, {})
@@ -202,7 +204,8 @@ class TopicArchiver:
         """The plan the write that took the lease stored, until ``start_plan`` starts it."""
 
     def close(self) -> None:
-        self.offsets.close()
+        if self._own_clients:
+            self.clients.close()
 
     @contextmanager
     def holding(self, run: Run) -> Iterator[Lease]:
