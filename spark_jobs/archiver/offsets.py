@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,9 +29,17 @@ class OffsetClients:
     Shared because a client per topic held 8 file descriptors (librdkafka's broker sockets and wake-up pipes) for as
     long as its topic was in the run: in a run of 160 topics whose light ones wait for their pass together, about
     1,300, past the 1,024 ``select()`` takes (PySpark's accumulator server then fails), and a client's start per
-    topic."""
+    topic.
+
+    The consumer is used by one thread at a time (``lock``): its calls serve its error callback in the calling
+    thread, and one of two benchmark runs of the full fleet with the consumer shared by the run's four threads died
+    of a segmentation fault in the driver's Python process (cause not found; confluent-kafka's threaded use has known
+    crashes, e.g. confluent-kafka-python#1797). Its
+    calls are a metadata request and two watermark requests per partition, milliseconds each. The admin client's
+    calls are futures, made for concurrent use."""
 
     def __init__(self, access: KafkaAccess) -> None:
+        self.lock = threading.Lock()
         self.access = access
         self.errors: list[str] = []
         config: dict[str, Any] = {**access.client_config(), "error_cb": lambda error: self.errors.append(error.str())}
@@ -38,7 +47,8 @@ class OffsetClients:
         self.admin = AdminClient(config)
 
     def close(self) -> None:
-        self.consumer.close()
+        with self.lock:
+            self.consumer.close()
 
 
 class Offsets:
@@ -50,9 +60,11 @@ class Offsets:
 
     def partitions(self) -> list[int]:
         try:
-            metadata = self.clients.consumer.list_topics(self.topic, timeout=15).topics[self.topic]
+            with self.clients.lock:
+                metadata = self.clients.consumer.list_topics(self.topic, timeout=15).topics[self.topic]
         except KafkaException as exc:
-            self.clients.consumer.poll(0.5)  # serves the error callbacks that say why (authentication, DNS, ...)
+            with self.clients.lock:
+                self.clients.consumer.poll(0.5)  # serves the error callbacks that say why (authentication, DNS, ...)
             reported = "; ".join(dict.fromkeys(self.clients.errors)) or "nothing more"
             how = (
                 "with the credentials of the secret in kafka_secret_arn" if self.access.credentials else "without SASL"
@@ -69,7 +81,8 @@ class Offsets:
         """(committed offset or None, low watermark, high watermark) per partition."""
         partitions = self.partitions()
         committed = self.committed(partitions)
-        marks = {p: watermarks(self.clients.consumer, TopicPartition(self.topic, p)) for p in partitions}
+        with self.clients.lock:
+            marks = {p: watermarks(self.clients.consumer, TopicPartition(self.topic, p)) for p in partitions}
         return committed, {p: m[0] for p, m in marks.items()}, {p: m[1] for p, m in marks.items()}
 
     def committed(self, partitions: Iterable[int]) -> dict[int, int | None]:
