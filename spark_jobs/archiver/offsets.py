@@ -34,8 +34,8 @@ class OffsetClients:
     The consumer is used by one thread at a time (``lock``): its calls serve its error callback in the calling
     thread, and one of two benchmark runs of the full fleet with the consumer shared by the run's four threads died
     of a segmentation fault in the driver's Python process (cause not found; confluent-kafka's threaded use has known
-    crashes, e.g. confluent-kafka-python#1797). Its
-    calls are a metadata request and two watermark requests per partition, milliseconds each. The admin client's
+    crashes, e.g. confluent-kafka-python#1797). Its calls are a metadata request and two watermark requests per
+    partition, milliseconds each. The admin client's
     calls are futures, made for concurrent use."""
 
     def __init__(self, access: KafkaAccess) -> None:

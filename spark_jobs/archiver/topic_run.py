@@ -116,11 +116,13 @@ class TopicRun:
     def next_plan(self) -> Started | None:
         """The topic's next plan, stored in its lease (``TopicArchiver.start_plan``); None once the last plan was
         empty, the topic reached its target or the deadline passed."""
-        if self.result.plans:
-            reached = all(self._position[p] >= self._target[p] for p in self._target)
-            if not self.result.plans[-1].plan or reached or time.monotonic() >= self.deadline:
-                return None
+        if self.result.plans and (not self.result.plans[-1].plan or self._ends(self._position)):
+            return None
         return self.archiver.start_plan(ceiling=self._target)
+
+    def _ends(self, position: Mapping[int, int]) -> bool:
+        """Whether the run ends for the topic at ``position``: it reached the target, or the deadline passed."""
+        return all(position[p] >= t for p, t in self._target.items()) or time.monotonic() >= self.deadline
 
     def record(self, summary: Summary) -> None:
         """A committed plan: the topic's position moves to its ends."""
@@ -130,8 +132,7 @@ class TopicRun:
     def last(self, plan: Plan) -> bool:
         """Whether ``plan`` is the topic's last in this run (``next_plan`` will find none after it): it reaches the
         target, or the deadline passed. Its commit then releases the lease in the same write."""
-        reached = {**self._position, **{p: end for p, (_, end) in plan.ranges.items()}}
-        return all(reached[p] >= t for p, t in self._target.items()) or time.monotonic() >= self.deadline
+        return self._ends({**self._position, **{p: end for p, (_, end) in plan.ranges.items()}})
 
     def complete(self, started: Started) -> None:
         """``started`` carried out alone, in a Spark job of its own (``TopicArchiver.complete``), committed and
