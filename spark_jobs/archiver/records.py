@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from kafkalake.kafka_access import KafkaAccess
-from kafkalake.personal import HEADERS_COLUMN, PseudonymKey, kafka_hashed
+from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, PseudonymKey, kafka_hashed
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, ValueFormat
@@ -106,7 +106,14 @@ def prepared(raw: DataFrame, members: Sequence[PassMember], *, key: PseudonymKey
     held = {mine[v.version] for m, mine in zip(members, columns, strict=True) for v in m.versions if v.held}
     protected = {c: p for c, p in personal.items() if c not in held}
     value_columns = list(dict.fromkeys(c for mine in columns for c in mine.values()))
-    return transform.plan_rows(pseudonymise(timed, {**protected, **kafka}, key), value_columns)
+    keyless = [i for i, m in enumerate(members) if not keeps_key(m.topic)]
+    return transform.plan_rows(pseudonymise(timed, {**protected, **kafka}, key), value_columns, keyless)
+
+
+def keeps_key(topic: Topic) -> bool:
+    """Whether the topic's data objects hold its records' Kafka keys: it archives them (``archive.key``), or keeps
+    its tombstones, whose delete-log rows carry the key beside the data rows (``writer.data_rows``)."""
+    return KAFKA_KEY_COLUMN in topic.kafka_columns or topic.spec.tombstones == "keep"
 
 
 def hashed_kafka_columns(topic: Topic) -> tuple[str, ...]:

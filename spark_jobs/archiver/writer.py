@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
 import pyarrow as pa
@@ -353,10 +352,10 @@ class PlanWriter:
 
 def object_key(prefix: TablePrefix, group: tuple[Any, ...], first: int, last: int) -> str:
     """The key of a data object (group: DATA, version, Kafka partition, dt, hour) or a quarantine object (group:
-    QUARANTINE, how it is kept, Kafka partition, dt) holding offsets ``first`` to ``last``."""
+    QUARANTINE, how it is kept, Kafka partition, dt) holding offsets ``first`` to ``last``; dt is a UTC date."""
     if group[0] == DATA:
         _, version, partition, dt, hour = group
-        return DataKey(prefix, Partition(version, date.fromisoformat(dt), int(hour)), partition, first, last).key()
+        return DataKey(prefix, Partition(version, dt, int(hour)), partition, first, last).key()
     _, mode, partition, dt = group
     restricted = mode == QuarantineMode.RESTRICTED
-    return prefix.quarantine_key(date.fromisoformat(dt), partition, first, last, restricted=restricted)
+    return prefix.quarantine_key(dt, partition, first, last, restricted=restricted)

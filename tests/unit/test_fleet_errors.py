@@ -1,23 +1,28 @@
 """What a failed topic's error says: the exception a Spark task raised rather than the Spark error's frames, and how
 to fix an access denial (the S3 permissions on the topic's prefixes, or the lake key's); retries counted per client;
-the pseudonym key read once, and only the topics that need it failing without it."""
+the pseudonym key read once, and only the topics that need it failing without it; pandas imported in the
+background from the run's start."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import sys
+from typing import Any, cast
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from pyspark.sql import SparkSession
 
 from infra.repo import catalog_dir
 from kafkalake.aws import RETRIES, RetryCount
 from kafkalake.endpoints import Endpoints
 from kafkalake.personal import KeyInvalid, Keyring, PiiAction, PseudonymKey
 from kafkalake.topic_catalog import load_topic_catalog
+from spark_jobs.archiver import job
 from spark_jobs.archiver.job import MAX_ERROR_CHARS, explain, read_pseudonym_key, topic_key, worker_error
+from spark_jobs.common import Run
 from tests.faults import s3_answers
 
 TOPIC = load_topic_catalog(catalog_dir()).get("card-authorized", "staging")
@@ -108,3 +113,17 @@ def test_the_key_is_read_only_when_a_topic_hashes_and_only_the_topics_that_hash_
         assert read_pseudonym_key(ENDPOINTS, [PERSONAL]) == rotated, "tombstones are digested under both keys"
     unset = read_pseudonym_key(dataclasses.replace(ENDPOINTS, pseudonym_secret_arn=None), [PERSONAL])
     assert isinstance(unset, KeyInvalid) and "set pseudonym_secret_arn" in str(unset)
+
+
+def test_the_run_starts_importing_pandas_before_its_first_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pass's ``mapInArrow`` needs pandas on the driver: the run imports it in the background from its start,
+    not when its first pass is built (``job.preload_pandas``)."""
+    started: list[str] = []
+    monkeypatch.setattr(job, "preload_pandas", lambda: started.append("pandas"))
+    endpoints = Endpoints("127.0.0.1:1", "http://127.0.0.1:2", "eu-west-1", "lake")
+    spark = cast(SparkSession, object())  # no topic: no Spark job
+    assert job.archive_fleet(spark, endpoints, [], concurrency=1, deadline=0.0, run=Run("r"), say=print) == []
+    assert started == ["pandas"]
+    monkeypatch.undo()
+    job.preload_pandas().join()
+    assert "pandas" in sys.modules

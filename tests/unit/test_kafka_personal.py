@@ -146,6 +146,42 @@ def test_the_archiver_stores_the_digest_of_the_key_and_of_each_header_value_in_e
     assert actual.collect() == expected.collect()
 
 
+@pytest.mark.parametrize(
+    ("archive", "tombstones", "data_keys"),
+    [
+        ({}, "drop", [None, None]),
+        ({"key": "clear"}, "drop", [b"cust-1", b"cust-3"]),
+        ({}, "keep", [b"cust-1", b"cust-3"]),
+    ],
+)
+def test_a_data_rows_key_reaches_the_writer_only_when_its_objects_keep_it(
+    bare_spark: SparkSession, archive: dict[str, Any], tombstones: str, data_keys: list[bytes | None]
+) -> None:
+    """A topic that drops the key (the default) hands its data rows to the writer without it (the copy into the
+    Arrow batches was a tenth of the plan's Spark-side CPU); a tombstone and a quarantined record keep theirs (the
+    delete log, the quarantine's raw bytes), as do the data rows of a topic that archives the key or keeps its
+    tombstones (their delete log sits beside the data rows)."""
+    plain = topic(archive, tombstones=tombstones)
+    value = encode(11, json.dumps(ORDER), {"id": "a"})
+    raw = bare_spark.createDataFrame(
+        [
+            (b"cust-1", value, 0, 0, NOW),
+            (b"cust-1", None, 0, 1, NOW),
+            (b"cust-2", b"\x00bad", 0, 2, NOW),
+            (b"cust-3", value, 0, 3, NOW),
+        ],
+        "key binary, value binary, partition int, offset long, timestamp timestamp",
+    )
+    member = PassMember(plain, Plan(plain.kafka_topic, NOW.isoformat(), {}), (VersionSchema(1, 11, json.dumps(ORDER)),))
+    rows = prepared(raw, [member], key=None).orderBy("_kafka_offset").collect()
+    assert [(r["_error"], r["_key"]) for r in rows] == [
+        (None, data_keys[0]),
+        ("tombstone", b"cust-1"),
+        ("truncated", b"cust-2"),
+        (None, data_keys[1]),
+    ]
+
+
 def test_a_hashed_keys_tombstone_is_reported_under_every_key_and_its_clear_key_stored_nowhere(s3: Any) -> None:
     """Rows as ``prepared`` gives them with ``archive.key: hmac``: ``_key`` the digest under the current key, the
     tombstone's clear key in ``_tombstone_key``. Its digests under the current key (the one its later rows hold) and

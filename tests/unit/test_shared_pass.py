@@ -99,7 +99,21 @@ def test_each_row_is_classified_decoded_timed_and_protected_as_its_own_topic_say
     assert [r["_value_v1"]["id"] if r["_value_v1"] else None for r in rows] == ["o-1", None, "o-1", *[None] * 4]
     assert rows[3]["_value_v2"]["id"] == KEY.digest("o-1")  # hashed in its own column only
     assert rows[4]["_value_v3"].asDict() == {"id": "r-1", "n": 4}
-    assert {bytes(r["_key"]) for r in rows} == {b"cust"}
+    keys = [r["_key"] for r in rows]  # none of these topics keeps the key: only the quarantined rows carry it
+    assert keys == [None, b"cust", None, None, None, b"cust", b"cust"]
+
+
+def test_the_kafka_key_reaches_the_writer_with_the_data_rows_of_the_topics_that_keep_it(
+    bare_spark: SparkSession,
+) -> None:
+    keeping = member(topic("orders-too", ORDER, archive={"key": "clear"}), VersionSchema(1, 7, json.dumps(ORDER)))
+    raw_rows = raw(bare_spark).where("topic in ('t.orders', 't.orders-too')")
+    rows = prepared(raw_rows, [MEMBERS[0], keeping], key=KEY).orderBy("_kafka_offset").collect()
+    assert [(r["_member"], r["_error"], r["_key"]) for r in rows] == [
+        (0, None, None),
+        (0, "unknown_schema_id", b"cust"),
+        (1, None, b"cust"),
+    ]
 
 
 def test_plans_that_hash_different_kafka_columns_never_share_a_pass(bare_spark: SparkSession) -> None:

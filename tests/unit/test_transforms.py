@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -108,12 +108,12 @@ def test_business_time_takes_the_first_valid_candidate(bare_spark: SparkSession)
         ],
     ).collect()
     assert [(r["dt"], r["hour"], r["_time_source"]) for r in rows] == [
-        ("2026-11-20", 8, "meta.at"),
-        ("2026-11-20", 7, "meta.at"),
-        ("2026-11-20", 5, "epoch"),
-        ("2026-11-20", 10, "kafka_timestamp"),
-        ("1999-12-31", 23, "meta.at"),
-        ("2026-11-23", 0, "meta.at"),
+        (date(2026, 11, 20), 8, "meta.at"),
+        (date(2026, 11, 20), 7, "meta.at"),
+        (date(2026, 11, 20), 5, "epoch"),
+        (date(2026, 11, 20), 10, "kafka_timestamp"),
+        (date(1999, 12, 31), 23, "meta.at"),
+        (date(2026, 11, 23), 0, "meta.at"),
     ]
     assert [r["_error"] for r in rows] == [None, None, None, None, "time_out_of_bounds", "time_out_of_bounds"]
 
@@ -154,9 +154,9 @@ def test_plan_rows_carry_raw_bytes_only_for_quarantine(bare_spark: SparkSession)
     ]
     found = [(r["_error"], r["_raw_value"], r["_quarantine_dt"], r["dt"], r["hour"]) for r in rows.collect()]
     assert found == [
-        (None, None, None, "2026-11-20", 10),
-        ("tombstone", None, None, "2026-11-20", 10),
-        ("bad_magic_byte", bytearray(b"\x42garbage"), "2026-11-20", "2026-11-20", 10),
+        (None, None, None, date(2026, 11, 20), 10),
+        ("tombstone", None, None, date(2026, 11, 20), 10),
+        ("bad_magic_byte", bytearray(b"\x42garbage"), date(2026, 11, 20), date(2026, 11, 20), 10),
     ]
 
 
@@ -178,14 +178,14 @@ def test_partitions_do_not_depend_on_the_session_zone(bare_spark: SparkSession, 
     finally:
         bare_spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert [r[1:] for r in in_utc] == [
-        ("2026-11-20", 8, None),
-        ("2026-11-20", 7, None),
-        ("2026-11-20", 22, None),
-        ("2025-11-20", 5, None),
-        ("2000-01-01", 0, None),
+        (date(2026, 11, 20), 8, None),
+        (date(2026, 11, 20), 7, None),
+        (date(2026, 11, 20), 22, None),
+        (date(2025, 11, 20), 5, None),
+        (date(2000, 1, 1), 0, None),
     ]
     assert [r[1:] for r in elsewhere] == [r[1:] for r in in_utc]
-    assert tombstone is not None and (tombstone["dt"], tombstone["hour"]) == ("2026-11-20", 10)
+    assert tombstone is not None and (tombstone["dt"], tombstone["hour"]) == (date(2026, 11, 20), 10)
 
 
 EDGE = datetime(2026, 11, 20, 8, tzinfo=UTC)

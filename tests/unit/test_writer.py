@@ -73,9 +73,9 @@ def row(offset: int, kind: str, hour: int = 9, partition: int = 0) -> dict[str, 
         "_value_v2": {"id": f"b{offset}"} if kind == "v2" else None,
         "_business_time": at,
         "_time_source": "kafka_timestamp",
-        "dt": at.date().isoformat(),
+        "dt": at.date(),
         "hour": hour,
-        "_quarantine_dt": at.date().isoformat() if error not in (None, "tombstone") else None,
+        "_quarantine_dt": at.date() if error not in (None, "tombstone") else None,
     }
 
 
@@ -95,9 +95,9 @@ SCHEMA = pa.schema(
         ("_value_v2", V2),
         ("_business_time", pa.timestamp("us", tz="UTC")),
         ("_time_source", pa.string()),
-        ("dt", pa.string()),
+        ("dt", pa.date32()),
         ("hour", pa.int32()),
-        ("_quarantine_dt", pa.string()),
+        ("_quarantine_dt", pa.date32()),
     ]
 )
 
