@@ -17,7 +17,7 @@ from kafkalake.convention import DEFAULT_TOPIC_NAMING, OffConvention, TopicName,
 from kafkalake.kafka import list_topics
 from kafkalake.kafka_access import KafkaAccess
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, SchemaDriftMetric
-from kafkalake.registry import RegisteredSchema, value_subject
+from kafkalake.registry import RegisteredSchema, RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.undeclared import protection
 
@@ -32,13 +32,17 @@ class ClusterView:
 
 def observe(access: KafkaAccess) -> ClusterView:
     """Read the cluster's topics (Kafka admin) and their value subjects' versions (the registry)."""
-    topics = tuple(list_topics(AdminClient(dict(access.client_config()))))
-    registry = access.registry()
+    return cluster_view(list_topics(AdminClient(dict(access.client_config()))), access.registry())
+
+
+def cluster_view(topics: Iterable[str], registry: RegistryClient) -> ClusterView:
+    """``topics`` with the versions of their value subjects, read from ``registry``."""
+    names = tuple(topics)
     subjects = set(registry.subjects())
     versions = {
-        topic: tuple(registry.versions(value_subject(topic))) for topic in topics if value_subject(topic) in subjects
+        topic: tuple(registry.versions(value_subject(topic))) for topic in names if value_subject(topic) in subjects
     }
-    return ClusterView(topics, versions)
+    return ClusterView(names, versions)
 
 
 @dataclass(frozen=True)
