@@ -36,13 +36,12 @@ def observe(access: KafkaAccess) -> ClusterView:
 
 
 def cluster_view(topics: Iterable[str], registry: RegistryClient) -> ClusterView:
-    """``topics`` with the versions of their value subjects, read from ``registry``."""
+    """``topics`` with the versions of their value subjects, each subject looked up by its name: the registry's
+    listing of all subjects may be incomplete (capped or paged), so it cannot tell that a subject is missing. A topic
+    without one has no entry; a registry that fails raises ``RegistryError`` (never taken for a missing subject)."""
     names = tuple(topics)
-    subjects = set(registry.subjects())
-    versions = {
-        topic: tuple(registry.versions(value_subject(topic))) for topic in names if value_subject(topic) in subjects
-    }
-    return ClusterView(names, versions)
+    found = {topic: tuple(registry.versions(value_subject(topic))) for topic in names}
+    return ClusterView(names, {topic: versions for topic, versions in found.items() if versions})
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,27 @@ Works against Confluent Schema Registry and any compatible one (Apicurio's ``/ap
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 TIMEOUT_SECONDS = 10.0
 """Per connect, read and write: a registry that hangs fails the call (and the topic's plan) instead of the run."""
+SUBJECT_NOT_FOUND = 40401
+"""The ``error_code`` of a 404 that means the registry holds no such subject (Confluent's API; Apicurio's ccompat API
+answers the same). Any other 404, such as a wrong base URL's, is an error, not a missing subject."""
 
 
 class RegistryError(RuntimeError):
     """The registry refused or could not be reached; the message names the URL and the answer."""
+
+
+class SubjectNotFound(RegistryError):
+    """The registry answered that it holds no such subject (404 with ``SUBJECT_NOT_FOUND``)."""
 
 
 @dataclass(frozen=True)
@@ -42,30 +51,45 @@ class RegistryClient:
                 f"{exc or 'no detail'}); check that it runs and is reachable from the job"
             ) from exc
         if response.status_code >= 400:
-            raise RegistryError(f"{method} {url} answered {response.status_code}: {response.text[:300]}")
+            refusal = f"{method} {url} answered {response.status_code}: {response.text[:300]}"
+            if response.status_code == 404 and error_code(response.text) == SUBJECT_NOT_FOUND:
+                raise SubjectNotFound(refusal)
+            raise RegistryError(refusal)
         return response.json()
 
     def register(self, subject: str, schema: str) -> int:
         """Register (idempotently) and return the schema id."""
-        return int(self._call("POST", f"/subjects/{subject}/versions", {"schema": schema, "schemaType": "AVRO"})["id"])
-
-    def subjects(self) -> list[str]:
-        """Every subject the registry holds."""
-        return [str(s) for s in self._call("GET", "/subjects")]
+        body = {"schema": schema, "schemaType": "AVRO"}
+        return int(self._call("POST", f"{subject_path(subject)}/versions", body)["id"])
 
     def versions(self, subject: str) -> list[RegisteredSchema]:
-        """Every version of a subject, oldest first (empty when the subject does not exist)."""
+        """Every version of a subject, oldest first, looked up by its name (a registry's listing of all subjects
+        may be capped or paged); empty when the registry answers that it holds no such subject, ``RegistryError``
+        for any other failure."""
         try:
-            numbers = self._call("GET", f"/subjects/{subject}/versions")
-        except RegistryError as exc:
-            if " answered 404" in str(exc):
-                return []
-            raise
+            numbers = self._call("GET", f"{subject_path(subject)}/versions")
+        except SubjectNotFound:
+            return []
         found = []
         for number in numbers:
-            item = self._call("GET", f"/subjects/{subject}/versions/{number}")
+            item = self._call("GET", f"{subject_path(subject)}/versions/{number}")
             found.append(RegisteredSchema(subject, int(item["version"]), int(item["id"]), str(item["schema"])))
         return found
+
+
+def subject_path(subject: str) -> str:
+    """The subject's resource path, its name quoted whole (a ``/`` in it is not a path separator)."""
+    return f"/subjects/{quote(subject, safe='')}"
+
+
+def error_code(body: str) -> int | None:
+    """The Confluent ``error_code`` of an error answer's body, if it has one."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    code = parsed.get("error_code") if isinstance(parsed, dict) else None
+    return code if isinstance(code, int) else None
 
 
 def value_subject(kafka_topic: str) -> str:

@@ -32,7 +32,7 @@ from kafkalake.convention import OffConvention, TopicName, parse_topic_name
 from kafkalake.drift import ClusterView
 from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import KafkaAccess
-from kafkalake.registry import RegisteredSchema
+from kafkalake.registry import RegisteredSchema, value_subject
 from kafkalake.topic_catalog import TopicCatalog
 from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import split_header
@@ -168,7 +168,10 @@ def propose(
     if value_format == ValueFormat.AVRO:
         if not registered:
             return Flagged(
-                name.kafka_topic, f"Confluent-framed values ({found.evidence()}), but no value subject in the registry"
+                name.kafka_topic,
+                f"Confluent-framed values ({found.evidence()}), but no value subject in the registry: register the "
+                f"topic's value schema under subject {value_subject(name.kafka_topic)!r} (TopicNameStrategy), then "
+                "import again",
             )
         records = decode_avro(sample.values, registered)
     else:

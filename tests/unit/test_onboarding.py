@@ -308,8 +308,9 @@ def test_framed_values_are_avro_and_the_subject_decides_only_an_empty_sample(tmp
     unregistered = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=(), sample=Sample(framed))
     assert unregistered == Flagged(
         NAME.kafka_topic,
-        "Confluent-framed values (3 sampled values: 3 Confluent-framed (schema ids 5)), "
-        "but no value subject in the registry",
+        "Confluent-framed values (3 sampled values: 3 Confluent-framed (schema ids 5)), but no value subject in the "
+        "registry: register the topic's value schema under subject 'staging.acme.sales.orders-value' "
+        "(TopicNameStrategy), then import again",
     )
     empty = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=Sample())
     assert isinstance(empty, Proposal) and empty.value_format == ValueFormat.AVRO
