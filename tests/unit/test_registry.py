@@ -99,7 +99,7 @@ def test_a_registry_failure_is_an_error_never_a_missing_subject(
 ) -> None:
     registry = StubRegistry([], answer)
     with pytest.raises(RegistryError, match=re.escape(says)) as raised:
-        cluster_view([NAME.kafka_topic], registry.client())
+        registry.client().versions(value_subject(NAME.kafka_topic))
     assert type(raised.value) is RegistryError  # not its SubjectNotFound
     assert f"GET {URL}/subjects/{value_subject(NAME.kafka_topic)}/versions" in str(raised.value)
 
