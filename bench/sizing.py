@@ -18,7 +18,12 @@ HEADROOM = 1.5
 """Over the measured median peak: single runs peak up to ~25% higher (when G1 grows the heap), and a plan of wide
 records holds more bytes than the benchmark's ~200-byte records at the same count."""
 EXECUTOR_CORES = 4
-"""EMR Serverless's default executor size, kept: fewer cores per executor means more JVMs for the same work."""
+"""EMR Serverless's default executor size, the compactor's (and the erasure job's): fewer cores per executor means
+more JVMs for the same work."""
+ARCHIVER_EXECUTOR_CORES = 2
+"""The archiver's executors (issue #37): at the default schedule a run lasts under EMR Serverless's one-minute minimum
+per worker (``bench.cost.emr_run``), so each worker's size, not the run's work, is the bill; a 2-vCPU executor holds
+a plan of ``records_per_plan`` by the measured peaks, and a fleet with more work gets more executors."""
 DRIVER_CORES = 2
 """The driver runs no tasks; it plans, keeps leases and collects each plan's outcome rows, a few topics at once."""
 WORKER_MEMORY_GB = {1: (2, 8, 1), 2: (4, 16, 1), 4: (8, 30, 1), 8: (16, 60, 4), 16: (32, 120, 8)}
@@ -121,13 +126,21 @@ def emr_sizes(measured: list[PlanMemory], local_cores: int) -> EmrSizes:
         max(m.jvm_mib for m in measured),
         max(m.driver_python_mib for m in measured),
         max(m.workers_python_mib for m in measured) / local_cores,
+        ARCHIVER_EXECUTOR_CORES,
     )
 
 
-def sizes_for(records_per_plan: int, jvm_mib: float, driver_python_mib: float, python_per_core_mib: float) -> EmrSizes:
-    """Driver and executor sizes for a job whose JVM, Python driver and Python worker per core peaked so."""
+def sizes_for(
+    records_per_plan: int,
+    jvm_mib: float,
+    driver_python_mib: float,
+    python_per_core_mib: float,
+    executor_cores: int = EXECUTOR_CORES,
+) -> EmrSizes:
+    """Driver and executor sizes for a job whose JVM, Python driver and Python worker per core peaked so, its
+    executors of ``executor_cores`` vCPU."""
     return EmrSizes(
         records_per_plan,
         worker(DRIVER_CORES, jvm_mib, driver_python_mib),
-        worker(EXECUTOR_CORES, jvm_mib, python_per_core_mib * EXECUTOR_CORES),
+        worker(executor_cores, jvm_mib, python_per_core_mib * executor_cores),
     )

@@ -54,7 +54,7 @@ class EnvironmentConfig(BaseModel):
     maintainer_schedule_minutes: int = Field(default=10, ge=1)
     """How often the maintainer drains the queue, adding the Glue partitions that make Hive tables' new objects
     queryable; what a faster one buys: docs/benchmarks.md (the cost model's schedules)."""
-    archiver_schedule_minutes: int = Field(default=5, ge=ARCHIVER_SCHEDULE_MINIMUM_MINUTES)
+    archiver_schedule_minutes: int = Field(default=8, ge=ARCHIVER_SCHEDULE_MINIMUM_MINUTES)
     """Chosen by the cost model (bench/freshness.py, README: Freshness and cost): the cheapest schedule that meets the
     freshness goals; a unit test keeps it equal to the adopted result's choice."""
     cache_ttl_seconds: int = Field(default=600, ge=0)

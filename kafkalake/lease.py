@@ -16,17 +16,17 @@ kept across a takeover so that the next holder redoes exactly it); ``writer`` (a
 ``write`` (the holder's count of its writes), so that every write has a body, hence an ETag, of its own and the
 holder can recognise its own writes.
 
-A run may take the lease when there is none, when it is released, or when its holder stopped renewing it for
-longer than ``ttl``; otherwise ``acquire`` raises ``Held`` and the run skips the resource. Every durable step renews
-the lease, and ``kept_alive`` renews it in the background in between (once a third of ``ttl`` has passed since its
-last write), so a long step never loses it while its process lives; a holder that dies (SIGKILL, lost worker) leaves
-a lease that turns stale ``ttl`` after its last renewal. A holder's last durable step may release the lease in the
-same write (``update(..., release=True)``), so a resource with one step left costs no write of its own to release.
+A run may take the lease when there is none, when it is released, or when its holder stopped renewing it for longer than
+``ttl``; otherwise ``acquire`` raises ``Held`` and the run skips the resource. Every durable step renews the lease, and
+``kept_alive`` renews it in the background in between (once half of ``ttl`` has passed since its last write:
+``quiet_spell``), so a long step never loses it while its process lives; a holder that dies (SIGKILL, lost worker)
+leaves a lease that turns stale ``ttl`` after its last renewal. A holder's last durable step may release the lease in
+the same write (``update(..., release=True)``), so a resource with one step left costs no write of its own to release.
 
 Requests, each billed as an S3 PUT: one to take the lease, one per durable step, and one per renewal. A renewal is
-needed only where no durable step wrote for a third of ``ttl``, so ``kept_alive`` checks every sixth of ``ttl`` and
-renews only the leases that went that long without a write: between one third and one half of ``ttl`` after the last
-write, which leaves at least three checks (a renewal tried again at each) before the holder's expiry.
+needed only where no durable step wrote for half of ``ttl``, so ``kept_alive`` checks every sixth of ``ttl`` and
+renews only the leases that went that long without a write: between one half and two thirds of ``ttl`` after the
+last write, which leaves three checks (a renewal tried again at each) before the holder's expiry.
 
 Time: staleness is judged on S3's clock alone, never by comparing two machines' clocks. A taker reads the lease's
 ``Last-Modified`` (when S3 stored the holder's last write) and the ``Date`` of the same GET's response (S3's now);
@@ -301,18 +301,26 @@ class Lease:
         )
 
 
+def quiet_spell(ttl: timedelta) -> timedelta:
+    """How long a holder's lease of ``ttl`` goes without a write before ``kept_alive`` renews it: half the TTL. Its
+    checks come every sixth of the TTL, so a renewal has three tries (the first may meet an S3 error) before the
+    holder's expiry, and a plan that commits within half the TTL of its last write costs no renewal."""
+    return ttl / 2
+
+
 @contextmanager
 def kept_alive(leases: Sequence[Lease], every: timedelta) -> Iterator[None]:
-    """Renew each lease in ``leases`` once ``every`` passed since its last write (a durable step's or a renewal's),
-    from one background thread that checks every half of ``every``, until the block ends. A renewal that fails (an S3
-    or network error, a malformed answer) is tried again at the next beat; a lease that is lost (another run took it,
-    or the holder's expiry passed) or released is renewed no more, and a lost one's holder's next durable step raises
+    """Renew each lease in ``leases`` once ``every`` passed since its last write (a durable step's or a renewal's), from
+    one background thread that checks every third of ``every``, until the block ends (with ``every`` the ``quiet_spell``
+    of the TTL, that leaves three checks to renew in before the holder's expiry). A renewal that fails (an S3 or network
+    error, a malformed answer) is tried again at the next beat; a lease that is lost (another run took it, or the
+    holder's expiry passed) or released is renewed no more, and a lost one's holder's next durable step raises
     ``LeaseLost``."""
     stop = threading.Event()
     live = list(leases)
 
     def beat() -> None:
-        while live and not stop.wait(every.total_seconds() / 2):
+        while live and not stop.wait(every.total_seconds() / 3):
             for lease in list(live):
                 try:
                     if lease.released:

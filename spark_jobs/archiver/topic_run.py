@@ -36,7 +36,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.iceberg import table_catalog, table_location
 from kafkalake.kafka_access import KafkaAccess, kafka_access
-from kafkalake.lease import Held, Lease, LeaseLost
+from kafkalake.lease import Held, Lease, LeaseLost, quiet_spell
 from kafkalake.personal import KEY_ID_COLUMN, Keyring, needs_key
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, TableFormat
@@ -218,7 +218,7 @@ class TopicArchiver:
         self._plans = PlanLease(lease)
         try:
             self._group_forward(self.taken_at[0], self._plans.finished())
-            with lease.kept_alive(run.lease_ttl / 3):
+            with lease.kept_alive(quiet_spell(run.lease_ttl)):
                 yield lease
         finally:
             self._plans = None

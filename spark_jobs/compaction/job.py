@@ -29,7 +29,7 @@ from kafkalake.jobspec import (
     COMPACTOR_MIN_INPUT_FILES,
     COMPACTOR_TARGET_FILE_MB,
 )
-from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
+from kafkalake.lease import Held, Lease, LeaseLost, kept_alive, quiet_spell
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.topic_spec import TableFormat
 from spark_jobs.common import Run, add_lease_argument, job_session
@@ -48,7 +48,7 @@ class Compactor(Rewriter):
         results (``Action.FAILED``), never raised; tables another run holds are ``Action.SKIPPED``."""
         held, results = self._take_leases()
         try:
-            with kept_alive(list(self.leases.values()), self.identity.lease_ttl / 3):
+            with kept_alive(list(self.leases.values()), quiet_spell(self.identity.lease_ttl)):
                 iceberg = [t for t in held if t.spec.table_format == TableFormat.ICEBERG]
                 work, selected = select(self, [t for t in held if t not in iceberg])
                 carry_forward(self, work)

@@ -50,7 +50,7 @@ from kafkalake.erasure import (
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key
-from kafkalake.lease import Held, Lease, LeaseLost, kept_alive
+from kafkalake.lease import Held, Lease, LeaseLost, kept_alive, quiet_spell
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
 from kafkalake.personal import Keyring, KeyUnavailable, load_keys
 from kafkalake.s3_location import parse_s3_uri
@@ -123,7 +123,7 @@ class Eraser(Rewriter):
             self.say(f"erasure in {self.env}: skipped: {busy}")
             return outcome
         try:
-            with kept_alive([lease], self.identity.lease_ttl / 3):
+            with kept_alive([lease], quiet_spell(self.identity.lease_ttl)):
                 self._carry_out(lease, outcome)
         finally:
             try:
@@ -325,7 +325,7 @@ class Eraser(Rewriter):
         )
         self.leases[name] = lease
         try:
-            with kept_alive([lease], self.identity.lease_ttl / 3):
+            with kept_alive([lease], quiet_spell(self.identity.lease_ttl)):
                 if table.iceberg is not None:
                     self._delete(topic, table.iceberg, save)
                 self._rewrite(topic, table)

@@ -18,7 +18,7 @@ from botocore.config import Config
 
 from kafkalake.aws import RETRIES, RetryCount, make_client, read_json
 from kafkalake.endpoints import Endpoints
-from kafkalake.lease import Held, Lease, LeaseLost
+from kafkalake.lease import Held, Lease, LeaseLost, quiet_spell
 from kafkalake_dev.local.sandbox import with_bucket
 from tests.faults import CONFLICT, INTERNAL_ERROR, NO_ANSWER, FaultProxy, aws_proxy
 
@@ -135,7 +135,7 @@ def test_a_holder_whose_renewals_time_out_until_its_expiry_stops_its_steps(
     lease = Lease.acquire(s3, endpoints.bucket, key, "run-a", ttl=ttl, now=now)
     expired = time.monotonic() + ttl.total_seconds()  # the holder counts from before it sent the acquiring write
     proxy.inject("PUT", lease_path(endpoints, key), INTERNAL_ERROR, delay=2)
-    with lease.kept_alive(every=ttl / 3):
+    with lease.kept_alive(quiet_spell(ttl)):
         while time.monotonic() <= expired:
             time.sleep(0.1)
     proxy.clear()

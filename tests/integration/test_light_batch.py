@@ -51,7 +51,7 @@ def run_fleet(
 ) -> tuple[dict[str, TopicResult], int]:
     """One archiver run over ``topics``: the results by Kafka topic, and how many Spark jobs it ran."""
     before = spark_jobs(spark)
-    # Leases that no renewal needs within the test (a third of the TTL without a write), so their requests are counted
+    # Leases that no renewal needs within the test (half the TTL without a write), so their requests are counted
     this_run = Run(run, lease_ttl=timedelta(minutes=15))
     results = archive_fleet(
         spark, endpoints, topics, concurrency=2, deadline=time.monotonic() + 600, run=this_run, say=lines.append

@@ -19,7 +19,7 @@ from bench import cost, report, rows
 from bench.archiver import kafka_time
 from bench.common import RESULTS
 from bench.proc import MEMORY_FIGURES, cpu_since, tree_sample
-from bench.sizing import EXECUTOR_CORES, HEADROOM, PlanMemory, emr_sizes, spark_defaults, supported_memory_gb
+from bench.sizing import ARCHIVER_EXECUTOR_CORES, HEADROOM, PlanMemory, emr_sizes, spark_defaults, supported_memory_gb
 from bench.spark_alone import plans
 from infra.constructs.jobs import WORKER_SIZES
 
@@ -113,8 +113,8 @@ def test_emr_sizes_take_each_part_at_its_peak_over_the_plan_sizes() -> None:
     sizes = emr_sizes(measured, local_cores=2)
     assert sizes.records_per_plan == 1_000_000
     assert sizes.driver.needed_mib == (900 + 190) * HEADROOM
-    assert sizes.executor.needed_mib == (900 + 520 / 2 * EXECUTOR_CORES) * HEADROOM
-    assert (sizes.executor.cpu, sizes.executor.memory_gb, sizes.executor.heap_gb) == (4, 8, 2)
+    assert sizes.executor.needed_mib == (900 + 520 / 2 * ARCHIVER_EXECUTOR_CORES) * HEADROOM
+    assert (sizes.executor.cpu, sizes.executor.memory_gb, sizes.executor.heap_gb) == (2, 4, 2)
     assert sizes.executor.heap_gb < sizes.executor.memory_gb  # the Python workers live in the overhead
 
 
@@ -206,9 +206,9 @@ def test_spark_settings_fill_each_worker_with_its_heap_and_overhead() -> None:
         "spark.driver.cores": "2",
         "spark.driver.memory": "1g",
         "spark.driver.memoryOverhead": "3g",
-        "spark.executor.cores": "4",
+        "spark.executor.cores": "2",
         "spark.executor.memory": "1g",
-        "spark.executor.memoryOverhead": "7g",
+        "spark.executor.memoryOverhead": "3g",
     }
 
 
