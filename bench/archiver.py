@@ -38,9 +38,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.common import LOCAL_CORES, cpu_per_million, paired_ratio, rate_after_start, write_result
+from bench.common import cpu_per_million, paired_ratio, rate_after_start, write_result
 from bench.proc import MEMORY_FIGURES, watched
-from bench.sizing import PlanMemory, emr_sizes
+from bench.sizing import PlanMemory
 from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_spec import ArchivePolicy
@@ -324,7 +324,6 @@ def throughput_and_memory(endpoints: Endpoints) -> dict[str, Any]:
         **memory_ratios(ten_x, one_x),
         "ratio_peak_rss_20x_to_10x": twenty_x["peak_rss_mib"] / ten_x["peak_rss_mib"],
         "memory_per_plan_size": [m.to_dict() for m in per_plan],
-        "emr_sizes": emr_sizes(per_plan, LOCAL_CORES).to_dict(),
     }
 
 

@@ -33,7 +33,7 @@ from bench.rows import (
     need,
     table,
 )
-from bench.sizing import spark_defaults
+from bench.sizing import archiver_sizes, spark_defaults
 from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES, EnvironmentConfig
 from kafkalake.topic_spec import ArchivePolicy
 
@@ -119,7 +119,7 @@ def measured(results: Results) -> cost.Measured:
         s3_puts_per_topic_run=s3_requests(fleet["driver_calls"])[0] / fleet["topics"],
         s3_gets_per_topic_run=s3_requests(fleet["driver_calls"])[1] / fleet["topics"],
         max_records_per_file=ArchivePolicy().max_records_per_file,
-        archiver_workers=workers(b1["emr_sizes"]),
+        archiver_workers=workers(archiver_sizes(need(results, "archiver"))),
         compactor_workers=workers(b3["emr_sizes"]),
         consumer_records_per_core_second=b1["consumer_perf_test"]["records_per_second_reported"] / cores,
         maintainer_cpu_seconds_per_event=maintainer["handler_cpu_seconds_per_10k_events"] / 10_000,
@@ -178,7 +178,7 @@ def _calls(calls: dict[str, int], prefix: str) -> int:
 def derived_worker_sizes(results: Results) -> dict[str, dict[str, str]]:
     """The archiver's and the compactor's EMR Serverless ``spark-defaults`` as ``results`` measured them."""
     return {
-        "Archiver": spark_defaults(need(results, "archiver")["throughput"]["emr_sizes"]),
+        "Archiver": spark_defaults(archiver_sizes(need(results, "archiver"))),
         "Compactor": spark_defaults(need(results, "compactor")["emr_sizes"]),
     }
 

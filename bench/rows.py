@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from bench.common import paired_ratio, rate_after_start
+from bench.sizing import archiver_sizes
 from kafkalake.topic_spec import ArchivePolicy
 
 Results = dict[str, dict[str, Any]]
@@ -275,7 +276,7 @@ def memory_lines(results: Results) -> list[str]:
     lines = table(
         [*header, f"Python workers ({need(results, 'archiver')['local_cores']} cores) MiB", "whole tree MiB"], rows
     )
-    sizes = b1["emr_sizes"]
+    sizes = archiver_sizes(need(results, "archiver"))
     driver, executor, default = sizes["driver"], sizes["executor"], sizes["emr_default"]
     return [
         *lines,

@@ -130,6 +130,14 @@ def emr_sizes(measured: list[PlanMemory], local_cores: int) -> EmrSizes:
     )
 
 
+def archiver_sizes(result: dict[str, Any]) -> dict[str, Any]:
+    """The archiver's sizes (``EmrSizes.to_dict``) from an archiver result's peaks per plan size, by this module's
+    rules as they stand: a result stores what it measured, the sizes follow the rules (the archiver's executor cores
+    among them) without measuring again."""
+    measured = [PlanMemory(**m) for m in result["throughput"]["memory_per_plan_size"]]
+    return emr_sizes(measured, result["local_cores"]).to_dict()
+
+
 def sizes_for(
     records_per_plan: int,
     jvm_mib: float,

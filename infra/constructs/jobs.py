@@ -84,17 +84,18 @@ WORKER_SIZES: dict[str, dict[str, str]] = {
         "spark.driver.cores": "2",
         "spark.driver.memory": "2g",
         "spark.driver.memoryOverhead": "2g",
-        "spark.executor.cores": "4",
+        "spark.executor.cores": "2",
         "spark.executor.memory": "2g",
-        "spark.executor.memoryOverhead": "6g",
+        "spark.executor.memoryOverhead": "2g",
     },
     "Compactor": COMPACTOR_SIZES,
     "Erasure": COMPACTOR_SIZES,
 }
 """Each application's driver and executor (EMR Serverless's ``spark-defaults``), sized from the peak memory the
-benchmarks measured (``emr_sizes`` in the results bench/results/INDEX.json adopts, derived by bench/sizing.py; a unit
-test checks these equal what the adopted results derive, see docs/benchmarks.md), where EMR's default is 4 vCPU /
-16 GB for both: 2-vCPU / 4 GB drivers, the archiver's executors 4 vCPU / 8 GB, the compactor's 4 vCPU / 10 GB (its
+benchmarks measured (the peaks per plan size in the results bench/results/INDEX.json adopts, sized by bench/sizing.py; a
+unit test checks these equal what the adopted results derive, see docs/benchmarks.md), where EMR's default is 4 vCPU /
+16 GB for both: 2-vCPU / 4 GB drivers, the archiver's executors 2 vCPU / 4 GB (``bench.sizing.ARCHIVER_EXECUTOR_CORES``:
+a run at the default schedule is billed the one-minute minimum of each worker), the compactor's 4 vCPU / 10 GB (its
 merges buffer a row group of up to 128 MiB per Python worker). The Python driver and workers live in each worker's
 memory overhead."""
 

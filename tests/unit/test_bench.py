@@ -19,7 +19,15 @@ from bench import cost, report, rows
 from bench.archiver import kafka_time
 from bench.common import RESULTS
 from bench.proc import MEMORY_FIGURES, cpu_since, tree_sample
-from bench.sizing import ARCHIVER_EXECUTOR_CORES, HEADROOM, PlanMemory, emr_sizes, spark_defaults, supported_memory_gb
+from bench.sizing import (
+    ARCHIVER_EXECUTOR_CORES,
+    HEADROOM,
+    PlanMemory,
+    archiver_sizes,
+    emr_sizes,
+    spark_defaults,
+    supported_memory_gb,
+)
 from bench.spark_alone import plans
 from infra.constructs.jobs import WORKER_SIZES
 
@@ -214,7 +222,7 @@ def test_spark_settings_fill_each_worker_with_its_heap_and_overhead() -> None:
 
 def test_the_stacks_worker_sizes_are_what_the_adopted_measurements_derive() -> None:
     results = report.adopted()
-    assert WORKER_SIZES["Archiver"] == spark_defaults(results["archiver"]["throughput"]["emr_sizes"])
+    assert WORKER_SIZES["Archiver"] == spark_defaults(archiver_sizes(results["archiver"]))
     assert WORKER_SIZES["Compactor"] == spark_defaults(results["compactor"]["emr_sizes"])
     assert report.derived_worker_sizes(results) == {k: WORKER_SIZES[k] for k in ("Archiver", "Compactor")}
 
@@ -237,7 +245,7 @@ def newer_result(results: Path, name: str) -> dict[str, Any]:
     document["utc"] = "29991231T235959Z"
     throughput = document["throughput"]
     throughput["archiver_default_limit"]["rates_after_start"] = [1.0, 2.0, 3.0]
-    throughput["emr_sizes"]["executor"] |= {"memory_gb": 30, "heap_gb": 20}
+    throughput["memory_per_plan_size"][-1]["jvm_mib"] = 8000  # an executor of 13 GB, 12 of them heap
     (results / f"{name}-{document['utc']}.json").write_text(json.dumps(document))
     return document
 
@@ -259,7 +267,7 @@ def test_a_new_result_in_bench_results_changes_nothing_the_suite_pins_until_adop
         n: r["file"] for n, r in report.adopted().items() if n != "archiver"
     }
     assert report.render(adopted) != pinned[0]
-    assert report.derived_worker_sizes(adopted)["Archiver"]["spark.executor.memory"] == "20g"
+    assert report.derived_worker_sizes(adopted)["Archiver"]["spark.executor.memory"] == "12g"
     assert report.older_than_cost_inputs(adopted) == ["archiver"]
 
 
