@@ -49,16 +49,17 @@ ARCHIVER_CONCURRENCY: Final = 4
 """The archiver's topics in flight at once (``--concurrency``)."""
 ARCHIVER_BUDGET_MINUTES: Final = 15.0
 """No new archiver plan starts after this (``--budget-minutes``; ``archiver_budget_minutes`` in environments.yaml)."""
-LEASE_TTL_SECONDS: Final = 180
+LEASE_TTL_SECONDS: Final = 300
 """A job's lease on a topic (archiver) or table (compactor) turns stale this long after its holder's last renewal, by
 S3's clock and at most ``kafkalake.lease.STALE_WITHIN`` later (``--lease-ttl-seconds``). The holder renews it in the
 background once half of it passed without a write (``kafkalake.lease.quiet_spell``), so only a dead run (lost driver,
 SIGKILL) or an S3 outage longer than it lets it lapse; a shorter one hands a dead run's work over sooner, a longer one
-rides out longer S3 stalls and costs fewer renewals. Three minutes, not one (issue #37): in the full fleet of 160 topics
-the renewals were most of the archiver's S3 writes (a light topic holds its lease while its pass waits for the round, ~5
-renewals a run at 60 s); renewing after half of it, not a third, spares a light topic whose pass commits within 90 s of
-its take any renewal (the full fleet measured ~2 renewals a topic at a third), and a dead run's topics are still stale
-before the next run of the default schedule starts."""
+rides out longer S3 stalls and costs fewer renewals. Five minutes (issue #37; one, then three, before): renewals are S3
+writes billed as PUTs, and in the full fleet of 160 topics they were most of the archiver's (a light topic holds its
+lease from its take until its pass is committed: ~5 renewals a run at one minute, ~2 at three), so a lease held less
+than two and a half minutes without a write costs none. The price: a dead run's topics are taken over five minutes after
+its last write, before the next run of the default 8-minute schedule; at the shortest schedule an environment may set (5
+minutes) the next run may still find them held and skip them, and the run after takes them."""
 COMPACTOR_TARGET_FILE_MB: Final = 128
 """The compactor's target size of merged files (``--target-file-mb``)."""
 COMPACTOR_MIN_INPUT_FILES: Final = 10
