@@ -3,7 +3,9 @@ other, the digests they report, the inspection of an output, and errors returned
 
 from __future__ import annotations
 
+import base64
 import io
+import zlib
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -87,6 +89,25 @@ def test_a_merge_reads_its_output_back_from_s3_once_uploaded(s3: object) -> None
     assert {k: v for k, v in own.items() if k != "seconds"} == {
         k: v for k, v in separate.items() if k not in ("seconds", "work")
     }
+
+
+def test_a_merge_inspects_its_output_before_uploading_it_with_its_checksum(s3: object) -> None:
+    """The merge reads nothing of its output back from S3: it inspects the local file, and uploads it with that
+    file's full-object CRC32, which S3 holds the stored bytes to."""
+    put(s3, "a", 0, range(0, 10))
+    put(s3, "b", 1, range(0, 5))
+    calls: list[tuple[str, dict[str, object]]] = []
+    client = worker_s3_client(ENDPOINTS)
+    client.meta.events.register(
+        "before-parameter-build.s3.*", lambda params, model, **_: calls.append((model.name, dict(params)))
+    )
+    outcome = merge(task(("a", "b"), overlapping=False))
+    assert outcome["inspection"]["rows"] == 15, outcome
+    touching = [(name, params) for name, params in calls if params.get("Key") == "out/part-00000.parquet"]
+    assert [name for name, _ in touching] == ["PutObject"], touching  # no HeadObject, no GetObject of the output
+    stored = s3.get_object(Bucket="lake", Key="out/part-00000.parquet")["Body"].read()  # type: ignore[attr-defined]
+    expected = base64.b64encode(zlib.crc32(stored).to_bytes(4, "big")).decode()
+    assert touching[0][1]["ChecksumCRC32"] == expected
 
 
 def test_overlapping_files_are_sorted_and_each_key_kept_once(s3: object) -> None:
