@@ -20,8 +20,10 @@ from kafkalake.endpoints import Endpoints
 from spark_jobs.common import Run, worker_s3_client
 from spark_jobs.compaction.digest import KeyDigest
 from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.manifest import Manifest, ManifestState
 from spark_jobs.compaction.merging import InspectTask, MergeTask, inspect, merge
-from spark_jobs.compaction.work import Knobs
+from spark_jobs.compaction.work import Knobs, Work
+from spark_jobs.compaction.write import write
 
 ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
 
@@ -181,3 +183,44 @@ def test_erased_keys_are_left_out_and_reported_as_dropped(s3: object, overlappin
     assert KeyDigest.from_json(outcome["dropped"]) == dropped
     written = read(s3, "out/part-00000.parquet")
     assert written.column("id").to_pylist() == [f"0-{o}" for o in range(10) if o != 3] + [f"1-{o}" for o in range(4)]
+
+
+class _InProcess:
+    """A SparkContext whose jobs run their tasks in this process, one after the other."""
+
+    def setJobDescription(self, _: object) -> None:
+        pass
+
+    def parallelize(self, items: list[object], _: int) -> SimpleNamespace:
+        return SimpleNamespace(map=lambda f: SimpleNamespace(collect=lambda: [f(i) for i in items]))
+
+
+def in_process_compactor() -> Compactor:
+    return Compactor(SimpleNamespace(sparkContext=_InProcess()), ENDPOINTS, [], Knobs(), run=Run("unit"))  # type: ignore[arg-type]
+
+
+def planned_work(s3: object, *, fresh: bool) -> Work:
+    put(s3, "raw/a", 0, range(0, 10))
+    put(s3, "raw/b", 0, range(10, 20))
+    sizes = {k: s3.head_object(Bucket="lake", Key=k)["ContentLength"] for k in ("raw/a", "raw/b")}  # type: ignore[attr-defined]
+    manifest = Manifest(["1", "2026-11-20", "07"], "abc", sizes, "out/run=abc/")
+    topic = SimpleNamespace(database="db", table="t")
+    return Work(topic, {}, manifest, "state/manifest.json", fresh=fresh)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["planned-by-this-run", "carried-forward"])
+def test_only_a_carried_forward_run_directory_is_listed_and_cleared_before_the_write(s3: object, fresh: bool) -> None:
+    """A run directory is named after its inputs: one this run planned was never written (no listing); one carried
+    forward may hold a crashed attempt's files, which go before the write."""
+    compactor = in_process_compactor()
+    item = planned_work(s3, fresh=fresh)
+    s3.put_object(Bucket="lake", Key="out/run=abc/part-00007.parquet", Body=b"crashed")  # type: ignore[attr-defined]
+    listed: list[str] = []
+    compactor.s3.meta.events.register(
+        "before-parameter-build.s3.ListObjectsV2", lambda params, **_: listed.append(params["Prefix"])
+    )
+    write(compactor, [item])
+    assert item.manifest.state == ManifestState.WRITTEN and not item.failure, item.failure
+    assert listed == ([] if fresh else ["out/run=abc/"])
+    left = s3.list_objects_v2(Bucket="lake", Prefix="out/run=abc/").get("Contents", [])  # type: ignore[attr-defined]
+    assert ("out/run=abc/part-00007.parquet" in {o["Key"] for o in left}) == fresh
