@@ -94,8 +94,8 @@ def test_a_merge_reads_its_output_back_from_s3_once_uploaded(s3: object) -> None
 
 
 def test_a_merge_inspects_its_output_before_uploading_it_with_its_checksum(s3: object) -> None:
-    """The merge reads nothing of its output back from S3: it inspects the local file, and uploads it with that
-    file's full-object CRC32, which S3 holds the stored bytes to."""
+    """The merge reads nothing of its output back from S3: it inspects the local file, and uploads it with the CRC32
+    of its bytes, which S3 holds the stored bytes to."""
     put(s3, "a", 0, range(0, 10))
     put(s3, "b", 1, range(0, 5))
     calls: list[tuple[str, dict[str, object]]] = []
@@ -107,9 +107,10 @@ def test_a_merge_inspects_its_output_before_uploading_it_with_its_checksum(s3: o
     assert outcome["inspection"]["rows"] == 15, outcome
     touching = [(name, params) for name, params in calls if params.get("Key") == "out/part-00000.parquet"]
     assert [name for name, _ in touching] == ["PutObject"], touching  # no HeadObject, no GetObject of the output
-    stored = s3.get_object(Bucket="lake", Key="out/part-00000.parquet")["Body"].read()  # type: ignore[attr-defined]
-    expected = base64.b64encode(zlib.crc32(stored).to_bytes(4, "big")).decode()
-    assert touching[0][1]["ChecksumCRC32"] == expected
+    assert touching[0][1]["ChecksumAlgorithm"] == "CRC32"
+    stored = s3.get_object(Bucket="lake", Key="out/part-00000.parquet", ChecksumMode="ENABLED")  # type: ignore[attr-defined]
+    crc32 = base64.b64encode(zlib.crc32(stored["Body"].read()).to_bytes(4, "big")).decode()
+    assert stored["ChecksumCRC32"] == crc32  # the stored bytes' checksum: the one the upload sent, of the local file
 
 
 def test_overlapping_files_are_sorted_and_each_key_kept_once(s3: object) -> None:
