@@ -82,6 +82,9 @@ class Work:
     """The manifest's S3 key: also the name of this work in the Spark tasks' outcomes."""
     late: bool = False
     """The maintainer left a late-data marker for this partition: its marker goes once the swap is done."""
+    fresh: bool = False
+    """Planned by this run (not carried forward): its run directory, named after its inputs, was never written, so
+    the write need not list it to clear a crashed attempt's files."""
     failure: str = ""
     refused: str = ""
     """Why the swap was refused (the partition changed since it was planned): left as it was, not a failure."""

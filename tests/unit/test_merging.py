@@ -3,7 +3,9 @@ other, the digests they report, the inspection of an output, and errors returned
 
 from __future__ import annotations
 
+import base64
 import io
+import zlib
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -18,8 +20,10 @@ from kafkalake.endpoints import Endpoints
 from spark_jobs.common import Run, worker_s3_client
 from spark_jobs.compaction.digest import KeyDigest
 from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.manifest import Manifest, ManifestState
 from spark_jobs.compaction.merging import InspectTask, MergeTask, inspect, merge
-from spark_jobs.compaction.work import Knobs
+from spark_jobs.compaction.work import Knobs, Work
+from spark_jobs.compaction.write import write
 
 ENDPOINTS = Endpoints("kafka:9092", "http://registry:8081", "eu-west-1", "lake")
 
@@ -87,6 +91,26 @@ def test_a_merge_reads_its_output_back_from_s3_once_uploaded(s3: object) -> None
     assert {k: v for k, v in own.items() if k != "seconds"} == {
         k: v for k, v in separate.items() if k not in ("seconds", "work")
     }
+
+
+def test_a_merge_inspects_its_output_before_uploading_it_with_its_checksum(s3: object) -> None:
+    """The merge reads nothing of its output back from S3: it inspects the local file, and uploads it with the CRC32
+    of its bytes, which S3 holds the stored bytes to."""
+    put(s3, "a", 0, range(0, 10))
+    put(s3, "b", 1, range(0, 5))
+    calls: list[tuple[str, dict[str, object]]] = []
+    client = worker_s3_client(ENDPOINTS)
+    client.meta.events.register(
+        "before-parameter-build.s3.*", lambda params, model, **_: calls.append((model.name, dict(params)))
+    )
+    outcome = merge(task(("a", "b"), overlapping=False))
+    assert outcome["inspection"]["rows"] == 15, outcome
+    touching = [(name, params) for name, params in calls if params.get("Key") == "out/part-00000.parquet"]
+    assert [name for name, _ in touching] == ["PutObject"], touching  # no HeadObject, no GetObject of the output
+    assert touching[0][1]["ChecksumAlgorithm"] == "CRC32"
+    stored = s3.get_object(Bucket="lake", Key="out/part-00000.parquet", ChecksumMode="ENABLED")  # type: ignore[attr-defined]
+    crc32 = base64.b64encode(zlib.crc32(stored["Body"].read()).to_bytes(4, "big")).decode()
+    assert stored["ChecksumCRC32"] == crc32  # the stored bytes' checksum: the one the upload sent, of the local file
 
 
 def test_overlapping_files_are_sorted_and_each_key_kept_once(s3: object) -> None:
@@ -160,3 +184,44 @@ def test_erased_keys_are_left_out_and_reported_as_dropped(s3: object, overlappin
     assert KeyDigest.from_json(outcome["dropped"]) == dropped
     written = read(s3, "out/part-00000.parquet")
     assert written.column("id").to_pylist() == [f"0-{o}" for o in range(10) if o != 3] + [f"1-{o}" for o in range(4)]
+
+
+class _InProcess:
+    """A SparkContext whose jobs run their tasks in this process, one after the other."""
+
+    def setJobDescription(self, _: object) -> None:
+        pass
+
+    def parallelize(self, items: list[object], _: int) -> SimpleNamespace:
+        return SimpleNamespace(map=lambda f: SimpleNamespace(collect=lambda: [f(i) for i in items]))
+
+
+def in_process_compactor() -> Compactor:
+    return Compactor(SimpleNamespace(sparkContext=_InProcess()), ENDPOINTS, [], Knobs(), run=Run("unit"))  # type: ignore[arg-type]
+
+
+def planned_work(s3: object, *, fresh: bool) -> Work:
+    put(s3, "raw/a", 0, range(0, 10))
+    put(s3, "raw/b", 0, range(10, 20))
+    sizes = {k: s3.head_object(Bucket="lake", Key=k)["ContentLength"] for k in ("raw/a", "raw/b")}  # type: ignore[attr-defined]
+    manifest = Manifest(["1", "2026-11-20", "07"], "abc", sizes, "out/run=abc/")
+    topic = SimpleNamespace(database="db", table="t")
+    return Work(topic, {}, manifest, "state/manifest.json", fresh=fresh)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["planned-by-this-run", "carried-forward"])
+def test_only_a_carried_forward_run_directory_is_listed_and_cleared_before_the_write(s3: object, fresh: bool) -> None:
+    """A run directory is named after its inputs: one this run planned was never written (no listing); one carried
+    forward may hold a crashed attempt's files, which go before the write."""
+    compactor = in_process_compactor()
+    item = planned_work(s3, fresh=fresh)
+    s3.put_object(Bucket="lake", Key="out/run=abc/part-00007.parquet", Body=b"crashed")  # type: ignore[attr-defined]
+    listed: list[str] = []
+    compactor.s3.meta.events.register(
+        "before-parameter-build.s3.ListObjectsV2", lambda params, **_: listed.append(params["Prefix"])
+    )
+    write(compactor, [item])
+    assert item.manifest.state == ManifestState.WRITTEN and not item.failure, item.failure
+    assert listed == ([] if fresh else ["out/run=abc/"])
+    left = s3.list_objects_v2(Bucket="lake", Prefix="out/run=abc/").get("Contents", [])  # type: ignore[attr-defined]
+    assert ("out/run=abc/part-00007.parquet" in {o["Key"] for o in left}) == fresh
