@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame
@@ -158,20 +158,26 @@ def avro_classification(known_ids: Sequence[int], held_ids: Sequence[int] = ()) 
 
 def classify(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
     """Add ``_schema_id`` and ``_error`` to each row as its member's format says: Avro by its frame against the
-    member's schema ids (``avro_classification``), JSON only tombstones (its schema id null)."""
+    member's schema ids (``avro_classification``), JSON only tombstones (its schema id null). Each distinct
+    classification is built once, not once per member: every ``pyspark.sql.functions`` call is a few Py4J round
+    trips, and on the JVM a class lookup through every jar that fails before the one that finds it."""
     found: dict[int, tuple[Hashable, dict[str, Column]]] = {}
+    made: dict[Hashable, dict[str, Column]] = {}
     for index, member in enumerate(members):
         if member.value_format == ValueFormat.AVRO:
             ids = [(v.schema_id, v.held is not None) for v, _ in member.versions if v.schema_id is not None]
-            key = tuple(ids)
-            known, held = [i for i, _ in ids], [i for i, is_held in ids if is_held]
-            found[index] = (key, avro_classification(known, held))
+            key: Hashable = tuple(ids)
+            if key not in made:
+                known, held = [i for i, _ in ids], [i for i, is_held in ids if is_held]
+                made[key] = avro_classification(known, held)
         else:
-            json_columns = {
-                "_schema_id": F.lit(None).cast("long"),
-                "_error": F.when(F.col("_raw_value").isNull(), F.lit(TOMBSTONE)),
-            }
-            found[index] = ("json", json_columns)
+            key = "json"
+            if key not in made:
+                made[key] = {
+                    "_schema_id": F.lit(None).cast("long"),
+                    "_error": F.when(F.col("_raw_value").isNull(), F.lit(TOMBSTONE)),
+                }
+        found[index] = (key, made[key])
     return rows.withColumns(
         {
             name: by_member(grouped({m: (key, columns[name]) for m, (key, columns) in found.items()}), len(members))
@@ -198,26 +204,38 @@ def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
     users: dict[str, tuple[Column, list[int]]] = {}
     versions: dict[int, tuple[Hashable, Column]] = {}
     failed: dict[int, tuple[Hashable, Column]] = {}
+    built: dict[Hashable, Column] = {}
+
+    def once(key: Hashable, build: Callable[[], Column]) -> Column:
+        """Members whose expressions have the same key share one, built once (``classify``)."""
+        if key not in built:
+            built[key] = build()
+        return built[key]
+
     for index, member in enumerate(members):
         if member.value_format == ValueFormat.AVRO:
             for v, column in member.versions:
-                value = F.when(good & (schema_id == F.lit(v.schema_id)), from_avro(payload, v.avro_schema, PERMISSIVE))
-                users.setdefault(column, (value, []))[1].append(index)
+                if column not in users:  # the first member's decoding of the column serves every member's
+                    value = from_avro(payload, v.avro_schema, PERMISSIVE)
+                    users[column] = (F.when(good & (schema_id == F.lit(v.schema_id)), value), [])
+                users[column][1].append(index)
             pairs = tuple((v.schema_id, v.version) for v, _ in member.versions)
-            versions[index] = (pairs, F.coalesce(*[F.when(schema_id == F.lit(i), F.lit(n)) for i, n in pairs]))
-            corrupt = [_decode_failed(column, v.avro_schema) for v, column in member.versions]
-            broken = F.when(functools.reduce(operator.and_, corrupt, good), F.lit("corrupt_avro"))
-            failed[index] = (("avro", tuple((v.schema_id, column) for v, column in member.versions)), broken)
+            versions[index] = (pairs, once(pairs, functools.partial(_version_of, schema_id, pairs)))
+            key: Hashable = ("avro", tuple((v.schema_id, column) for v, column in member.versions))
+            failed[index] = (key, once(key, functools.partial(_corrupt_avro, member, good)))
         else:
             v, column = member.versions[-1]
             parsed = f"_parsed{column}"
-            with_corrupt = StructType([*(member.json_schema or StructType()).fields]).add("_corrupt_record", "string")
-            options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
-            as_json = F.when(good, F.from_json(F.col("_raw_value").cast("string"), with_corrupt, options))
-            users.setdefault(parsed, (as_json, []))[1].append(index)
-            versions[index] = (("json", v.version), F.lit(v.version))
-            bad = good & (F.col(parsed).isNull() | F.col(parsed)["_corrupt_record"].isNotNull())
-            failed[index] = (("json", parsed), F.when(bad, F.lit("bad_json")))
+            if parsed not in users:
+                with_corrupt = StructType([*(member.json_schema or StructType()).fields])
+                with_corrupt = with_corrupt.add("_corrupt_record", "string")
+                options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+                as_json = F.when(good, F.from_json(F.col("_raw_value").cast("string"), with_corrupt, options))
+                users[parsed] = (as_json, [])
+            users[parsed][1].append(index)
+            versions[index] = (("json", v.version), once(("json", v.version), functools.partial(F.lit, v.version)))
+            key = ("json", parsed)
+            failed[index] = (key, once(key, functools.partial(_bad_json, parsed, good)))
     count = len(members)
     decoded = rows.withColumns({column: by_member([choice], count) for column, choice in users.items()})
     parsed_columns = [c for c in users if c.startswith("_parsed")]
@@ -232,6 +250,22 @@ def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
             },
         }
     ).drop(*parsed_columns)
+
+
+def _version_of(schema_id: Column, pairs: Sequence[tuple[int | None, int]]) -> Column:
+    """The schema version of a row's schema id, of a member's (schema id, version) ``pairs``."""
+    return F.coalesce(*[F.when(schema_id == F.lit(i), F.lit(n)) for i, n in pairs])
+
+
+def _corrupt_avro(member: Decoding, good: Column) -> Column:
+    """``corrupt_avro`` on a row of ``member`` its version could not decode."""
+    corrupt = [_decode_failed(column, v.avro_schema) for v, column in member.versions]
+    return F.when(functools.reduce(operator.and_, corrupt, good), F.lit("corrupt_avro"))
+
+
+def _bad_json(parsed: str, good: Column) -> Column:
+    bad = good & (F.col(parsed).isNull() | F.col(parsed)["_corrupt_record"].isNotNull())
+    return F.when(bad, F.lit("bad_json"))
 
 
 def _decode_failed(column: str, avro_schema: str) -> Column:
@@ -325,15 +359,16 @@ def with_business_time(decoded: DataFrame, members: Sequence[Timing]) -> DataFra
     that has its field, in the candidates' order."""
     business: dict[int, tuple[Hashable, Column]] = {}
     sources: dict[int, tuple[Hashable, Column]] = {}
-    latest: dict[int, tuple[Hashable, Column]] = {}
+    made: dict[Hashable, tuple[Column, Column]] = {}
     for index, member in enumerate(members):
-        found, source = _business_time(decoded, member.candidates, member.value_columns)
         key = (member.candidates, member.value_columns)
+        if key not in made:  # built once per distinct key, not per member (``classify``)
+            made[key] = _business_time(decoded, member.candidates, member.value_columns)
+        found, source = made[key]
         business[index], sources[index] = (key, found), (key, source)
-        latest[index] = (member.now, F.lit(member.now).cast("timestamp") + F.expr("INTERVAL 1 DAY"))
     count = len(members)
     time = by_member(grouped(business), count) if members else F.col("_kafka_timestamp")
-    out_of_bounds = (time < F.lit(EARLIEST)) | (time > by_member(grouped(latest), count))
+    out_of_bounds = (time < F.lit(EARLIEST)) | (time > latest_time(members))
     return decoded.withColumns(
         {
             "_business_time": time,
@@ -343,6 +378,20 @@ def with_business_time(decoded: DataFrame, members: Sequence[Timing]) -> DataFra
             "hour": utc_hour(time),
         }
     )
+
+
+def latest_time(members: Sequence[Timing]) -> Column:
+    """Each row's latest plausible business time: a day after its member's ``now``. One value for all, or looked up
+    by ``MEMBER_COLUMN`` in an array of every member's (a literal Spark folds once): plans' ``now`` all differ, and
+    a test per member (``by_member``) made every row of a pass of 156 light topics run a 156-branch CASE WHEN
+    (profiled: most of the Spark side's CPU in the pass's generated code) and cost the driver six Py4J calls per
+    member."""
+    bounds = [m.now + timedelta(days=1) for m in members]
+    if not bounds:
+        return F.lit(None).cast("timestamp")
+    if len(set(bounds)) == 1:
+        return F.lit(bounds[0])
+    return F.element_at(F.array(*[F.lit(b) for b in bounds]), F.col(MEMBER_COLUMN) + 1)
 
 
 def _business_time(

@@ -148,3 +148,47 @@ def test_the_shared_read_group_is_under_the_archivers_prefix_and_no_topics_own()
     name (letters, digits, ``.``, ``_``, ``-``) gives the shared group's name."""
     assert SHARED_READ_GROUP.startswith(consumer_group(""))
     assert re.fullmatch(r"[A-Za-z0-9._-]+", SHARED_READ_GROUP.removeprefix(consumer_group(""))) is None
+
+
+def many(count: int) -> list[PassMember]:
+    """``count`` topics of one schema and time field, each plan made a second after the one before."""
+    version = VersionSchema(1, 7, json.dumps(ORDER))
+    found = [topic(f"orders-{i}", ORDER, time_fields=AT) for i in range(count)]
+    return [member(t, version, now=NOW.replace(second=i)) for i, t in enumerate(found)]
+
+
+def test_each_plans_own_now_bounds_its_rows_business_time(bare_spark: SparkSession) -> None:
+    """A business time more than a day after its plan's creation is out of bounds, each plan by its own 'now'."""
+    early = member(ORDERS, VersionSchema(1, 7, json.dumps(ORDER)), now=datetime(2026, 11, 19, 8, tzinfo=UTC))
+    rows = prepared(raw(bare_spark).where("offset in (0, 2)"), [early, MEMBERS[1]], key=KEY).collect()
+    assert sorted((r["_member"], r["_error"]) for r in rows) == [(0, "time_out_of_bounds"), (1, None)]
+
+
+def test_a_rows_tests_do_not_grow_with_its_pass(bare_spark: SparkSession) -> None:
+    """Plans' 'now' all differ; a row's bound is looked up by its member, not tested member after member (a CASE
+    WHEN of one branch per plan made every row of a pass of 156 light topics run through 156 branches)."""
+
+    def branches(count: int) -> int:
+        plan = prepared(raw(bare_spark), many(count), key=KEY)._jdf.queryExecution().optimizedPlan().toString()
+        return len(re.findall(r"\bWHEN\b", plan))
+
+    assert branches(40) == branches(2)
+
+
+def test_topics_that_decode_alike_share_each_expression_built_once(
+    bare_spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``pyspark.sql.functions`` call is a few Py4J round trips: what plans share is built once per pass."""
+    from spark_jobs.archiver import transform
+
+    calls: dict[str, int] = {}
+    for name in ("avro_classification", "_business_time", "_corrupt_avro", "_version_of"):
+        real = getattr(transform, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args)
+
+        monkeypatch.setattr(transform, name, counted)
+    prepared(raw(bare_spark), many(30), key=KEY)
+    assert calls == {"avro_classification": 1, "_business_time": 1, "_corrupt_avro": 1, "_version_of": 1}
