@@ -19,9 +19,9 @@ What each part costs, and where its inputs come from (``Measured``, every field 
   bench) times the events, a lower bound (Glue's and SQS's latency is not measured on moto);
 - requests: S3 PUTs and GETs (one PUT per object; the driver's lease and receipt calls per topic and run from
   the fleet at full size; the compactor's driver calls per partition from B3-fleet, plus a GET per input and a PUT
-  and two GETs per output from its executors), SQS (S3's event sends, and the maintainer's receives and deletes per
-  event), Glue (the maintainer's calls per table and drain; the compactor's per table and run and per partition,
-  from the fleet at full size), EventBridge.
+  per output from its executors: an output is inspected from its local file, not read back), SQS (S3's event sends,
+  and the maintainer's receives and deletes per event), Glue (the maintainer's calls per table and drain; the
+  compactor's per table and run and per partition, from the fleet at full size), EventBridge.
 
 Kafka Connect: always-on workers (two for availability; more when the CPU the volume needs at the raw consumer's
 rate, ``kafka-consumer-perf-test`` in B1, the least any consumer needs, exceeds one worker), and one S3 PUT per

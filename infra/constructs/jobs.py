@@ -72,11 +72,11 @@ and a copy's destination too), and its decryption to read one (a multipart uploa
 re-encrypts with the key directly."""
 COMPACTOR_SIZES: dict[str, str] = {
     "spark.driver.cores": "2",
-    "spark.driver.memory": "3g",
-    "spark.driver.memoryOverhead": "1g",
+    "spark.driver.memory": "2g",
+    "spark.driver.memoryOverhead": "2g",
     "spark.executor.cores": "4",
-    "spark.executor.memory": "3g",
-    "spark.executor.memoryOverhead": "7g",
+    "spark.executor.memory": "2g",
+    "spark.executor.memoryOverhead": "6g",
 }
 """The compactor's driver and executors; the erasure job rewrites partitions with the same merge tasks."""
 WORKER_SIZES: dict[str, dict[str, str]] = {
@@ -95,7 +95,7 @@ WORKER_SIZES: dict[str, dict[str, str]] = {
 benchmarks measured (the peaks per plan size in the results bench/results/INDEX.json adopts, sized by bench/sizing.py; a
 unit test checks these equal what the adopted results derive, see docs/benchmarks.md), where EMR's default is 4 vCPU /
 16 GB for both: 2-vCPU / 4 GB drivers, the archiver's executors 2 vCPU / 4 GB (``bench.sizing.ARCHIVER_EXECUTOR_CORES``:
-a run at the default schedule is billed the one-minute minimum of each worker), the compactor's 4 vCPU / 10 GB (its
+a run at the default schedule is billed the one-minute minimum of each worker), the compactor's 4 vCPU / 8 GB (its
 merges buffer a row group of up to 128 MiB per Python worker). The Python driver and workers live in each worker's
 memory overhead."""
 
