@@ -35,8 +35,7 @@ B1's rate, 4 x 277,777 records are about 13 s of a whole machine), so the bar ho
 The light topics keep the 2,000 records of the earlier B-fleet and of the fleet at full size (a 15-minute cycle's; 694
 at 5 minutes): a light topic's cost is its per-topic work, not its records.
 
-At full size, about 35 minutes on two idle cores, estimated from a run of 20 light topics and one heavy one of 20,000
-records (6 min 40 s): a light topic adds 1-2 s to a run's wall time, a round runs 311 light topics.
+At full size, 7 minutes on two idle cores (measured 2026-11-27, producing the 161 topics included).
 
 The fleet at full size (``python -m bench fleet``), one cycle of the three jobs in a throw-away environment (its own
 bucket with S3 event notifications, queue, Glue database and event bus): 160 topics, FULL_HEAVY (4) of
