@@ -9,6 +9,9 @@ lease cannot store, finish or release anything — its conditional write fails. 
 store to keep consistent with S3 and a stack resource per environment; Kafka's group generation fences offset
 commits only for subscribed members, while the archiver assigns partitions itself.
 
+Past 400 lines on purpose: taking, renewing, updating and releasing share one conditional-write path and its
+recovery from lost answers, which must not exist twice.
+
 The document: ``run_id`` (the holder, ``None`` once released), ``since`` (when it took the lease) and
 ``renewed_at`` (its last durable step), both by the holder's clock and only for people to read; ``token`` (the
 fencing token, one more at every acquisition); ``work`` (what the holder committed to do, e.g. the archiver's plan;

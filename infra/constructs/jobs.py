@@ -1,5 +1,8 @@
 """EMR Serverless: the packaged jobs as assets, one application per job (so capacity and failures stay apart), the
-job roles, and the Scheduler schedules that start the runs specified by ``kafkalake.jobspec``."""
+job roles, and the Scheduler schedules that start the runs specified by ``kafkalake.jobspec``.
+
+Past 400 lines by a few: the worker sizes and the job roles' actions sit beside the applications they configure, each
+with why."""
 
 from __future__ import annotations
 

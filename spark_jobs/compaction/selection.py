@@ -144,6 +144,6 @@ def plan_partition(
         output_ranges={k: v for k, v in manifest.output_ranges.items() if k in base} if manifest else {},
         erase=sorted(erase or []),
     )
-    work = Work(topic, glue_partition, fresh, key, late=late, fresh=True)
+    work = Work(topic, glue_partition, fresh, key, late=late, planned_here=True)
     rewriter.advance(work, ManifestState.PLANNED)
     return work

@@ -82,7 +82,7 @@ class Work:
     """The manifest's S3 key: also the name of this work in the Spark tasks' outcomes."""
     late: bool = False
     """The maintainer left a late-data marker for this partition: its marker goes once the swap is done."""
-    fresh: bool = False
+    planned_here: bool = False
     """Planned by this run (not carried forward): its run directory, named after its inputs, was never written, so
     the write need not list it to clear a crashed attempt's files."""
     failure: str = ""

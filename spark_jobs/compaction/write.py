@@ -29,7 +29,7 @@ def write(rewriter: Rewriter, items: list[Work]) -> None:
     target = rewriter.knobs.target_file_bytes
     clear = functools.partial(_clear_outputs, rewriter)
     for item in items:
-        if not item.fresh:  # a carried-forward manifest's run directory may hold a crashed attempt's files
+        if not item.planned_here:  # a carried-forward manifest's run directory may hold a crashed attempt's files
             rewriter.isolated(item, "write", clear)
     files = {item.key: input_files(rewriter.s3, rewriter.bucket, item.manifest) for item in items if not item.failure}
     wanted = {key: estimated_file_count(sum(f.size for f in found), target) for key, found in files.items()}
