@@ -11,9 +11,11 @@ B3 (``python -m bench compactor``): BENCH_PAIRS (default 3) tables of one partit
 3. per table, a pair: the baseline (``bench.plain``; ``plain_read_write`` in the result), the least a merge can cost
    with the compactor's committer: the same inputs in the same number of output files, consecutive in key order,
    each one Spark task that reads its inputs and uploads one Parquet object under a key it names (boto3 from the
-   Python worker, no S3A, no rename), with nothing else (no footers, digests, manifests, inspection or swap); then
-   right after it the compactor on the same partition (plan, write, inspect, swap), with the peak memory of this
-   process tree while it runs (``bench.proc.Peaks``) and the EMR worker sizes it calls for (``bench.sizing``);
+   Python worker, no S3A, no rename), with nothing else (no footers, digests, manifests, inspection or swap), timed
+   from the listing of its inputs; then right after it the compactor on the same partition (select, which lists
+   them, plan, write, inspect, swap), with the peak memory of this process tree while it runs (``bench.proc.Peaks``)
+   and the EMR worker sizes it calls for (``bench.sizing``). The same sampler runs during the baseline (until
+   2026-11-27 it ran during the compactor only, and the baseline's listing fell before its timer);
 4. the same scans after, over the location Glue now holds for the first table (the compaction output).
 
 The ratio is the median of the pairs' ratios (``bench.common.paired_ratio``: each pair saw the same load of a shared
@@ -168,8 +170,11 @@ def compact_pair(
 ) -> tuple[dict[str, Any], float, PartitionResult, dict[str, float]]:
     """One pair on the topic's partition: the plain read + write, then the compactor right after it (so both see the
     same load of a shared machine); the baseline, the compactor's wall seconds, its result and the peak memory of
-    this process tree (the Python driver's) while it ran."""
-    plain = plain_copy(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
+    this process tree (the Python driver's) while it ran. The same sampler runs while the baseline runs (its
+    peaks are the baseline's, in ``plain_read_write``), so that both share a machine with the same sampling load."""
+    with Peaks(os.getpid()) as baseline_peaks:
+        plain = plain_copy(spark, endpoints, [f"{topic.prefix.data_prefix()}{PARTITION.path()}"], rows, topic.env)
+    plain = {**plain, **baseline_peaks.mib()}
     compactor = Compactor(spark, endpoints, [topic], Knobs(), say=say)
     with Peaks(os.getpid()) as peaks:
         seconds, [result] = timed(compactor.run)

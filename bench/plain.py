@@ -65,11 +65,17 @@ def copy_tasks(endpoints: Endpoints, prefixes: list[str], target: str) -> list[C
 
 
 def plain_copy(spark: SparkSession, endpoints: Endpoints, prefixes: list[str], rows: int, tag: str) -> dict[str, Any]:
-    """The partitions under ``prefixes`` read and written with the compactor's committer (the baseline)."""
-    tasks = copy_tasks(endpoints, prefixes, f"bench/plain-{tag}/")
+    """The partitions under ``prefixes`` read and written with the compactor's committer (the baseline), timed from
+    the listing of its inputs, as the compactor's run is timed from its selection (which lists them): knowing its
+    inputs is part of the least a merge can cost."""
     context = spark.sparkContext
     context.parallelize(range(2), 2).map(warm).collect()  # both cores' Python workers up, with this module loaded
-    seconds, copied = timed(lambda: context.parallelize(tasks, len(tasks)).map(copy_bin).collect())
+
+    def copy() -> tuple[list[CopyTask], list[int]]:
+        tasks = copy_tasks(endpoints, prefixes, f"bench/plain-{tag}/")
+        return tasks, context.parallelize(tasks, len(tasks)).map(copy_bin).collect()
+
+    seconds, (tasks, copied) = timed(copy)
     if sum(copied) != rows:
         raise RuntimeError(f"the plain read + write copied {sum(copied)} rows of {rows}")
     say(f"plain read + write, the compactor's committer: {seconds:.1f}s, {len(tasks)} files")
