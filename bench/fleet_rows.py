@@ -89,4 +89,36 @@ def fleet_goal_lines(results: Results) -> list[str]:
         f"most {bars['cpu_ratio']:g}x: {verdict(b['cpu_ratio'], bars['cpu_ratio'])}); CPU per light topic per run "
         f"{per_light:.3f} s (at most {bars['cpu_seconds_per_light_topic']:g} s: "
         f"{verdict(per_light, bars['cpu_seconds_per_light_topic'])}).",
+        *reach_lines(b, results.get("archiver", {}).get("throughput", {})),
+    ]
+
+
+def reach_lines(fleet: dict[str, Any], throughput: dict[str, Any]) -> list[str]:
+    """What the heavy topics alone leave of the two ratio bars: their records at Spark alone's rate (B1, the adopted
+    ``archiver`` result) against the one light topic's median run, with every light topic free and the run's fixed
+    cost shared; what is left, over the other light topics. Nothing without B1's Spark-alone figures."""
+    if "spark_alone_cpu_seconds_per_million_records" not in throughput:
+        return []
+    heavy, others, bars = fleet["heavy_topics"] * fleet["heavy_records"], fleet["light_topics"] - 1, fleet["bars"]
+    wall = heavy / throughput["spark_alone_records_per_second_after_start"]
+    cpu = heavy / 1e6 * throughput["spark_alone_cpu_seconds_per_million_records"]
+    one_wall = statistics.median(fleet["run_seconds"]["one"])
+    one_cpu = statistics.median(fleet["run_cpu_seconds"]["one"])
+    wall_left = max(0.0, bars["wall_ratio"] * one_wall - one_wall - wall)
+    cpu_left = max(0.0, bars["cpu_ratio"] * one_cpu - one_cpu - cpu)
+    out_of_reach = [name for name, left in (("wall time", wall_left), ("CPU", cpu_left)) if left <= 0]
+    return [
+        "",
+        f"What the heavy topics alone leave of the two ratio bars: their {number(heavy)} records take at least "
+        f"{wall:.1f} s and {cpu:.1f} CPU seconds at Spark alone's rate (B1), against the one light topic's run of "
+        f"{one_wall:.1f} s and {one_cpu:.1f} CPU seconds. With every light topic free and the run's fixed cost "
+        f"shared, the fleet would still be {(one_wall + wall) / one_wall:.2f}x in wall time and "
+        f"{(one_cpu + cpu) / one_cpu:.2f}x in CPU: the bars leave each of the {others} other light topics "
+        f"{wall_left / others:.4f} s of wall time and {cpu_left / others:.4f} CPU seconds"
+        + (
+            f"; {' and '.join(out_of_reach)} out of reach at this cycle's size unless the heavy records cost less "
+            "than Spark alone's."
+            if out_of_reach
+            else "."
+        ),
     ]

@@ -72,6 +72,27 @@ def test_the_fleet_rows_show_each_figure_against_its_bar_and_say_when_it_is_not_
     assert all(row[3].endswith(": met)") for row in fleet_rows.fleet_rows({"archiver-fleet": met}))
 
 
+def test_the_goals_say_what_the_heavy_topics_alone_leave_of_the_ratio_bars_at_spark_alones_rate() -> None:
+    fleet = fleet_result(ROUNDS, 11)  # 4 x 173,611 heavy records; the one light topic's median run: 10 s, 10 CPU s
+    throughput = {  # the heavy records take 4 s and 12 CPU s at Spark alone's rate
+        "spark_alone_records_per_second_after_start": 173_611.0,
+        "spark_alone_cpu_seconds_per_million_records": 12.0 / (4 * 0.173611),
+    }
+    [blank, said] = fleet_rows.reach_lines(fleet, throughput)
+    assert blank == "" and "their 694,444 records take at least 4.0 s and 12.0 CPU seconds" in said
+    assert "still be 1.40x in wall time and 2.20x in CPU" in said
+    assert "each of the 10 other light topics 0.6000 s of wall time and 0.0000 CPU seconds" in said
+    assert said.endswith(
+        "; CPU out of reach at this cycle's size unless the heavy records cost less than Spark alone's."
+    )
+    throughput["spark_alone_cpu_seconds_per_million_records"] = 5.0 / (4 * 0.173611)
+    [_, within] = fleet_rows.reach_lines(fleet, throughput)
+    assert within.endswith("0.6000 s of wall time and 0.5000 CPU seconds.")
+    goals = fleet_rows.fleet_goal_lines({"archiver-fleet": fleet, "archiver": {"throughput": throughput}})
+    assert goals[-1] == within
+    assert fleet_rows.reach_lines(fleet, {}) == []
+
+
 def test_a_fleet_result_of_before_the_rounds_renders_its_single_run_and_no_goals() -> None:
     before = {
         "topics": 100,
