@@ -115,7 +115,7 @@ def plan_partition(
         rewriter.say(f"{table_name(topic)} {'/'.join(values)}: carrying forward a manifest in state {manifest.state!r}")
         if manifest.state == ManifestState.WRITTEN and not manifest.expected:  # from before digests
             manifest.advance(ManifestState.PLANNED, rewriter.now())
-        return Work(topic, glue_partition, manifest, key, late=late)
+        return Work(topic, manifest, key, late=late)
     if manifest is not None and manifest.state == ManifestState.SWAPPED:
         clean(rewriter, manifest, key)
     current = glue_partition["StorageDescriptor"]["Location"]
@@ -144,6 +144,6 @@ def plan_partition(
         output_ranges={k: v for k, v in manifest.output_ranges.items() if k in base} if manifest else {},
         erase=sorted(erase or []),
     )
-    work = Work(topic, glue_partition, fresh, key, late=late, planned_here=True)
+    work = Work(topic, fresh, key, late=late, planned_here=True)
     rewriter.advance(work, ManifestState.PLANNED)
     return work

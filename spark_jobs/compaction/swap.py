@@ -25,25 +25,25 @@ def manifest_location(rewriter: Rewriter, item: Work) -> str:
 
 
 def swap(rewriter: Rewriter, item: Work) -> None:
-    """Point the item's Glue partition at its run directory (keeping its other properties), then mark it swapped."""
+    """Point the item's Glue partition at its run directory (keeping its other properties as they are at the swap,
+    read in the same call that checks its location), then mark it swapped."""
     started = time.monotonic()
     manifest = item.manifest
     rewriter.fence(item)
-    now_at = rewriter.glue.get_partition(
+    current = rewriter.glue.get_partition(
         DatabaseName=item.topic.database, TableName=item.topic.table, PartitionValues=manifest.partition
-    )["Partition"]["StorageDescriptor"]["Location"]
+    )["Partition"]
+    now_at = current["StorageDescriptor"]["Location"]
     if manifest.previous_location and now_at not in (manifest.previous_location, manifest_location(rewriter, item)):
         item.refused = (
             f"swap refused: the partition points at {now_at}, not at {manifest.previous_location} as when this run "
             f"planned it (another run swapped it); nothing changed, s3://{rewriter.bucket}/{item.key} stays for a look"
         )
         return
-    descriptor = dict(item.glue_partition["StorageDescriptor"])
-    descriptor["Location"] = manifest_location(rewriter, item)
-    update = {
+    update = {  # the partition as it is now, not as selected: what it gained since (a parameter) is kept
         "Values": manifest.partition,
-        "StorageDescriptor": descriptor,
-        "Parameters": {**item.glue_partition.get("Parameters", {}), RUN_PARAMETER: manifest.run_id},
+        "StorageDescriptor": {**current["StorageDescriptor"], "Location": manifest_location(rewriter, item)},
+        "Parameters": {**current.get("Parameters", {}), RUN_PARAMETER: manifest.run_id},
     }
     rewriter.glue.update_partition(
         DatabaseName=item.topic.database,

@@ -76,7 +76,6 @@ class Work:
     """One partition being carried forward in this run."""
 
     topic: Topic
-    glue_partition: dict[str, Any]
     manifest: Manifest
     key: str
     """The manifest's S3 key: also the name of this work in the Spark tasks' outcomes."""
@@ -90,8 +89,8 @@ class Work:
     """Why the swap was refused (the partition changed since it was planned): left as it was, not a failure."""
     repacked: bool = False
     inspections: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Output key → what its merge task read back from S3 once it had uploaded it (``merging.inspected``), for
-    verification; empty for a manifest an earlier run wrote."""
+    """Output key → its merge task's inspection of the file it uploaded (``merging``: taken from the local file, and
+    the upload carries its checksum), for verification; empty for a manifest an earlier run wrote."""
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @property

@@ -206,7 +206,7 @@ def planned_work(s3: object, *, fresh: bool) -> Work:
     sizes = {k: s3.head_object(Bucket="lake", Key=k)["ContentLength"] for k in ("raw/a", "raw/b")}  # type: ignore[attr-defined]
     manifest = Manifest(["1", "2026-11-20", "07"], "abc", sizes, "out/run=abc/")
     topic = SimpleNamespace(database="db", table="t")
-    return Work(topic, {}, manifest, "state/manifest.json", planned_here=fresh)  # type: ignore[arg-type]
+    return Work(topic, manifest, "state/manifest.json", planned_here=fresh)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fresh", [True, False], ids=["planned-by-this-run", "carried-forward"])
