@@ -1,8 +1,9 @@
-"""Verify, the third step: everything in each run directory, read back from S3 from footers and key columns only
-(``spark_jobs.compaction.merging.inspected``), against the digest the write recorded. Each merge task reads its output
-back once it has uploaded it, so a run's own writes need no Spark job here (measured: the job of its own was 1.8-2.8 s
-of a 15-20 s compaction of 320 MiB); outputs an earlier run wrote (a manifest carried forward in state ``written``)
-are read back by one Spark job of one task per output file (``spark_jobs.compaction.merging.inspect``).
+"""Verify, the third step: everything in each run directory, from footers and key columns only
+(``spark_jobs.compaction.merging``), against the digest the write recorded. Each merge task inspects its output from
+the local file it uploads with a checksum S3 checks, so a run's own writes need no Spark job here (measured: the job
+of its own was 1.8-2.8 s of a 15-20 s compaction of 320 MiB); outputs an earlier run wrote (a manifest carried forward
+in state ``written``) are read back from S3 by one Spark job of one task per output file
+(``spark_jobs.compaction.merging.inspect``). Either way the listed size of every output is held to the inspected one.
 
 The run directory must hold exactly the files written, each strictly ordered by key (no repeats), no two files
 sharing a key, one schema, and the outputs' keys must be the expected ones (``Manifest.expected``: the inputs' keys
