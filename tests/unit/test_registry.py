@@ -5,6 +5,7 @@ subjects (which a registry may cap, as Apicurio's does at 1,000), and only the r
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from infra.repo import catalog_dir
-from kafkalake.drift import cluster_view
+from kafkalake.drift import REGISTRY_LOOKUPS, cluster_view
 from kafkalake.registry import RegisteredSchema, RegistryClient, RegistryError, value_subject
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake.topic_spec import ValueFormat
@@ -73,6 +74,22 @@ def test_onboarding_finds_a_subject_the_registry_listing_leaves_out(tmp_path: Pa
         sample=framed,
     )
     assert isinstance(found, Proposal) and found.value_format == ValueFormat.AVRO
+
+
+def test_subjects_are_looked_up_several_at_once() -> None:
+    """Each lookup waits until ``REGISTRY_LOOKUPS`` are under way together: one after another, the first would wait
+    alone and the barrier break."""
+    registry = StubRegistry([value_subject(f"staging.acme.t{i}") for i in range(2 * REGISTRY_LOOKUPS)])
+    together = threading.Barrier(REGISTRY_LOOKUPS, timeout=10)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/versions"):
+            together.wait()
+        return registry.handle(request)
+
+    client = RegistryClient(URL, http=httpx.Client(transport=httpx.MockTransport(handle)))
+    view = cluster_view([f"staging.acme.t{i}" for i in range(2 * REGISTRY_LOOKUPS)], client)
+    assert len(view.versions) == 2 * REGISTRY_LOOKUPS
 
 
 def refuse(status: int, body: str) -> Callable[[httpx.Request], httpx.Response]:
