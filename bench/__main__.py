@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, report
+from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, report, uploads
 from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
@@ -17,6 +17,7 @@ BENCHMARKS = {
     "compactor-fleet": compactor.fleet,
     "erasure": erasure.main,
     "hashing": hashing.main,
+    "uploads": uploads.main,
     "iceberg": iceberg.main,
     "fleet": fleet.full,
     "cost": report.write_cost,

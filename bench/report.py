@@ -32,6 +32,7 @@ from bench.rows import (
     memory_lines,
     need,
     table,
+    uploads_rows,
 )
 from bench.sizing import archiver_sizes, spark_defaults
 from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES, EnvironmentConfig
@@ -188,7 +189,7 @@ def render(results: Results) -> str:
     header = ["benchmark", "our figure", "baseline (same run)", "ratio"]
     rows = archiver_rows(results) + (fleet_rows(results) if "archiver-fleet" in results else [])
     rows += maintainer_rows(results) + compactor_rows(results) + erasure_rows(results)
-    rows += full_fleet_rows(results) + hashing_rows(results)
+    rows += full_fleet_rows(results) + hashing_rows(results) + uploads_rows(results)
     lines = [
         BEGIN,
         f"The current figures, on a {need(results, 'archiver')['local_cores']}-core machine, from "

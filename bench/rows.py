@@ -169,6 +169,30 @@ HASH_VARIANTS = {
 """``bench.hashing``'s variants as the rows name them, in their order."""
 
 
+def uploads_rows(results: Results) -> list[list[str]]:
+    """The uploads benchmark's rows, when it has a result: S3's latency added, then moto's own."""
+    if "uploads" not in results:
+        return []
+    u = results["uploads"]
+    rows = []
+    for case, where in (("s3_latency", "each PUT {:.0f} ms later (S3's small requests)"), ("local", "moto's own")):
+        found = u[case]
+        low, high = found["ratio_spread"]
+        mid = sorted(found["seconds"])[len(found["seconds"]) // 2]
+        rows.append(
+            [
+                f"writer, one task's share of the fleet's light pass ({u['members']} plans, {number(u['records'])} "
+                f"records, {found['objects']} objects), {where.format(found['added_latency_ms'])}: "
+                f"{found['uploads_in_flight']} uploads at a time, seconds (median run)",
+                f"{mid:.2f} s",
+                f"one upload at a time (the writer before): "
+                f"{sorted(found['baseline_seconds'])[len(found['baseline_seconds']) // 2]:.2f} s",
+                f"**{found['ratio']:.2f}** (median of {len(found['ratios'])} pairs' ratios, {low:.2f}-{high:.2f})",
+            ]
+        )
+    return rows
+
+
 def hashing_rows(results: Results) -> list[list[str]]:
     """The hashing benchmark's rows, when it has a result: each variant against Spark alone, then the variants
     against each other round by round."""

@@ -6,7 +6,8 @@ Spark's part-file names are not deterministic, so executors write with pyarrow a
 (``mapInArrow``): rows arrive in Kafka order (the Kafka source reads each Kafka partition as one Spark partition,
 in offset order), so each group's rows, and therefore its objects' keys and bytes, depend only on the plan. That
 is what makes a redo after a crash harmless. No shuffle and no sort in Spark: each task splits its batches with
-Arrow compute and keeps a buffer per group, bounded by the plan's records.
+Arrow compute and keeps a buffer per group, bounded by the plan's records. Its objects are uploaded a few at a time
+in the background (``spark_jobs.archiver.uploads``), and it returns once all are stored.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from botocore.exceptions import ClientError
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import SCHEMA_VERSION_COLUMN
@@ -37,6 +37,7 @@ from spark_jobs.archiver.transform import (
     TOMBSTONE,
     TOMBSTONE_KEY_COLUMN,
 )
+from spark_jobs.archiver.uploads import Uploads
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
 OUTCOME_SCHEMA = (
@@ -71,11 +72,6 @@ _OUTCOME_ARROW = pa.schema(
         ("seconds", pa.float64()),
     ]
 )
-
-
-class ObjectNotWritten(RuntimeError):
-    """S3 refused one of the plan's objects after botocore's retries; the message names the object and S3's
-    answer (the driver sees it as the last line of the Python worker's traceback)."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +213,6 @@ class PlanWriter:
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         endpoints = self.layouts[0].endpoints
-        self.s3 = worker_s3_client(endpoints)
         retries = worker_s3_retries(endpoints)
         retried_before = retries.total
         self.outcome: list[dict[str, Any]] = []
@@ -225,20 +220,21 @@ class PlanWriter:
         self.counts: Counter[tuple[int, int, str | None]] = Counter()
         waited = wrote = 0.0
         batches = iter(batches)
-        while True:
+        with Uploads(worker_s3_client(endpoints), endpoints.bucket) as self.uploads:
+            while True:
+                started = time.monotonic()
+                batch = next(batches, None)
+                waited += time.monotonic() - started
+                if batch is None:
+                    break
+                started = time.monotonic()
+                for (member,), rows in split_groups(pa.Table.from_batches([batch]), [MEMBER_COLUMN]):
+                    self._route(member, rows)
+                wrote += time.monotonic() - started
             started = time.monotonic()
-            batch = next(batches, None)
-            waited += time.monotonic() - started
-            if batch is None:
-                break
-            started = time.monotonic()
-            for (member,), rows in split_groups(pa.Table.from_batches([batch]), [MEMBER_COLUMN]):
-                self._route(member, rows)
-            wrote += time.monotonic() - started
-        started = time.monotonic()
-        for group in list(self.buffers):
-            self._flush(group)
-        wrote += time.monotonic() - started
+            for group in list(self.buffers):
+                self._flush(group)
+        wrote += time.monotonic() - started  # the uploads' end included
         self.outcome += [
             {"member": m, "kind": COUNT, "kafka_partition": p, "error": e, "rows": n}
             for (m, p, e), n in self.counts.items()
@@ -326,16 +322,7 @@ class PlanWriter:
         path_columns = ["dt", "hour"] if kind == DATA else ["dt"]
         body = io.BytesIO()
         pq.write_table(table.drop_columns(path_columns), body, compression=layout.compression)
-        bucket = layout.endpoints.bucket
-        try:
-            self.s3.put_object(
-                Bucket=bucket,
-                Key=key,
-                Body=body.getvalue(),
-                **restricted_encryption(key, layout.endpoints.restricted_key_arn),
-            )
-        except ClientError as exc:
-            raise ObjectNotWritten(f"cannot write s3://{bucket}/{key}: {exc}") from exc
+        self.uploads.put(key, body.getvalue(), **restricted_encryption(key, layout.endpoints.restricted_key_arn))
         self.outcome.append(
             {
                 "member": member,

@@ -397,3 +397,21 @@ def test_a_hashing_variant_gives_the_childs_topic_its_personal_fields_and_schema
     assert set(personal(7)) == set(PERSONAL_FIELDS) and any(
         not personal(i)["customer_name"].isascii() for i in range(9)
     )
+
+
+def test_the_uploads_result_renders_both_cases_only_once_there_is_one() -> None:
+    assert rows.uploads_rows({}) == []
+    case = {
+        "objects": 234,
+        "uploads_in_flight": 8,
+        "seconds": [1.0, 1.2, 0.9],
+        "baseline_seconds": [8.0, 8.4, 7.9],
+        "ratios": [0.125, 0.143, 0.114],
+        "ratio": 0.125,
+        "ratio_spread": [0.114, 0.143],
+    }
+    result = {"members": 78, "records": 156078, "s3_latency": {**case, "added_latency_ms": 30.0}}
+    rendered = rows.uploads_rows({"uploads": {**result, "local": {**case, "added_latency_ms": 0.0}}})
+    assert [row[3] for row in rendered] == ["**0.12** (median of 3 pairs' ratios, 0.11-0.14)"] * 2
+    assert "each PUT 30 ms later" in rendered[0][0] and "moto's own" in rendered[1][0]
+    assert (rendered[0][1], rendered[0][2]) == ("1.00 s", "one upload at a time (the writer before): 8.00 s")

@@ -6,7 +6,7 @@ background from the run's start."""
 from __future__ import annotations
 
 import dataclasses
-import sys
+import functools
 from typing import Any, cast
 
 import boto3
@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas import utils as pandas_utils
 
 from infra.repo import catalog_dir
 from kafkalake.aws import RETRIES, RetryCount
@@ -115,15 +116,19 @@ def test_the_key_is_read_only_when_a_topic_hashes_and_only_the_topics_that_hash_
     assert isinstance(unset, KeyInvalid) and "set pseudonym_secret_arn" in str(unset)
 
 
-def test_the_run_starts_importing_pandas_before_its_first_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every pass's ``mapInArrow`` needs pandas on the driver: the run imports it in the background from its start,
-    not when its first pass is built (``job.preload_pandas``)."""
+def test_the_run_makes_the_imports_of_mapinarrow_before_its_first_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pass's ``mapInArrow`` checks pandas' and pyarrow's versions on the driver (importing pandas and
+    setuptools): the run makes those checks in the background from its start, not when its first pass is built
+    (``job.preload_arrow_imports``)."""
     started: list[str] = []
-    monkeypatch.setattr(job, "preload_pandas", lambda: started.append("pandas"))
+    monkeypatch.setattr(job, "preload_arrow_imports", lambda: started.append("preload"))
     endpoints = Endpoints("127.0.0.1:1", "http://127.0.0.1:2", "eu-west-1", "lake")
     spark = cast(SparkSession, object())  # no topic: no Spark job
     assert job.archive_fleet(spark, endpoints, [], concurrency=1, deadline=0.0, run=Run("r"), say=print) == []
-    assert started == ["pandas"]
+    assert started == ["preload"]
     monkeypatch.undo()
-    job.preload_pandas().join()
-    assert "pandas" in sys.modules
+    checked: list[str] = []
+    for name in ("require_minimum_pandas_version", "require_minimum_pyarrow_version"):
+        monkeypatch.setattr(pandas_utils, name, functools.partial(checked.append, name))
+    job.preload_arrow_imports().join()
+    assert checked == ["require_minimum_pandas_version", "require_minimum_pyarrow_version"]

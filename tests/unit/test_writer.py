@@ -21,6 +21,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.layout import TablePrefix
 from kafkalake.personal import QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
+from spark_jobs.archiver.uploads import ObjectNotWritten
 from spark_jobs.archiver.writer import (
     COUNT,
     DATA,
@@ -28,7 +29,6 @@ from spark_jobs.archiver.writer import (
     RETRIED,
     WAITED,
     WROTE,
-    ObjectNotWritten,
     PlanLayout,
     PlanWriter,
 )
