@@ -75,11 +75,11 @@ and a copy's destination too), and its decryption to read one (a multipart uploa
 re-encrypts with the key directly."""
 COMPACTOR_SIZES: dict[str, str] = {
     "spark.driver.cores": "2",
-    "spark.driver.memory": "2g",
-    "spark.driver.memoryOverhead": "2g",
+    "spark.driver.memory": "3g",
+    "spark.driver.memoryOverhead": "1g",
     "spark.executor.cores": "4",
-    "spark.executor.memory": "2g",
-    "spark.executor.memoryOverhead": "6g",
+    "spark.executor.memory": "3g",
+    "spark.executor.memoryOverhead": "5g",
 }
 """The compactor's driver and executors; the erasure job rewrites partitions with the same merge tasks."""
 WORKER_SIZES: dict[str, dict[str, str]] = {

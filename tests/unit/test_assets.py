@@ -84,6 +84,7 @@ JOBS = CORE | {
         "archiver/table_commit",
         "archiver/topic_run",
         "archiver/transform",
+        "archiver/uploads",
         "archiver/writer",
         "compaction/__init__",
         "compaction/binning",

@@ -290,7 +290,7 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     )
     sizes = {  # driver vCPU, heap, overhead; executor vCPU, heap, overhead
         "archiver": ("2", "2g", "2g", "2", "2g", "2g"),
-        "compactor": ("2", "2g", "2g", "4", "2g", "6g"),
+        "compactor": ("2", "3g", "1g", "4", "3g", "5g"),
     }
     for application, (driver_cores, driver_heap, driver_rest, cores, heap, rest) in sizes.items():
         tpl.has_resource_properties(
