@@ -4,6 +4,7 @@ benchmark."""
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from bench.common import paired_ratio, rate_after_start
@@ -178,15 +179,13 @@ def uploads_rows(results: Results) -> list[list[str]]:
     for case, where in (("s3_latency", "each PUT {:.0f} ms later (S3's small requests)"), ("local", "moto's own")):
         found = u[case]
         low, high = found["ratio_spread"]
-        mid = sorted(found["seconds"])[len(found["seconds"]) // 2]
         rows.append(
             [
                 f"writer, one task's share of the fleet's light pass ({u['members']} plans, {number(u['records'])} "
                 f"records, {found['objects']} objects), {where.format(found['added_latency_ms'])}: "
                 f"{found['uploads_in_flight']} uploads at a time, seconds (median run)",
-                f"{mid:.2f} s",
-                f"one upload at a time (the writer before): "
-                f"{sorted(found['baseline_seconds'])[len(found['baseline_seconds']) // 2]:.2f} s",
+                f"{statistics.median(found['seconds']):.2f} s",
+                f"one upload at a time (the writer before): {statistics.median(found['baseline_seconds']):.2f} s",
                 f"**{found['ratio']:.2f}** (median of {len(found['ratios'])} pairs' ratios, {low:.2f}-{high:.2f})",
             ]
         )

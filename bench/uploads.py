@@ -12,8 +12,9 @@ So every PUT of the writer's client waits BENCH_S3_LATENCY_MS (default 30) befor
 lock, as a wait on the network holds none), and the same pairs run once more with no added wait: what the local
 benchmarks see.
 
-BENCH_PAIRS (3) alternated pairs each: the baseline (one upload at a time: ``uploads.UPLOADS`` set to 1), then the
-writer as it ships. Reported: each run's seconds, the ratio ours ÷ baseline per pair, their median and spread.
+BENCH_PAIRS (3) alternated pairs each: the baseline (the writer one upload at a time), then the writer as it ships
+(``uploads.UPLOADS`` at a time). Reported: each run's seconds, the ratio ours ÷ baseline per pair, their median and
+spread.
 """
 
 from __future__ import annotations
@@ -89,8 +90,7 @@ def layouts(endpoints: Endpoints, run: str) -> list[PlanLayout]:
 
 def write_once(endpoints: Endpoints, rows: pa.Table, in_flight: int) -> tuple[float, int]:
     """The task's rows through the writer, ``in_flight`` uploads at a time: its seconds and objects."""
-    uploads.UPLOADS = in_flight
-    writer = PlanWriter(layouts(endpoints, uuid.uuid4().hex[:8]))
+    writer = PlanWriter(layouts(endpoints, uuid.uuid4().hex[:8]), uploads=in_flight)
     started = time.monotonic()
     outcome = pa.Table.from_batches(list(writer(iter(rows.to_batches(max_chunksize=BATCH_ROWS)))))
     seconds = time.monotonic() - started
@@ -115,21 +115,18 @@ def delayed(latency_ms: float) -> Iterator[None]:
 def pairs(endpoints: Endpoints, rows: pa.Table, latency_ms: float) -> dict[str, Any]:
     shipped = uploads.UPLOADS
     baseline, ours, objects = [], [], set()
-    try:
-        with delayed(latency_ms):
-            for index in range(PAIRS):
-                seconds, written = write_once(endpoints, rows, 1)
-                baseline.append(seconds)
-                objects.add(written)
-                seconds, written = write_once(endpoints, rows, shipped)
-                ours.append(seconds)
-                objects.add(written)
-                say(
-                    f"uploads, {latency_ms:.0f} ms added, pair {index + 1}: {baseline[-1]:.2f} s one at a "
-                    f"time, {ours[-1]:.2f} s {shipped} at a time"
-                )
-    finally:
-        uploads.UPLOADS = shipped
+    with delayed(latency_ms):
+        for index in range(PAIRS):
+            seconds, written = write_once(endpoints, rows, 1)
+            baseline.append(seconds)
+            objects.add(written)
+            seconds, written = write_once(endpoints, rows, shipped)
+            ours.append(seconds)
+            objects.add(written)
+            say(
+                f"uploads, {latency_ms:.0f} ms added, pair {index + 1}: {baseline[-1]:.2f} s one at a "
+                f"time, {ours[-1]:.2f} s {shipped} at a time"
+            )
     if len(objects) != 1:
         raise SystemExit(f"the runs wrote different numbers of objects: {sorted(objects)}")
     return {

@@ -11,7 +11,7 @@ driver commits, so no plan commits an object that is not stored.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -19,37 +19,34 @@ from botocore.exceptions import ClientError
 UPLOADS = 8
 """Uploads in flight per task at most (boto3's connection pool holds 10 per client)."""
 MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024
-"""Bytes of objects in flight per task at most (one object however large): a heavy plan's objects are tens of MB, and
-the Python worker's memory (``bench.sizing``) was sized for one at a time."""
+"""Bytes of objects started and not yet stored, per task, at most (one object however large): a heavy plan's objects
+are tens of MB, and the Python worker's memory (``bench.sizing``) was sized for one at a time."""
 
 
 class ObjectNotWritten(RuntimeError):
-    """An object the task wrote was refused by S3: the task fails, and the plan with it."""
+    """S3 refused one of the plan's objects after botocore's retries; the message names the object and S3's answer
+    (the driver sees it as the last line of the Python worker's traceback). The task fails, and its plan with it."""
 
 
 class Uploads:
-    """Objects put to one bucket through ``s3`` (a boto3 client; thread-safe), at most ``uploads`` (``UPLOADS`` when
-    None) and ``max_bytes`` at once."""
+    """Objects put to one bucket through ``s3`` (a boto3 client; thread-safe), ``uploads`` at a time, with at most
+    ``max_bytes`` of them started and not yet stored."""
 
-    def __init__(
-        self, s3: Any, bucket: str, *, uploads: int | None = None, max_bytes: int = MAX_BYTES_IN_FLIGHT
-    ) -> None:
+    def __init__(self, s3: Any, bucket: str, *, uploads: int = UPLOADS, max_bytes: int = MAX_BYTES_IN_FLIGHT) -> None:
         self.s3, self.bucket, self.max_bytes = s3, bucket, max_bytes
-        at_once = uploads or UPLOADS  # UPLOADS read now: the uploads benchmark sets it
-        self._pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="upload")
-        self._slots = threading.Semaphore(at_once)
+        self._pool = ThreadPoolExecutor(max_workers=uploads, thread_name_prefix="upload")
         self._room = threading.Condition()
         self._in_flight = 0
         self._pending: list[Future[None]] = []
 
     def put(self, key: str, body: bytes, **extra: Any) -> None:
-        """Start putting ``body`` under ``key`` (``extra``: more arguments of ``put_object``); waits while the task
-        has as many uploads or bytes in flight as it may. A failed upload is raised here or by ``wait``."""
-        self._raise_failed()
+        """Start putting ``body`` under ``key`` (``extra``: more arguments of ``put_object``), once the bytes started
+        and not yet stored leave room for it. A failed upload is raised here (the first one done) or by ``wait``."""
+        for failed in (f for f in self._pending if f.done() and f.exception() is not None):
+            failed.result()
         with self._room:
             self._room.wait_for(lambda: self._in_flight == 0 or self._in_flight + len(body) <= self.max_bytes)
             self._in_flight += len(body)
-        self._slots.acquire()
         self._pending.append(self._pool.submit(self._put, key, body, extra))
 
     def _put(self, key: str, body: bytes, extra: dict[str, Any]) -> None:
@@ -58,15 +55,9 @@ class Uploads:
         except ClientError as exc:
             raise ObjectNotWritten(f"cannot write s3://{self.bucket}/{key}: {exc}") from exc
         finally:
-            self._slots.release()
             with self._room:
                 self._in_flight -= len(body)
                 self._room.notify_all()
-
-    def _raise_failed(self) -> None:
-        for future in [f for f in self._pending if f.done()]:
-            future.result()
-            self._pending.remove(future)
 
     def __enter__(self) -> Uploads:
         return self
@@ -80,12 +71,12 @@ class Uploads:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def wait(self) -> None:
-        """Every upload started has succeeded; else the first failure is raised (after the others have ended)."""
+        """Every upload started has succeeded; else the first failure is raised, the others dropped or ended."""
         try:
+            wait(self._pending, return_when=FIRST_EXCEPTION)
             for future in self._pending:
-                future.exception()
-            for future in self._pending:
-                future.result()
+                if future.done() and future.exception() is not None:
+                    future.result()
         finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pending = []
-            self._pool.shutdown(wait=True)

@@ -37,7 +37,7 @@ from spark_jobs.archiver.transform import (
     TOMBSTONE,
     TOMBSTONE_KEY_COLUMN,
 )
-from spark_jobs.archiver.uploads import Uploads
+from spark_jobs.archiver.uploads import UPLOADS, Uploads
 from spark_jobs.common import worker_s3_client, worker_s3_retries
 
 OUTCOME_SCHEMA = (
@@ -206,10 +206,10 @@ class _Buffer:
 
 class PlanWriter:
     """A task's records → its data and quarantine objects, and its counts (one outcome row each); ``layouts``: each
-    member's of the pass, by its place (``MEMBER_COLUMN``)."""
+    member's of the pass, by its place (``MEMBER_COLUMN``); ``uploads``: how many of its objects are put at a time."""
 
-    def __init__(self, layouts: Sequence[PlanLayout]) -> None:
-        self.layouts = tuple(layouts)
+    def __init__(self, layouts: Sequence[PlanLayout], uploads: int = UPLOADS) -> None:
+        self.layouts, self.in_flight = tuple(layouts), uploads
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         endpoints = self.layouts[0].endpoints
@@ -220,7 +220,7 @@ class PlanWriter:
         self.counts: Counter[tuple[int, int, str | None]] = Counter()
         waited = wrote = 0.0
         batches = iter(batches)
-        with Uploads(worker_s3_client(endpoints), endpoints.bucket) as self.uploads:
+        with Uploads(worker_s3_client(endpoints), endpoints.bucket, uploads=self.in_flight) as self.uploads:
             while True:
                 started = time.monotonic()
                 batch = next(batches, None)

@@ -48,7 +48,7 @@ def client_error(code: str, message: str) -> ClientError:
 
 
 def test_the_error_of_a_failed_task_is_the_exception_it_raised_with_the_fix_for_a_denial() -> None:
-    refused = f"spark_jobs.archiver.writer.ObjectNotWritten: cannot write s3://lake/{KEY}: {DENIED}"
+    refused = f"spark_jobs.archiver.uploads.ObjectNotWritten: cannot write s3://lake/{KEY}: {DENIED}"
     error = spark_error(f"botocore.exceptions.ClientError: {DENIED}", refused)
 
     assert worker_error(str(error)) == refused
