@@ -107,7 +107,13 @@ def prepared(raw: DataFrame, members: Sequence[PassMember], *, key: PseudonymKey
     protected = {c: p for c, p in personal.items() if c not in held}
     value_columns = list(dict.fromkeys(c for mine in columns for c in mine.values()))
     keyless = [i for i, m in enumerate(members) if not keeps_key(m.topic)]
-    return transform.plan_rows(pseudonymise(timed, {**protected, **kafka}, key), value_columns, keyless)
+    return transform.plan_rows(
+        pseudonymise(timed, {**protected, **kafka}, key),
+        value_columns,
+        keyless,
+        members=count,
+        kafka_time=transform.kafka_time_only(decoded, timings),
+    )
 
 
 def keeps_key(topic: Topic) -> bool:

@@ -43,7 +43,6 @@ ISO_NAIVE = f"^{_ISO_DATE}({_ISO_TIME})?$"
 """An ISO 8601 date, with or without a time of day, that names no zone: a wall time in the default zone."""
 ISO_WITHOUT_SECONDS = f"^({_ISO_DATE}[T ][0-9]{{2}}:[0-9]{{2}})([^:0-9].*)?$"
 """A time of day in minutes, which Spark parses only when no zone follows: given ``:00`` seconds."""
-SECONDS_PER_DAY = 86_400
 TOMBSTONE = "tombstone"
 """The ``_error`` of a record without a value: not an error, dropped or kept as a delete-log row."""
 TOMBSTONE_KEY_COLUMN = "_tombstone_key"
@@ -62,6 +61,10 @@ QUARANTINE_COLUMNS = (
 RAW_COLUMNS = (KAFKA_KEY_COLUMN, "_raw_value")
 """The quarantine's copies of the record itself; an offsets-only quarantine object has every column but these."""
 PERMISSIVE = {"mode": "PERMISSIVE"}
+TIME_COLUMNS = ("_business_time", "_time_source")
+"""A row's business time and where it came from: a candidate's path, or ``KAFKA_TIME_SOURCE``."""
+KAFKA_TIME_SOURCE = "kafka_timestamp"
+"""The ``_time_source`` of a row whose business time is its Kafka time."""
 MEMBER_COLUMN = "_member"
 """The place, in its pass, of the plan a row belongs to (0 in a pass of one plan)."""
 
@@ -141,17 +144,17 @@ def avro_classification(known_ids: Sequence[int], held_ids: Sequence[int] = ()) 
     ``UNDECLARED_VERSION`` for a value of a schema in ``held_ids``: a version the catalog lacks whose records are
     held, ``kafkalake.undeclared``).
 
-    A value's header is compared with each known schema's header as bytes; only a header that matches none is
-    parsed into its schema id (for the quarantine)."""
+    A value's start is compared with each known schema's header as bytes, in place (``startswith``: a copy of each
+    value's header cost ~4% of the Spark side's CPU, measured); only a header that matches none is parsed into its
+    schema id (for the quarantine)."""
     value = F.col("_raw_value")
-    header = F.substring(value, 1, HEADER_SIZE)
-    known = [F.when(header == F.lit(bytearray(HEADER.pack(MAGIC_BYTE, i))), F.lit(i)) for i in known_ids]
+    known = [F.when(F.startswith(value, F.lit(bytearray(HEADER.pack(MAGIC_BYTE, i)))), F.lit(i)) for i in known_ids]
     matched = F.coalesce(*known) if known else F.lit(None).cast("long")
     parsed = F.conv(F.hex(F.substring(value, 2, SCHEMA_ID_BYTES)), 16, 10).cast("long")
     error = (
         F.when(value.isNull(), F.lit(TOMBSTONE))
         .when(F.length(value) < HEADER_SIZE, F.lit("truncated"))
-        .when(F.substring(value, 1, 1) != F.unhex(F.lit(f"{MAGIC_BYTE:02x}")), F.lit("bad_magic_byte"))
+        .when(~F.startswith(value, F.lit(bytearray([MAGIC_BYTE]))), F.lit("bad_magic_byte"))
         .when(matched.isNull(), F.lit("unknown_schema_id"))
         .when(matched.isin(*held_ids), F.lit(UNDECLARED_VERSION))
     )
@@ -332,18 +335,6 @@ def candidate_time(candidate: TimeCandidate, column: Column, data_type: DataType
     return column.cast("timestamp")
 
 
-def utc_date(timestamp: Column) -> Column:
-    """The date of the instant in UTC, whatever the session's time zone: a date, not its ``yyyy-MM-dd`` text (the
-    writer names paths from it), since formatting every row's date as text in Spark was ~8% of the Spark side's
-    CPU for the B1 topic (a JFR profile of the task threads)."""
-    return F.date_from_unix_date(F.floor(F.unix_seconds(timestamp) / SECONDS_PER_DAY).cast("int"))
-
-
-def utc_hour(timestamp: Column) -> Column:
-    """The hour (0-23) of the instant in UTC, whatever the session's time zone."""
-    return F.floor(F.pmod(F.unix_seconds(timestamp), F.lit(SECONDS_PER_DAY)) / 3600).cast("int")
-
-
 @dataclass(frozen=True)
 class Timing:
     """How one member of a pass finds its rows' business time: its candidates in order, its plan's 'now' (the upper
@@ -355,8 +346,9 @@ class Timing:
 
 
 def with_business_time(decoded: DataFrame, members: Sequence[Timing]) -> DataFrame:
-    """Add ``_business_time`` (the member's first valid candidate, else Kafka time), ``_time_source``, ``dt`` and
-    ``hour``; times before 2000 or more than a day after the member's ``now`` become ``time_out_of_bounds`` errors.
+    """Add ``_business_time`` (the member's first valid candidate, else Kafka time) and ``_time_source``; times
+    before 2000 or more than a day after the member's ``now`` become ``time_out_of_bounds`` errors. The writer names
+    each row's partition (UTC date and hour) from its business time (``writer.partition_times``).
 
     A row holds at most one version's values (the others are null), so a candidate is looked up in every version
     that has its field, in the candidates' order."""
@@ -375,12 +367,15 @@ def with_business_time(decoded: DataFrame, members: Sequence[Timing]) -> DataFra
     return decoded.withColumns(
         {
             "_business_time": time,
-            "_time_source": by_member(grouped(sources), count) if members else F.lit("kafka_timestamp"),
+            "_time_source": by_member(grouped(sources), count) if members else F.lit(KAFKA_TIME_SOURCE),
             "_error": F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))),
-            "dt": utc_date(time),
-            "hour": utc_hour(time),
         }
     )
+
+
+def kafka_time_only(decoded: DataFrame, members: Sequence[Timing]) -> bool:
+    """Whether every member's business time is its Kafka time: none of its candidates is a field of its versions."""
+    return not any(_present(decoded, m.candidates, m.value_columns) for m in members)
 
 
 def latest_time(members: Sequence[Timing]) -> Column:
@@ -401,18 +396,30 @@ def _business_time(
     decoded: DataFrame, candidates: tuple[TimeCandidate, ...], value_columns: Sequence[str]
 ) -> tuple[Column, Column]:
     """A member's business time (its first valid candidate, else Kafka time) and where it came from."""
+    present = [
+        (candidate, candidate_time(candidate, F.col(f"{column}.{candidate.path}"), found))
+        for candidate, column, found in _present(decoded, candidates, value_columns)
+    ]
+    business = F.coalesce(*[t for _, t in present], F.col("_kafka_timestamp"))
+    source: Column = F.lit(KAFKA_TIME_SOURCE)
+    for candidate, parsed in reversed(present):
+        source = F.when(parsed.isNotNull(), F.lit(candidate.path)).otherwise(source)
+    return business, source
+
+
+def _present(
+    decoded: DataFrame, candidates: Sequence[TimeCandidate], value_columns: Sequence[str]
+) -> list[tuple[TimeCandidate, str, DataType]]:
+    """(candidate, value column, the field's type) for each candidate field a value column has, in the candidates'
+    order."""
     present = []
     for candidate in candidates:
         for column in value_columns:
             schema = decoded.schema[column].dataType
             found = field_type(schema, candidate.path) if isinstance(schema, StructType) else None
             if found is not None:
-                present.append((candidate, candidate_time(candidate, F.col(f"{column}.{candidate.path}"), found)))
-    business = F.coalesce(*[t for _, t in present], F.col("_kafka_timestamp"))
-    source: Column = F.lit("kafka_timestamp")
-    for candidate, parsed in reversed(present):
-        source = F.when(parsed.isNotNull(), F.lit(candidate.path)).otherwise(source)
-    return business, source
+                present.append((candidate, column, found))
+    return present
 
 
 def with_tombstone_key(rows: DataFrame, members: Sequence[int], count: int) -> DataFrame:
@@ -422,22 +429,30 @@ def with_tombstone_key(rows: DataFrame, members: Sequence[int], count: int) -> D
     return rows.withColumn(TOMBSTONE_KEY_COLUMN, by_member([(key, members)], count))
 
 
-def plan_rows(timed: DataFrame, value_columns: Sequence[str], keyless: Sequence[int] = ()) -> DataFrame:
+def plan_rows(
+    timed: DataFrame, value_columns: Sequence[str], keyless: Sequence[int] = (), *, members: int = 1, kafka_time: bool
+) -> DataFrame:
     """Every record of the plan, in Kafka order, with what the writer needs to route it: data rows (``_error``
     null) to their version's object, tombstones to the delete log or nowhere, the rest to quarantine with their
-    raw bytes and ``_quarantine_dt`` (the UTC date of their Kafka time). Raw bytes travel only with
-    quarantined rows; the Kafka key travels with every tombstone and quarantined row, but not with the data rows
-    of the ``keyless`` members (their objects keep no key: ``records.keeps_key``), since copying every row's key
-    into the writer's Arrow batches for nothing cost ~10% of a plan's Spark-side CPU (measured: 5.1 → 4.3
-    CPU-seconds for 1M records read, decoded and handed to Python). ``_headers``, ``_pseudonym_key_id`` and
-    ``TOMBSTONE_KEY_COLUMN`` pass through when the rows have them."""
+    raw bytes. Raw bytes travel only with quarantined rows; the Kafka key travels with every tombstone and
+    quarantined row, but not with the data rows of the ``keyless`` members (their objects keep no key:
+    ``records.keeps_key``), since copying every row's key into the writer's Arrow batches for nothing cost ~10% of a
+    plan's Spark-side CPU (measured: 5.1 → 4.3 CPU-seconds for 1M records read, decoded and handed to Python).
+    ``_headers``, ``_pseudonym_key_id`` and ``TOMBSTONE_KEY_COLUMN`` pass through when the rows have them.
+
+    What the writer can tell without Spark stays out of its batches, since each column costs the Arrow hand-over
+    per row whatever it holds (measured: read, decode and hand over of 1M records 2.30 → 2.10 CPU-seconds without
+    the five below): the partition (UTC date and hour) of each row, the quarantine's date (of its Kafka time),
+    ``MEMBER_COLUMN`` in a pass of one plan (``members``), and with ``kafka_time`` (no member has a time field:
+    ``kafka_time_only``) ``_business_time`` and ``_time_source``, which would only repeat the Kafka time
+    (``writer.business_time``)."""
     quarantined = F.col("_error").isNotNull() & (F.col("_error") != F.lit(TOMBSTONE))
     extras = [c for c in (HEADERS_COLUMN, KEY_ID_COLUMN, TOMBSTONE_KEY_COLUMN) if c in timed.columns]
     key = F.col(KAFKA_KEY_COLUMN)
     if keyless:
         key = F.when(F.col("_error").isNotNull() | ~F.col(MEMBER_COLUMN).isin(*keyless), key)
     return timed.select(
-        MEMBER_COLUMN,
+        *([MEMBER_COLUMN] if members > 1 else []),
         *META_COLUMNS,
         key.alias(KAFKA_KEY_COLUMN),
         *extras,
@@ -446,9 +461,5 @@ def plan_rows(timed: DataFrame, value_columns: Sequence[str], keyless: Sequence[
         "_error",
         "_schema_version",
         *value_columns,
-        "_business_time",
-        "_time_source",
-        "dt",
-        "hour",
-        F.when(quarantined, utc_date(F.col("_kafka_timestamp"))).alias("_quarantine_dt"),
+        *([] if kafka_time else TIME_COLUMNS),
     )

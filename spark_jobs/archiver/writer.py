@@ -30,10 +30,12 @@ from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encrypt
 from kafkalake.personal import KAFKA_KEY_COLUMN, Keyring, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver.transform import (
+    KAFKA_TIME_SOURCE,
     MEMBER_COLUMN,
     META_COLUMNS,
     QUARANTINE_COLUMNS,
     RAW_COLUMNS,
+    TIME_COLUMNS,
     TOMBSTONE,
     TOMBSTONE_KEY_COLUMN,
 )
@@ -145,12 +147,37 @@ def selected(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
     return table if pc.all(mask).as_py() else table.filter(mask)
 
 
+def utc_date(times: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The UTC date of each instant, whatever zone Spark's Arrow batches name (the session's): the wall time in UTC
+    is the instant itself."""
+    return times.cast(pa.timestamp("us")).cast(pa.date32())
+
+
+def utc_hour(times: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The UTC hour (0-23) of each instant, whatever zone Spark's Arrow batches name."""
+    return pc.hour(times.cast(pa.timestamp("us"))).cast(pa.int32())
+
+
+def business_time(rows: pa.Table) -> tuple[tuple[pa.Field, pa.ChunkedArray], tuple[pa.Field, pa.ChunkedArray]]:
+    """The rows' ``_business_time`` and ``_time_source`` (field and values): Spark's, or, where Spark left them out
+    since every row's is its Kafka time (``transform.plan_rows``), the Kafka time and ``KAFKA_TIME_SOURCE``, as
+    Spark would have given them."""
+    if TIME_COLUMNS[0] in rows.column_names:
+        return tuple((rows.schema.field(c), rows.column(c)) for c in TIME_COLUMNS)  # type: ignore[return-value]
+    kafka = rows.schema.field("_kafka_timestamp")
+    sources = pa.chunked_array([pa.repeat(pa.scalar(KAFKA_TIME_SOURCE), rows.num_rows)], pa.string())
+    return (
+        (kafka.with_name(TIME_COLUMNS[0]), rows.column(kafka.name)),
+        (pa.field(TIME_COLUMNS[1], pa.string(), nullable=False), sources),
+    )
+
+
 def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones: pa.Array | None) -> pa.Table:
     """One version's rows as written: its fields (nullable, as a struct's fields are), the Kafka metadata, the
-    business time, the wanted extras, ``_tombstone`` when the version carries the delete log, and dt/hour for
-    the path. Tombstone rows have null fields; in a ``by_key`` topic a null ``_key`` too: the tombstone asks to
-    erase that key, so its own row must not keep it in clear (the plan's erasure request holds its keyed hash with
-    the same Kafka partition and offset)."""
+    business time, the wanted extras, ``_tombstone`` when the version carries the delete log, and dt/hour (UTC, of
+    the business time) for the path. Tombstone rows have null fields; in a ``by_key`` topic a null ``_key`` too: the
+    tombstone asks to erase that key, so its own row must not keep it in clear (the plan's erasure request holds its
+    keyed hash with the same Kafka partition and offset)."""
     values = rows.column(value_column)
     struct = values.type
     columns: dict[str, pa.ChunkedArray | pa.Array] = {}
@@ -159,7 +186,13 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
         child = struct.field(index)
         fields.append(pa.field(child.name, child.type))
         columns[child.name] = pc.struct_field(values, [index])
-    for name in (*META_COLUMNS, "_business_time", "_time_source", *layout.extra_columns):
+    for name in META_COLUMNS:
+        columns[name] = rows.column(name)
+        fields.append(rows.schema.field(name))
+    for time_field, values in business_time(rows):
+        columns[time_field.name] = values
+        fields.append(time_field)
+    for name in layout.extra_columns:
         columns[name] = rows.column(name)
         fields.append(rows.schema.field(name))
     if tombstones is not None:
@@ -172,9 +205,8 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
             columns[KAFKA_KEY_COLUMN] = pc.if_else(
                 tombstones, pa.scalar(None, rows.schema.field(KAFKA_KEY_COLUMN).type), columns[KAFKA_KEY_COLUMN]
             )
-    for name in ("dt", "hour"):
-        columns[name] = rows.column(name)
-        fields.append(rows.schema.field(name))
+    columns["dt"], columns["hour"] = utc_date(columns[TIME_COLUMNS[0]]), utc_hour(columns[TIME_COLUMNS[0]])
+    fields += [pa.field("dt", pa.date32()), pa.field("hour", pa.int32())]
     return pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
 
 
@@ -182,7 +214,7 @@ def quarantine_rows(rows: pa.Table, mode: QuarantineMode) -> pa.Table:
     """Rows with an error other than a tombstone: raw bytes (key and value; not when ``offsets_only``), offsets,
     Kafka time, the error, and dt (UTC date of the Kafka time) for the path."""
     kept = [c for c in QUARANTINE_COLUMNS if mode != QuarantineMode.OFFSETS_ONLY or c not in RAW_COLUMNS]
-    return rows.select([*kept, "_quarantine_dt"]).rename_columns([*kept, "dt"])
+    return rows.select(kept).append_column(pa.field("dt", pa.date32()), utc_date(rows.column("_kafka_timestamp")))
 
 
 def quarantine_modes(rows: pa.Table, mode: QuarantineMode) -> Iterator[tuple[QuarantineMode, pa.Table]]:
@@ -228,7 +260,9 @@ class PlanWriter:
                 if batch is None:
                     break
                 started = time.monotonic()
-                for (member,), rows in split_groups(pa.Table.from_batches([batch]), [MEMBER_COLUMN]):
+                table = pa.Table.from_batches([batch])
+                one = MEMBER_COLUMN not in table.column_names  # a pass of one plan (``transform.plan_rows``)
+                for (member,), rows in [((0,), table)] if one else split_groups(table, [MEMBER_COLUMN]):
                     self._route(member, rows)
                 wrote += time.monotonic() - started
             started = time.monotonic()

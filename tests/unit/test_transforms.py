@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
-from spark_jobs.archiver import transform
+from spark_jobs.archiver import transform, writer
 
 SCHEMA = '{"type":"record","name":"R","fields":[{"name":"id","type":"string"}]}'
 T0 = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
@@ -107,13 +109,13 @@ def test_business_time_takes_the_first_valid_candidate(bare_spark: SparkSession)
             ("2026-11-23T00:00:00Z", None),  # more than a day after the plan's now
         ],
     ).collect()
-    assert [(r["dt"], r["hour"], r["_time_source"]) for r in rows] == [
-        (date(2026, 11, 20), 8, "meta.at"),
-        (date(2026, 11, 20), 7, "meta.at"),
-        (date(2026, 11, 20), 5, "epoch"),
-        (date(2026, 11, 20), 10, "kafka_timestamp"),
-        (date(1999, 12, 31), 23, "meta.at"),
-        (date(2026, 11, 23), 0, "meta.at"),
+    assert [(r["_business_time"].astimezone(UTC), r["_time_source"]) for r in rows] == [
+        (datetime(2026, 11, 20, 8, 15, tzinfo=UTC), "meta.at"),
+        (datetime(2026, 11, 20, 7, 15, tzinfo=UTC), "meta.at"),
+        (datetime(2026, 11, 20, 5, tzinfo=UTC), "epoch"),
+        (T0, "kafka_timestamp"),
+        (datetime(1999, 12, 31, 23, tzinfo=UTC), "meta.at"),
+        (datetime(2026, 11, 23, tzinfo=UTC), "meta.at"),
     ]
     assert [r["_error"] for r in rows] == [None, None, None, None, "time_out_of_bounds", "time_out_of_bounds"]
 
@@ -127,16 +129,15 @@ def test_business_time_is_found_in_the_rows_version(bare_spark: SparkSession) ->
     )
     candidate = (TimeCandidate(path="epoch", format=TimeFormat.EPOCH, unit="ms"),)
     rows = timed_by(frame, candidate, ["_v1", "_v2"]).orderBy("_kafka_offset").collect()
-    assert [(r["hour"], r["_time_source"]) for r in rows] == [(5, "epoch"), (6, "epoch")]
+    assert [(r["_business_time"].astimezone(UTC).hour, r["_time_source"]) for r in rows] == [(5, "epoch"), (6, "epoch")]
 
 
 def test_plan_rows_carry_raw_bytes_only_for_quarantine(bare_spark: SparkSession) -> None:
     values = [encode(7, SCHEMA, {"id": "a"}), None, b"\x42garbage"]
     versions = [transform.VersionSchema(1, 7, SCHEMA)]
     decoded = transform.decode(transform.classify(raw(bare_spark, values), [avro(*versions)]), [avro(*versions)])
-    rows = transform.plan_rows(timed_by(decoded, (), ["_value_v1"]), ["_value_v1"])
+    rows = transform.plan_rows(timed_by(decoded, (), ["_value_v1"]), ["_value_v1"], kafka_time=True)
     assert rows.columns == [
-        "_member",
         "_kafka_partition",
         "_kafka_offset",
         "_kafka_timestamp",
@@ -146,18 +147,43 @@ def test_plan_rows_carry_raw_bytes_only_for_quarantine(bare_spark: SparkSession)
         "_error",
         "_schema_version",
         "_value_v1",
-        "_business_time",
-        "_time_source",
-        "dt",
-        "hour",
-        "_quarantine_dt",
     ]
-    found = [(r["_error"], r["_raw_value"], r["_quarantine_dt"], r["dt"], r["hour"]) for r in rows.collect()]
-    assert found == [
-        (None, None, None, date(2026, 11, 20), 10),
-        ("tombstone", None, None, date(2026, 11, 20), 10),
-        ("bad_magic_byte", bytearray(b"\x42garbage"), date(2026, 11, 20), date(2026, 11, 20), 10),
+    assert [(r["_error"], r["_raw_value"]) for r in rows.collect()] == [
+        (None, None),
+        ("tombstone", None),
+        ("bad_magic_byte", bytearray(b"\x42garbage")),
     ]
+
+
+def test_plan_rows_carry_the_member_in_a_pass_of_many_and_business_times_found_in_fields(
+    bare_spark: SparkSession,
+) -> None:
+    member = avro(transform.VersionSchema(1, 7, SCHEMA))
+    decoded = transform.decode(transform.classify(raw(bare_spark, [None]), [member]), [member])
+    rows = transform.plan_rows(timed_by(decoded, (), ["_value_v1"]), ["_value_v1"], members=2, kafka_time=False)
+    assert rows.columns[0] == transform.MEMBER_COLUMN
+    assert tuple(rows.columns[-2:]) == transform.TIME_COLUMNS
+
+
+def test_kafka_time_only_when_no_member_has_a_candidate_field(bare_spark: SparkSession) -> None:
+    frame = timed(bare_spark, [])
+    at = TimeCandidate(path="meta.at", format=TimeFormat.ISO8601)
+    absent = TimeCandidate(path="absent.field", format=TimeFormat.EPOCH, unit="s")
+    assert transform.kafka_time_only(frame, [transform.Timing((absent,), NOW, ("_value",))])
+    assert transform.kafka_time_only(frame, [transform.Timing((), NOW, ("_value",))])
+    assert not transform.kafka_time_only(
+        frame, [transform.Timing((), NOW, ("_value",)), transform.Timing((absent, at), NOW, ("_value",))]
+    )
+
+
+def writer_partitions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each row's partition as the writer names it from Spark's Arrow batches: the UTC date and hour of its business
+    time, and the UTC date of its Kafka time (its quarantine's)."""
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        times, kafka = table.column("_business_time"), table.column("_kafka_timestamp")
+        found = [writer.utc_date(times), writer.utc_hour(times), writer.utc_date(kafka), table.column("_error")]
+        yield from pa.Table.from_arrays(found, names=["dt", "hour", "kafka_dt", "_error"]).to_batches()
 
 
 @pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata"])
@@ -169,23 +195,28 @@ def test_partitions_do_not_depend_on_the_session_zone(bare_spark: SparkSession, 
         ("x", 1_763_614_800_000),
         ("2000-01-01T00:30:00Z", None),
     ]
-    columns = ("_business_time", "dt", "hour", "_error")
-    in_utc = [tuple(r) for r in timed(bare_spark, values).select(*columns).collect()]
+    schema = "dt date, hour int, kafka_dt date, _error string"
+
+    def partitions(frame: DataFrame) -> list[tuple[object, ...]]:
+        ordered = frame.select("_kafka_timestamp", "_business_time", "_error").coalesce(1)
+        return [tuple(r) for r in ordered.mapInArrow(writer_partitions, schema).collect()]
+
+    in_utc = partitions(timed(bare_spark, values))
     bare_spark.conf.set("spark.sql.session.timeZone", zone)
     try:
-        elsewhere = [tuple(r) for r in timed(bare_spark, values).select(*columns).collect()]
-        tombstone = timed_by(transform.classify(raw(bare_spark, [None]), [json_member(1)]), (), []).first()
+        elsewhere = partitions(timed(bare_spark, values))
+        tombstone = partitions(timed_by(transform.classify(raw(bare_spark, [None]), [json_member(1)]), (), []))
     finally:
         bare_spark.conf.set("spark.sql.session.timeZone", "UTC")
-    assert [r[1:] for r in in_utc] == [
-        (date(2026, 11, 20), 8, None),
-        (date(2026, 11, 20), 7, None),
-        (date(2026, 11, 20), 22, None),
-        (date(2025, 11, 20), 5, None),
-        (date(2000, 1, 1), 0, None),
+    assert in_utc == [
+        (date(2026, 11, 20), 8, date(2026, 11, 20), None),
+        (date(2026, 11, 20), 7, date(2026, 11, 20), None),
+        (date(2026, 11, 20), 22, date(2026, 11, 20), None),
+        (date(2025, 11, 20), 5, date(2026, 11, 20), None),
+        (date(2000, 1, 1), 0, date(2026, 11, 20), None),
     ]
-    assert [r[1:] for r in elsewhere] == [r[1:] for r in in_utc]
-    assert tombstone is not None and (tombstone["dt"], tombstone["hour"]) == (date(2026, 11, 20), 10)
+    assert elsewhere == in_utc
+    assert tombstone == [(date(2026, 11, 20), 10, date(2026, 11, 20), "tombstone")]
 
 
 EDGE = datetime(2026, 11, 20, 8, tzinfo=UTC)

@@ -73,9 +73,6 @@ def row(offset: int, kind: str, hour: int = 9, partition: int = 0) -> dict[str, 
         "_value_v2": {"id": f"b{offset}"} if kind == "v2" else None,
         "_business_time": at,
         "_time_source": "kafka_timestamp",
-        "dt": at.date(),
-        "hour": hour,
-        "_quarantine_dt": at.date() if error not in (None, "tombstone") else None,
     }
 
 
@@ -94,10 +91,7 @@ SCHEMA = pa.schema(
         ("_value_v1", V1),
         ("_value_v2", V2),
         ("_business_time", pa.timestamp("us", tz="UTC")),
-        ("_time_source", pa.string()),
-        ("dt", pa.date32()),
-        ("hour", pa.int32()),
-        ("_quarantine_dt", pa.date32()),
+        pa.field("_time_source", pa.string(), nullable=False),  # as Spark gives it for a plan alone
     ]
 )
 
@@ -205,6 +199,38 @@ def test_a_task_of_many_plans_writes_each_with_its_own_layout_the_objects_each_w
     assert all(key.startswith(PREFIX.data_prefix()) == (member == 0) for key, member in written.items())
     counts = {(r["member"], r["error"]): r["rows"] for r in outcome.to_pylist() if r["kind"] == COUNT}
     assert counts == {(0, None): 5, (1, None): 4, (1, "bad_magic_byte"): 1}
+
+
+def test_rows_spark_sends_without_what_the_writer_can_tell_give_the_same_objects(s3: Any) -> None:
+    """A pass of one plan sends no ``_member``, and rows whose business time is their Kafka time come without
+    ``_business_time`` and ``_time_source`` (``transform.plan_rows``): the writer gives the same keys and bytes as
+    from rows that carry them."""
+    given = {
+        r["key"]: s3.get_object(Bucket="lake", Key=r["key"])["Body"].read()
+        for r in write(PLAN, layout(keep=True))
+        if r["key"]
+    }
+    for key in given:
+        s3.delete_object(Bucket="lake", Key=key)
+    slim = pa.Table.from_pylist(PLAN, schema=SCHEMA).drop_columns(["_member", "_business_time", "_time_source"])
+    outcome = pa.Table.from_batches(list(PlanWriter([layout(keep=True)])(iter(slim.to_batches(3))))).to_pylist()
+    assert {r["key"]: s3.get_object(Bucket="lake", Key=r["key"])["Body"].read() for r in outcome if r["key"]} == given
+    assert {r["member"] for r in outcome if r["key"]} == {0}
+    hour10 = read(s3, next(k for k in given if "schema_version=1" in k and "hour=10" in k))
+    assert set(hour10.column("_time_source").to_pylist()) == {"kafka_timestamp"}
+    assert hour10.column("_business_time").equals(hour10.column("_kafka_timestamp"))
+
+
+def test_data_is_partitioned_by_its_business_time_and_quarantine_by_its_kafka_time(s3: Any) -> None:
+    late = T9 + timedelta(days=1, hours=2)  # the business time, a day and two hours after the Kafka time
+    rows = [{**row(0, "v1"), "_business_time": late}, {**row(1, "bad_magic_byte"), "_business_time": late}]
+    keys = [r["key"] for r in write(rows, layout()) if r["key"]]
+    assert [k.split("/")[-4:-1] for k in keys if k.startswith(PREFIX.data_prefix())] == [
+        ["schema_version=1", "dt=2026-11-21", "hour=11"]
+    ]
+    assert [k for k in keys if k.startswith(PREFIX.quarantine_prefix())] == [
+        PREFIX.quarantine_key(T9.date(), 0, 1, 1, restricted=False)
+    ]
 
 
 def test_throttling_and_5xx_are_retried_and_each_task_reports_its_retries(s3: Any) -> None:
