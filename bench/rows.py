@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any
 
-from bench.common import paired_ratio, rate_after_start
+from bench.common import pair_ratios, paired_ratio, rate_after_start
 from bench.sizing import archiver_sizes
 from kafkalake.topic_spec import ArchivePolicy
 
@@ -43,14 +43,16 @@ def archiver_rows(results: Results) -> list[list[str]]:
     rates = ", ".join(number(r) for r in run["rates_after_start"])
     alone_rates = ", ".join(number(r) for r in alone["rates_after_start"])
     ten_x, one_x = b1["archiver_10x"], b1["archiver_1x"]
+    pairs = pair_ratios(run["rates_after_start"], alone["rates_after_start"])
     return [
         [
             f"B1 archiver, {what}: records/s after the Spark start (median run; runs {rates})",
             number(b1["archiver_records_per_second_after_start"]),
             f"Spark alone, same read, committer and plans, each run right after one of ours ({alone_rates}): "
             f"{number(b1['spark_alone_records_per_second_after_start'])}",
-            f"**{paired_ratio(run['rates_after_start'], alone['rates_after_start']):.2f}** (median of the pairs' "
-            f"ratios; goal ≥ 0.9; {1 / b1['ratio_cpu_archiver_to_spark_alone']:.2f} by CPU)",
+            f"**{paired_ratio(run['rates_after_start'], alone['rates_after_start']):.2f}** (median of "
+            f"{len(pairs)} pairs' ratios, {min(pairs):.2f}-{max(pairs):.2f}; goal ≥ 0.9; "
+            f"{1 / b1['ratio_cpu_archiver_to_spark_alone']:.2f} by CPU)",
         ],
         [
             "CPU seconds per million records after the Spark start (the job's whole process tree)",
