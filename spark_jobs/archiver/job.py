@@ -176,6 +176,8 @@ class FleetRun:
         """By Kafka topic."""
         self._clients: OffsetClients | None = None
         self._clients_lock = threading.Lock()
+        self.s3 = make_client(endpoints, "s3")
+        """The S3 client the run's topics share, each with its own count of retries (``kafkalake.aws.ClientShare``)."""
 
     def clients(self) -> OffsetClients:
         """The run's Kafka and registry access and its offset clients, made once (a topic fails alone with the
@@ -194,7 +196,14 @@ class FleetRun:
         try:
             keys = topic_key(self.pseudonym_key, topic)
             archiver = TopicArchiver(
-                self.spark, self.endpoints, topic, keys=keys, clients=self.clients(), now=self.now, say=self.say
+                self.spark,
+                self.endpoints,
+                topic,
+                keys=keys,
+                clients=self.clients(),
+                s3=self.s3,
+                now=self.now,
+                say=self.say,
             )
         except Exception as exc:  # noqa: BLE001 - one topic's failure never stops the others: reported
             self.failed(topic, exc, 0.0)

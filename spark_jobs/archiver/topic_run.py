@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from kafkalake.aws import RetryCount, make_client
+from kafkalake.aws import ClientShare, make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.iceberg import table_catalog, table_location
@@ -176,7 +176,8 @@ def run_access(endpoints: Endpoints) -> KafkaAccess:
 
 class TopicArchiver:
     """One topic's offsets, plan store and Kafka/registry access (through ``clients``: the run's, made over
-    ``run_access``; its own when None), and the keys of its pseudonyms, for one or more plans in a row."""
+    ``run_access``; its own when None), and the keys of its pseudonyms, for one or more plans in a row. Its S3 calls go
+    through ``s3`` (the run's client; its own when None), counted as its own (``ClientShare``)."""
 
     def __init__(
         self,
@@ -186,13 +187,14 @@ class TopicArchiver:
         *,
         keys: Keyring | None = None,
         clients: OffsetClients | None = None,
+        s3: Any | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         say: Callable[[str], None] = print,
     ) -> None:
         self.spark, self.endpoints, self.topic, self.now, self.say = spark, endpoints, topic, now, say
         self.keys = keys
-        self.s3 = make_client(endpoints, "s3")
-        self.s3_retries = RetryCount(self.s3)
+        self.s3 = ClientShare(s3 or make_client(endpoints, "s3"))
+        self.s3_retries = self.s3.retries
         self._own_clients = clients is None
         self.clients = clients or OffsetClients(run_access(endpoints))
         self.access = self.clients.access

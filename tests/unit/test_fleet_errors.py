@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas import utils as pandas_utils
 
 from infra.repo import catalog_dir
-from kafkalake.aws import RETRIES, RetryCount
+from kafkalake.aws import RETRIES, ClientShare, RetryCount
 from kafkalake.endpoints import Endpoints
 from kafkalake.personal import KeyInvalid, Keyring, PiiAction, PseudonymKey
 from kafkalake.topic_catalog import load_topic_catalog
@@ -88,6 +88,21 @@ def test_retries_are_counted_per_client_also_for_calls_that_fail_in_the_end() ->
         with pytest.raises(ClientError, match=r"\(AccessDenied\)"):
             s3.put_object(Bucket="lake", Key="b", Body=b"b")
         assert retries.total == 3
+
+
+def test_topics_sharing_a_client_each_count_the_retries_of_their_own_calls() -> None:
+    with mock_aws():
+        s3: Any = boto3.client("s3", region_name="eu-west-1", config=RETRIES)
+        s3.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        mine, theirs, whole = ClientShare(s3), ClientShare(s3), RetryCount(s3)
+        s3.meta.events.register_first("before-send.s3.PutObject", s3_answers((503, "SlowDown"), (500, "Internal")))
+        mine.put_object(Bucket="lake", Key="a", Body=b"a")
+        s3.meta.events.register_first("before-send.s3.PutObject", s3_answers((503, "SlowDown"), (403, "AccessDenied")))
+        with pytest.raises(theirs.exceptions.ClientError, match=r"\(AccessDenied\)"):
+            theirs.put_object(Bucket="lake", Key="b", Body=b"b")
+        theirs.put_object(Bucket="lake", Key="c", Body=b"c")
+        assert (mine.retries.total, theirs.retries.total, whole.total) == (2, 1, 3)
+        assert mine.meta is s3.meta and mine.get_object(Bucket="lake", Key="c")["Body"].read() == b"c"
 
 
 PERSONAL = dataclasses.replace(TOPIC, spec=TOPIC.spec.model_copy(update={"pii": {"id": PiiAction.HMAC}}))
