@@ -163,7 +163,8 @@ def business_time(rows: pa.Table) -> tuple[tuple[pa.Field, pa.ChunkedArray], tup
     since every row's is its Kafka time (``transform.plan_rows``), the Kafka time and ``KAFKA_TIME_SOURCE``, as
     Spark would have given them."""
     if TIME_COLUMNS[0] in rows.column_names:
-        return tuple((rows.schema.field(c), rows.column(c)) for c in TIME_COLUMNS)  # type: ignore[return-value]
+        time, source = (rows.schema.field(c) for c in TIME_COLUMNS)
+        return (time, rows.column(time.name)), (source, rows.column(source.name))
     kafka = rows.schema.field("_kafka_timestamp")
     sources = pa.chunked_array([pa.repeat(pa.scalar(KAFKA_TIME_SOURCE), rows.num_rows)], pa.string())
     return (
