@@ -1,3 +1,5 @@
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +20,7 @@ def bare_spark() -> Iterator[SparkSession]:
     if active is not None:
         yield active
         return
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (mapInArrow) run this virtualenv
     session = (
         SparkSession.builder.master("local[1]")
         .appName("kafkalake-unit")
