@@ -66,7 +66,6 @@ def pass_rows() -> pa.Table:
             "_kafka_offset": pa.array(offset, pa.int64()),
             "_kafka_timestamp": pa.array(at, pa.timestamp("us", tz="UTC")),
             "_key": nothing.cast(pa.binary()),
-            "_tombstone_key": nothing.cast(pa.binary()),
             "_raw_value": nothing.cast(pa.binary()),
             "_schema_id": pa.array([1] * count, pa.int64()),
             "_error": nothing.cast(pa.string()),
