@@ -8,14 +8,14 @@ export PIP_CACHE_DIR ?= $(KAFKALAKE_CACHE)/pip
 export npm_config_cache ?= $(KAFKALAKE_CACHE)/npm
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION ?= 1
 
-.PHONY: install fetch browser up down status lint test permissions test-fast test-unit demo interop bench synth iac-scan scan-templates clean
+.PHONY: install bytecode fetch browser up down status lint test permissions test-fast test-unit demo interop bench synth iac-scan scan-templates clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh
 	@bash scripts/bootstrap.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	@echo "[install] Python packages (wheels cached in $(PIP_CACHE_DIR))"
 	@$(BIN)/pip install -q --upgrade pip
-	@# --no-compile: Python compiles what it imports on first use, not every module of pyspark, botocore and pandas
+	@# --no-compile: pip compiles nothing; `make bytecode` compiles everything once, in parallel
 	@$(BIN)/pip install -q --no-compile -r requirements.txt -r requirements-dev.txt
 	@# AWS SDK for pandas (the readers' tests): 3.17.1 pins pyarrow<26, the project pins pyarrow 26.0.1, so pip's
 	@# resolver would refuse it in requirements-dev.txt; it imports and reads with pyarrow 26, so it goes in without
@@ -25,6 +25,13 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt pyproject.toml scripts/
 	@touch $@
 
 install: $(BIN)/.installed
+
+# Bytecode of every installed and every project module, written here (compileall skips what is up to date: ~2 s then,
+# ~20 s the first time). Where PYTHONDONTWRITEBYTECODE is set, as on these machines, Python never writes it, so every
+# process compiled what it imported from source on each import, pandas and botocore included, and each of Spark's
+# Python workers did so again: half of their CPU in a light topic's archiver run (measured with py-spy, issue #37).
+bytecode: install
+	@$(BIN)/python -m compileall -q -j 0 $(VENV)/lib $(wildcard kafkalake kafkalake_dev lambdas spark_jobs infra bench tests) > /dev/null
 
 # The one step that downloads build inputs (jars, the jobs' wheels) into the cache; synth only reads them there.
 fetch: install
@@ -61,7 +68,7 @@ CALL_LOG := $(CURDIR)/build/permission-check/calls.jsonl
 # then the stack tests in a pytest run of their own (a worker's Spark JVM must start inside the stack tests' moto
 # credentials), the longest test files first (LONGEST_FIRST in tests/conftest.py), recording every call the pipeline's
 # roles make; then the permission check evaluates those calls against the synthesized templates.
-test: install browser synth
+test: install bytecode browser synth
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint scan-templates
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
 	@rm -f $(CALL_LOG) $(CALL_LOG).keys.json
@@ -73,20 +80,20 @@ permissions: install
 	@$(BIN)/python -m kafkalake_dev.checks.permissions $(CALL_LOG)
 
 # The edit loop: lint, the unit tests, and the integration tests that run no Spark (on the local stack).
-test-fast: install fetch lint
+test-fast: install bytecode fetch lint
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
 	@$(PYTEST) -m "not spark" tests/integration
 
-test-unit: install fetch
+test-unit: install bytecode fetch
 	@$(PYTEST) tests/unit
 
-demo: up
+demo: up bytecode
 	@$(BIN)/kafkalake demo
 
 interop: up
 	@$(BIN)/kafkalake interop
 
-bench: up
+bench: up bytecode
 	@$(BIN)/python -m bench
 
 clean: down

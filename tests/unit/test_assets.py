@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -120,12 +122,39 @@ def test_the_lambda_asset_holds_exactly_the_allowlist(tmp_path: Path) -> None:
     assert shipped == LAMBDA, f"not allowed: {sorted(shipped - LAMBDA)}; missing: {sorted(LAMBDA - shipped)}"
 
 
-def test_the_jobs_zip_holds_exactly_the_allowlist(tmp_path: Path) -> None:
+def test_the_jobs_zip_holds_exactly_the_allowlist_with_its_bytecode(tmp_path: Path) -> None:
     bundle = jobs_bundle(tmp_path)
     assert sorted(p.name for p in bundle.iterdir()) == ["catalog.zip", "entrypoint.py", "kafkalake_jobs.zip"]
     with zipfile.ZipFile(bundle / "kafkalake_jobs.zip") as archive:
         shipped = set(archive.namelist())
-    assert shipped == JOBS, f"not allowed: {sorted(shipped - JOBS)}; missing: {sorted(JOBS - shipped)}"
+    allowed = JOBS | {name.removesuffix(".py") + ".pyc" for name in JOBS}
+    assert shipped == allowed, f"not allowed: {sorted(shipped - allowed)}; missing: {sorted(allowed - shipped)}"
+
+
+def test_the_jobs_zip_modules_load_from_their_bytecode_whatever_the_source_says(tmp_path: Path) -> None:
+    """zipimport takes ``module.pyc`` beside ``module.py`` without comparing it with the source (unchecked hash; ``-S``:
+    no site, so the zip and not this checkout's editable install holds ``kafkalake``):
+    a job's Python never compiles the jobs' modules. Proven with a zip whose one source was changed after
+    compiling: the bytecode's value is the one imported, and its code names the module by its path in the zip."""
+    bundle = jobs_bundle(tmp_path / "build")
+    original = tmp_path / "kafkalake_jobs.zip"
+    with zipfile.ZipFile(bundle / "kafkalake_jobs.zip") as archive, zipfile.ZipFile(original, "w") as changed:
+        for info in archive.infolist():
+            data = archive.read(info)
+            if info.filename == "kafkalake/naming.py":
+                data += b"\nraise RuntimeError('compiled from source')\n"
+            changed.writestr(info, data)
+    probe = "import kafkalake.naming as m; print(m.__file__.rsplit('/', 2)[-2:], m.__spec__.loader.__class__.__name__)"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env={"PYTHONPATH": str(original)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['kafkalake',", "'naming.pyc']", "zipimporter"]
     with zipfile.ZipFile(bundle / "catalog.zip") as archive:
         assert all(name.endswith((".yaml", ".avsc")) for name in archive.namelist())
 

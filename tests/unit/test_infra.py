@@ -640,7 +640,8 @@ def test_sam_env_file_names_the_maintainer_logical_id(stacks: Any) -> None:
 def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_path: Path) -> None:
     """What EMR Serverless does: catalog.zip unpacked as ./catalog, environment.tgz as ./environment, the jobs
     zip on the Python path, ./environment/bin/python as the interpreter (EMR's own Python 3.11, here Debian's,
-    which has none of our dependencies), PySpark provided by the platform."""
+    which has none of our dependencies), PySpark provided by the platform. Every module the jobs import from the two
+    archives loads from the bytecode they carry: none is compiled from source (``infra.assets.compiled``)."""
     import tarfile
     import zipfile
 
@@ -656,16 +657,30 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
     provided.mkdir()
     for package in ("pyspark", "py4j"):
         (provided / package).symlink_to(Path(importlib.import_module(package).__file__ or "").parent)
-    probe = (
-        "import sys, importlib; from pathlib import Path; "
-        "import spark_jobs.archiver.job as a, spark_jobs.compaction.job as c; "
-        "from kafkalake.topic_catalog import load_topic_catalog; "
-        "assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog'); "
-        "deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']; "
-        "outside = [d for d in deps if '/environment/site-packages/' not in importlib.import_module(d).__file__]; "
-        "topics = load_topic_catalog(Path('catalog')).topics; "
-        "print(sys.version_info[:2], a.__file__.split('/')[-4], len(topics), outside)"
-    )
+    probe = """
+import sys, importlib, zipimport
+from importlib import _bootstrap_external
+from pathlib import Path
+
+compiled = []  # what is compiled from source, of the archives' modules: none, they carry their bytecode
+from_source, zip_source = _bootstrap_external.SourceLoader.source_to_code, zipimport._compile_source
+def source_to_code(loader, data, path, **options):
+    compiled.append(str(path))
+    return from_source(loader, data, path, **options)
+def zipped_source(path, source):
+    compiled.append(path)
+    return zip_source(path, source)
+_bootstrap_external.SourceLoader.source_to_code, zipimport._compile_source = source_to_code, zipped_source
+
+import spark_jobs.archiver.job as a, spark_jobs.compaction.job as c
+from kafkalake.topic_catalog import load_topic_catalog
+assert a.parse_args(['--env', 'staging', '--topic', 'x', '--catalog', 'catalog']).catalog == Path('catalog')
+deps = ['pyarrow', 'pandas', 'numpy', 'boto3', 'pydantic', 'yaml', 'fastavro', 'confluent_kafka', 'httpx']
+outside = [d for d in deps if '/environment/site-packages/' not in importlib.import_module(d).__file__]
+topics = load_topic_catalog(Path('catalog')).topics
+ours = [p for p in compiled if '/environment/' in p or 'kafkalake_jobs.zip' in p]
+print(sys.version_info[:2], a.__file__.split('/')[-4], len(topics), outside, len(ours), ours[:3])
+"""
     assert Path(EMR_PYTHON).exists(), f"{EMR_PYTHON} (Debian package python3.11) stands in for EMR's Python 3.11"
     result = subprocess.run(
         [str(work / "environment" / "bin" / "python"), "-c", probe],
@@ -676,7 +691,7 @@ def test_jobs_run_from_their_zip_with_the_catalog_and_environment_archives(tmp_p
         env={"PATH": os.environ["PATH"], "PYTHONPATH": f"{bundle / 'kafkalake_jobs.zip'}:{provided}"},
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "(3, 11) kafkalake_jobs.zip 8 []"
+    assert result.stdout.strip() == "(3, 11) kafkalake_jobs.zip 8 [] 0 []"
 
 
 @pytest.mark.parametrize("env", ["staging", "production"])
