@@ -20,6 +20,7 @@ from bench.common import started_session
 from bench.hashing import hash_in_use, topic_pii, topic_schema
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.aws import list_objects, make_client
+from kafkalake.jobspec import Job
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import ArchivePolicy, TableFormat, TopicSpec
@@ -54,7 +55,7 @@ def main() -> None:
     (``bench.common.BUCKET`` by default)."""
     result_file, per_run, concurrency = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     topics = [bench_topic(name, per_run) for name in sys.argv[4:]]
-    spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver")
+    spark, endpoints, session_seconds = started_session("kafkalake-bench-archiver", Job.ARCHIVE)
     key = read_pseudonym_key(endpoints, topics)  # once, before the run, as the job does (None: nothing hashes)
     glue = make_client(endpoints, "glue")
     for database in {t.database for t in topics if t.spec.table_format == TableFormat.ICEBERG}:

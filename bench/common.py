@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import Job
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.spark import LOCAL_CONF, local_session
@@ -37,12 +38,12 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
-def started_session(app_name: str) -> tuple[SparkSession, Endpoints, float]:
-    """A local Spark session on the local stack and BENCH_BUCKET (BUCKET by default), once it has run a job, and the
-    seconds that took."""
+def started_session(app_name: str, job: Job) -> tuple[SparkSession, Endpoints, float]:
+    """A local Spark session on the local stack and BENCH_BUCKET (BUCKET by default), its JVM started as ``job``'s
+    (``local_session``), once it has run a job, and the seconds that took."""
     started = time.monotonic()
     endpoints = with_bucket(local_endpoints(), os.environ.get("BENCH_BUCKET", BUCKET))
-    spark = local_session(endpoints, app_name)
+    spark = local_session(endpoints, app_name, job)
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(1).count()  # the session is up
     return spark, endpoints, time.monotonic() - started

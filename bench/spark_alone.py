@@ -5,6 +5,8 @@ the archiver's own work (classification, business time, routing, quarantine, lay
 - the read: ``spark_jobs.archiver.records.read_kafka`` itself, so the same fetch settings (``fetch.max.wait.ms``),
   the same consumer group (the executors' consumers reused from plan to plan) and one Spark partition per Kafka
   partition;
+- the JVM: started with the archiver job's options (``kafkalake.jobspec.JVM_OPTIONS``), which any Spark job could
+  set;
 - the committer: each task writes its rows with pyarrow and puts one object under a key that depends only on its
   offsets, through the workers' S3 client (``spark_jobs.common.worker_s3_client``), as the archiver's writer does:
   no S3A, no rename.
@@ -36,6 +38,7 @@ from bench.common import started_session
 from bench.hashing import topic_schema
 from bench.proc import cpu_since, tree_cpu
 from kafkalake.endpoints import Endpoints
+from kafkalake.jobspec import Job
 from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import kafka_access
 from kafkalake_dev.local.endpoints import local_credentials
@@ -89,7 +92,7 @@ class DirectWriter:
 def main() -> None:
     """``python -m bench.spark_alone RESULT_FILE PER_PLAN KAFKA_TOPIC``"""
     result_file, per_plan, topic = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    spark, endpoints, session_seconds = started_session("kafkalake-bench-spark-alone")
+    spark, endpoints, session_seconds = started_session("kafkalake-bench-spark-alone", Job.ARCHIVE)
     cpu_before, started = tree_cpu(), time.monotonic()
     consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
     ends = [watermarks(consumer, TopicPartition(topic, p))[1] for p in range(PARTITIONS)]

@@ -18,6 +18,7 @@ from kafkalake.jobspec import (
     COMPACTOR_MIN_INPUT_FILES,
     COMPACTOR_TARGET_FILE_MB,
     LEASE_TTL_SECONDS,
+    Job,
 )
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.cli import render
@@ -120,7 +121,7 @@ def archive(
     bucket = environment(env).bucket
     topics, unknown = archiver_job.resolve(load_topic_catalog(catalog), env, topic or [])
     endpoints = with_restricted_key(on_local_stack(ctx, bucket))
-    spark = principal_session(endpoints, "kafkalake-archiver")
+    spark = principal_session(endpoints, "kafkalake-archiver", Job.ARCHIVE)
     spark.sparkContext.setLogLevel("ERROR")
     console = render.wide_console()
     lease_ttl = timedelta(seconds=lease_ttl_seconds)

@@ -137,7 +137,8 @@ def submit_command(run: JobRun, work: Path, event_log: Path | None = None) -> tu
     options, conf = parse_submit_parameters(run.spark_submit_parameters())
     driver_env = {k.removeprefix(DRIVER_ENV): v for k, v in conf.items() if k.startswith(DRIVER_ENV)}
     scratch = scratch_conf(work / ".scratch")
-    java_options = f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS} {scratch.pop(JAVA_OPTIONS)}"
+    platform_options = f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS} {scratch.pop(JAVA_OPTIONS)}"
+    java_options = f"{platform_options} {conf.get(JAVA_OPTIONS, '')}".strip()  # then the job's own (JVM_OPTIONS)
     platform = {
         **LOCAL_CONF,
         **scratch,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from infra.assets import spark_jars
 from kafkalake.endpoints import Endpoints
-from kafkalake.jobspec import iceberg_conf
+from kafkalake.jobspec import Job, iceberg_conf, jvm_conf
 from kafkalake_dev.local.endpoints import ACCESS_KEY
 from kafkalake_dev.local.principals import DAEMON_MODULE, S3A_PROVIDER, follow_in_spark, install, s3a_credentials_jar
 from kafkalake_dev.local.stack import state_dir
@@ -71,10 +71,12 @@ def s3a_conf(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, st
     }
 
 
-def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSession:
-    """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time).
-    Its S3A requests and Python workers name the principal of the code that runs a Spark job once it is followed
-    (``principal_session``), moto's test key otherwise."""
+def local_session(endpoints: Endpoints, app_name: str = "kafkalake", job: Job | None = None) -> SparkSession:
+    """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time),
+    its JVM started with ``job``'s options as EMR starts the job's (``kafkalake.jobspec.jvm_conf``; a session that
+    runs several jobs, as the tests' and the demo's do, keeps Java's defaults). Its S3A requests and Python workers
+    name the principal of the code that runs a Spark job once it is followed (``principal_session``), moto's test
+    key otherwise."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
@@ -100,17 +102,19 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake") -> SparkSes
         **principals,
         **scratch_conf(session_scratch()),
     }
+    for key, value in (jvm_conf(job) if job else {}).items():
+        settings[key] = f"{settings[key]} {value}" if key in settings else value
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
-def principal_session(endpoints: Endpoints, app_name: str) -> SparkSession:
+def principal_session(endpoints: Endpoints, app_name: str, job: Job | None = None) -> SparkSession:
     """``local_session`` whose calls name the principal that makes them (``kafkalake_dev.local.principals``): this
     process's botocore clients and the Spark jobs it starts. What the permission check records: the tests' session,
     and the job commands (``kafkalake archive``, ``compact run``, ``erase run``) a crash test runs as subprocesses;
     the demo and the benchmarks leave it out."""
-    session = local_session(endpoints, app_name)
+    session = local_session(endpoints, app_name, job)
     install()
     follow_in_spark(session)
     return session

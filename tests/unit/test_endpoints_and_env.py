@@ -82,6 +82,10 @@ def test_one_job_run_specification_for_boto3_and_the_scheduler() -> None:
     assert scheduled["JobDriver"]["SparkSubmit"] == pascal_case(request["jobDriver"]["sparkSubmit"])
     assert scheduled["JobDriver"]["SparkSubmit"]["EntryPointArguments"][0] == "compact"
     parameters = run.spark_submit_parameters()
+    assert "extraJavaOptions" not in parameters  # the compactor's JVMs keep Java's defaults
+    archiver = archiver_run(STAGING, ARTIFACTS).spark_submit_parameters()
+    for side in ("driver", "executor"):  # C1 alone (JVM_OPTIONS), in every JVM of an archiver run
+        assert f"--conf spark.{side}.extraJavaOptions=-XX:TieredStopAtLevel=1 " in archiver
     for variable, value in STAGING.endpoints().to_env().items():
         assert f"spark.emr-serverless.driverEnv.{variable}={value}" in parameters
         assert f"spark.executorEnv.{variable}={value}" in parameters

@@ -13,7 +13,7 @@ import pytest
 from infra.repo import environments_file
 from kafkalake.environments import load_environments
 from kafkalake.job_runs import archiver_run
-from kafkalake.jobspec import JobArtifacts
+from kafkalake.jobspec import JVM_OPTIONS, Job, JobArtifacts
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.runner import MACHINE_TIME_ZONE, parse_submit_parameters, submit_command
 from kafkalake_dev.local.spark import JAVA_OPTIONS, scratch_conf, session_scratch
@@ -37,6 +37,9 @@ def test_submit_command_is_the_specification_plus_the_platform(tmp_path: Path) -
     scratch = tmp_path / ".scratch"  # removed with the run's folder, even when the run was killed
     assert f"spark.local.dir={scratch}" in rendered and f"-Djava.io.tmpdir={scratch}" in rendered
     assert f"-Duser.timezone={MACHINE_TIME_ZONE}" in rendered and MACHINE_TIME_ZONE != "UTC"
+    java = next(arg for arg in command if arg.startswith(f"{JAVA_OPTIONS}=")).removeprefix(f"{JAVA_OPTIONS}=")
+    assert java.endswith(f" {JVM_OPTIONS[Job.ARCHIVE]}")  # the archiver job's own JVM options, after the platform's
+    assert f"spark.executor.extraJavaOptions={JVM_OPTIONS[Job.ARCHIVE]}" in rendered
     assert "spark.sql.session.timeZone=UTC" in rendered  # from the specification, as in AWS
     jars = next(arg for arg in command if arg.startswith("spark.jars=")).removeprefix("spark.jars=").split(",")
     assert jars[0] == "/a/k.jar" and all(Path(j).exists() for j in jars[1:])  # the platform's S3A, from the cache
