@@ -207,7 +207,7 @@ def compiled(folder: Path, *, beside: bool = False) -> None:
         return
     unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
     if not beside:
-        if not compileall.compile_dir(folder, quiet=2, stripdir=str(folder), workers=0, invalidation_mode=unchecked):
+        if not compileall.compile_dir(folder, quiet=1, stripdir=str(folder), workers=0, invalidation_mode=unchecked):
             raise RuntimeError(f"some module under {folder} does not compile (compileall lists them)")
         return
     for source in sorted(folder.rglob("*.py")):
