@@ -124,9 +124,14 @@ def local_stack() -> Iterator[Endpoints]:
 
 @pytest.fixture(scope="session")
 def spark(local_stack: Endpoints) -> Iterator[SparkSession]:
-    """Local Spark with the connector jars and S3A on the local stack."""
+    """Local Spark with the connector jars and S3A on the local stack, its JVM started as the archiver job's (C1
+    alone: ``kafkalake.jobspec.JVM_OPTIONS``) whatever job a test runs in it: the tests run many short Spark jobs.
+    The compactor's and the erasure job's integration tests took 193 s so (one run), against 237 and 213 s with
+    Java's defaults and 202 and 188 s with every JVM of theirs on C1, the crash tests' job runs included (two
+    alternated runs). How a JVM compiles changes no result."""
+    from kafkalake.jobspec import Job
     from kafkalake_dev.local.spark import principal_session
 
-    session = principal_session(local_stack, "kafkalake-tests")
+    session = principal_session(local_stack, "kafkalake-tests", Job.ARCHIVE)
     yield session
     session.stop()
