@@ -73,8 +73,8 @@ def s3a_conf(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, st
 
 def local_session(endpoints: Endpoints, app_name: str = "kafkalake", job: Job | None = None) -> SparkSession:
     """A local[2] session with the Kafka, Avro and S3A jars handed over from the cache (no resolution at run time),
-    its JVM started with ``job``'s options as EMR starts the job's (``kafkalake.jobspec.jvm_conf``; a session that
-    runs several jobs, as the tests' and the demo's do, keeps Java's defaults). Its S3A requests and Python workers
+    its JVM started with ``job``'s options as EMR starts the job's (``kafkalake.jobspec.jvm_conf``; without one,
+    Java's defaults, as the demo's session, which runs every job, keeps them). Its S3A requests and Python workers
     name the principal of the code that runs a Spark job once it is followed (``principal_session``), moto's test
     key otherwise."""
     from pyspark.sql import SparkSession

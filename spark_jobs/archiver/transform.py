@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import BooleanType, DataType, StructType
 
+from kafkalake.iceberg import TIME_COLUMN
 from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PiiAction
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
@@ -61,8 +62,10 @@ QUARANTINE_COLUMNS = (
 RAW_COLUMNS = (KAFKA_KEY_COLUMN, "_raw_value")
 """The quarantine's copies of the record itself; an offsets-only quarantine object has every column but these."""
 PERMISSIVE = {"mode": "PERMISSIVE"}
-TIME_COLUMNS = ("_business_time", "_time_source")
-"""A row's business time and where it came from: a candidate's path, or ``KAFKA_TIME_SOURCE``."""
+TIME_SOURCE_COLUMN = "_time_source"
+"""Where a row's business time (``kafkalake.iceberg.TIME_COLUMN``) came from: a candidate's path, or
+``KAFKA_TIME_SOURCE``."""
+TIME_COLUMNS = (TIME_COLUMN, TIME_SOURCE_COLUMN)
 KAFKA_TIME_SOURCE = "kafka_timestamp"
 """The ``_time_source`` of a row whose business time is its Kafka time."""
 MEMBER_COLUMN = "_member"
@@ -366,8 +369,8 @@ def with_business_time(decoded: DataFrame, members: Sequence[Timing]) -> DataFra
     out_of_bounds = (time < F.lit(EARLIEST)) | (time > latest_time(members))
     return decoded.withColumns(
         {
-            "_business_time": time,
-            "_time_source": by_member(grouped(sources), count) if members else F.lit(KAFKA_TIME_SOURCE),
+            TIME_COLUMN: time,
+            TIME_SOURCE_COLUMN: by_member(grouped(sources), count) if members else F.lit(KAFKA_TIME_SOURCE),
             "_error": F.coalesce(F.col("_error"), F.when(out_of_bounds, F.lit("time_out_of_bounds"))),
         }
     )

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kafkalake.endpoints import Endpoints
-from kafkalake.iceberg import SCHEMA_VERSION_COLUMN
+from kafkalake.iceberg import SCHEMA_VERSION_COLUMN, TIME_COLUMN
 from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encryption
 from kafkalake.personal import KAFKA_KEY_COLUMN, Keyring, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
@@ -36,6 +36,7 @@ from spark_jobs.archiver.transform import (
     QUARANTINE_COLUMNS,
     RAW_COLUMNS,
     TIME_COLUMNS,
+    TIME_SOURCE_COLUMN,
     TOMBSTONE,
     TOMBSTONE_KEY_COLUMN,
 )
@@ -162,14 +163,14 @@ def business_time(rows: pa.Table) -> tuple[tuple[pa.Field, pa.ChunkedArray], tup
     """The rows' ``_business_time`` and ``_time_source`` (field and values): Spark's, or, where Spark left them out
     since every row's is its Kafka time (``transform.plan_rows``), the Kafka time and ``KAFKA_TIME_SOURCE``, as
     Spark would have given them."""
-    if TIME_COLUMNS[0] in rows.column_names:
+    if TIME_COLUMN in rows.column_names:
         time, source = (rows.schema.field(c) for c in TIME_COLUMNS)
         return (time, rows.column(time.name)), (source, rows.column(source.name))
     kafka = rows.schema.field("_kafka_timestamp")
     sources = pa.chunked_array([pa.repeat(pa.scalar(KAFKA_TIME_SOURCE), rows.num_rows)], pa.string())
     return (
-        (kafka.with_name(TIME_COLUMNS[0]), rows.column(kafka.name)),
-        (pa.field(TIME_COLUMNS[1], pa.string(), nullable=False), sources),
+        (kafka.with_name(TIME_COLUMN), rows.column(kafka.name)),
+        (pa.field(TIME_SOURCE_COLUMN, pa.string(), nullable=False), sources),
     )
 
 
@@ -206,7 +207,7 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
             columns[KAFKA_KEY_COLUMN] = pc.if_else(
                 tombstones, pa.scalar(None, rows.schema.field(KAFKA_KEY_COLUMN).type), columns[KAFKA_KEY_COLUMN]
             )
-    columns["dt"], columns["hour"] = utc_date(columns[TIME_COLUMNS[0]]), utc_hour(columns[TIME_COLUMNS[0]])
+    columns["dt"], columns["hour"] = utc_date(columns[TIME_COLUMN]), utc_hour(columns[TIME_COLUMN])
     fields += [pa.field("dt", pa.date32()), pa.field("hour", pa.int32())]
     return pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
 

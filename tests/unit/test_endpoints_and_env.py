@@ -3,6 +3,8 @@ anywhere; the job-run specification renders the same request for boto3 and for t
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from infra.repo import environments_file
@@ -83,9 +85,10 @@ def test_one_job_run_specification_for_boto3_and_the_scheduler() -> None:
     assert scheduled["JobDriver"]["SparkSubmit"]["EntryPointArguments"][0] == "compact"
     parameters = run.spark_submit_parameters()
     assert "extraJavaOptions" not in parameters  # the compactor's JVMs keep Java's defaults
-    archiver = archiver_run(STAGING, ARTIFACTS).spark_submit_parameters()
+    words = shlex.split(archiver_run(STAGING, ARTIFACTS).spark_submit_parameters())
+    archiver = dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--conf")
     for side in ("driver", "executor"):  # C1 alone (JVM_OPTIONS), in every JVM of an archiver run
-        assert f"--conf spark.{side}.extraJavaOptions=-XX:TieredStopAtLevel=1 " in archiver
+        assert archiver[f"spark.{side}.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
     for variable, value in STAGING.endpoints().to_env().items():
         assert f"spark.emr-serverless.driverEnv.{variable}={value}" in parameters
         assert f"spark.executorEnv.{variable}={value}" in parameters
