@@ -101,7 +101,7 @@ def main() -> None:
     written = 0
     for starts, stops in plans(ends, per_plan):
         plan = Plan(topic, "", {p: (start, stop) for p, (start, stop) in enumerate(zip(starts, stops, strict=True))})
-        records = decoded(read_kafka(spark, access, [plan], include_headers=False))
+        records = decoded(read_kafka(spark, access, plan, include_headers=False))
         rows = records.mapInArrow(DirectWriter(endpoints, prefix), WRITTEN_SCHEMA).collect()
         written += sum(int(row["rows"]) for row in rows)
     run_seconds, run_cpu = time.monotonic() - started, cpu_since(cpu_before, tree_cpu())

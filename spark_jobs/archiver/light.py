@@ -8,10 +8,12 @@ member, the members' records are decoded together (one column per distinct schem
 schema share one decode), and the writer splits its output by member as it does by Kafka partition and hour, each
 member with its own layout, so its objects have the same keys and bytes as a job of its own would write (they depend
 on the plan and Kafka's records only: a redo after a crash rewrites the same objects). The pass runs in as many
-tasks as the session has cores, not one per Kafka partition (``topic_run.pass_outcome``). A pass holds at most
-``MAX_PASS_COLUMNS`` distinct decodings, and only topics that hash the same Kafka columns (a hashed key is text, a
-clear one bytes), so a round of many schemas or both kinds of key is a few passes. Each member is then accounted and
-committed on its own (``TopicArchiver.commit_plan``: receipt, offsets, plan cleared), ``concurrency`` at a time.
+tasks as the session has cores at most, each reading its Kafka partitions with one consumer
+(``spark_jobs.archiver.task_reader``), not a task and a consumer per Kafka partition (``topic_run.pass_outcome``).
+A pass holds at most ``MAX_PASS_COLUMNS`` distinct decodings, and only topics that hash the same Kafka columns (a
+hashed key is text, a clear one bytes), so a round of many schemas or both kinds of key is a few passes. Each member
+is then accounted and committed on its own (``TopicArchiver.commit_plan``: receipt, offsets, plan cleared),
+``concurrency`` at a time.
 
 Isolation, by where a member fails:
 - on the driver before the pass (registry subject missing, registry down): the member is left out of the pass and
@@ -163,7 +165,7 @@ class LightBatches:
         keys = next((m.topic_run.archiver.keys for m in members if m.topic_run.archiver.keys is not None), None)
         try:
             outcome = pass_outcome(
-                self.spark, first.endpoints, [m.member for m in members], access=first.access, keys=keys
+                self.spark, first.endpoints, [m.member for m in members], access=first.access, keys=keys, light=True
             ).collect()
         except Exception:  # noqa: BLE001 - a member's task failed the shared job: each alone tells which
             return [(m, None, 1) for m in members]

@@ -1,5 +1,6 @@
 """A pass's records as Spark reads them: one bounded Kafka read of exactly its plans' ranges (one plan per topic: a
-heavy topic's plan alone, or many light topics' plans, ``spark_jobs.archiver.light``), classified (a value's header
+heavy topic's plan alone, by Spark's Kafka source, or many light topics' plans, ``spark_jobs.archiver.light``, with
+one consumer per task, ``spark_jobs.archiver.task_reader``), classified (a value's header
 compared with each known schema's header as bytes), decoded (every schema version of every plan at once, each
 distinct decoding into its own column, ``pass_columns``), given their business time and their personal fields
 protected, ready for the writer. One fused Spark stage; the pure column transforms are in
@@ -26,6 +27,7 @@ from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.pseudonyms import pseudonymise
+from spark_jobs.archiver.task_reader import read_ranges
 
 FETCH_MAX_WAIT_MS = 20
 """How long a fetch waits for data the broker does not have yet. The plan's ranges end at or below the high
@@ -33,9 +35,9 @@ watermark, so only the consumer's read-ahead past a range's end waits: with Kafk
 partition of every plan paid half a second (measured locally: 1.28 s → 0.25 s to read 2,000 records in 3
 partitions)."""
 SHARED_READ_GROUP = consumer_group("(shared)")
-"""The consumer group a pass of many plans reads with (a plan alone reads with its topic's own: ``read_kafka``):
-under the same ``kafkalake-archiver.`` prefix as every topic's group, so one prefixed Kafka ACL covers both, and no
-topic's own (parentheses are not allowed in a Kafka topic's name)."""
+"""The consumer group a light pass reads with (``task_reader``; a plan alone reads with its topic's own:
+``read_kafka``): under the same ``kafkalake-archiver.`` prefix as every topic's group, so one prefixed Kafka ACL covers
+both, and no topic's own (parentheses are not allowed in a Kafka topic's name)."""
 
 
 class SubjectMissing(RuntimeError):
@@ -52,11 +54,24 @@ class PassMember:
 
 
 def pass_records(
-    spark: SparkSession, access: KafkaAccess, members: Sequence[PassMember], *, key: PseudonymKey | None = None
+    spark: SparkSession,
+    access: KafkaAccess,
+    members: Sequence[PassMember],
+    *,
+    key: PseudonymKey | None = None,
+    by_task: bool = False,
 ) -> DataFrame:
-    """The pass's Kafka records as ``prepared`` makes them."""
+    """The pass's Kafka records as ``prepared`` makes them: read by Spark's Kafka source (a plan alone,
+    ``read_kafka``), or with one consumer per task (``by_task``: a light pass, ``task_reader.read_ranges``)."""
     headers = any(HEADERS_COLUMN in m.topic.kafka_columns for m in members)
-    return prepared(read_kafka(spark, access, [m.plan for m in members], headers), members, key=key)
+    plans = [m.plan for m in members]
+    if by_task:
+        config = {**access.client_config(), "group.id": SHARED_READ_GROUP, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS}
+        raw = read_ranges(spark, config, plans, headers)
+    else:
+        (plan,) = plans
+        raw = read_kafka(spark, access, plan, headers)
+    return prepared(raw, members, key=key)
 
 
 def pass_columns(members: Sequence[PassMember]) -> list[dict[int, str]]:
@@ -135,30 +150,29 @@ def _decoding(member: PassMember, columns: dict[int, str], spark: SparkSession) 
     return transform.Decoding(ValueFormat.JSON, versions[-1:], _spark_schema(spark, member.versions[-1].avro_schema))
 
 
-def read_kafka(spark: SparkSession, access: KafkaAccess, plans: Sequence[Plan], include_headers: bool) -> DataFrame:
-    """A bounded batch read of exactly the plans' ranges (one Spark partition per Kafka partition).
+def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
+    """A bounded batch read of exactly the plan's ranges by Spark's Kafka source (one Spark partition per Kafka
+    partition).
 
-    A plan alone reads with its topic's own consumer group, rather than Spark's unique one per query, so the
-    executors' consumer pool (keyed by group and partition) reuses a topic's consumers plan after plan instead of
-    keeping three more idle consumers and their fetch buffers per plan (measured: peak memory at a 10x backlog 1,104
-    → 1,015 MiB); a pass of many plans with ``SHARED_READ_GROUP``. The consumers are assigned, never subscribed, and
-    commit nothing: the group sees no members and its committed offsets stay ours (``spark_jobs.archiver.offsets``).
-    Their metrics stay off JMX (nothing reads them there): a pass creates a consumer per Kafka partition of every
-    plan, and registering each one's MBeans cost the JVM about 1-3 ms of CPU a consumer (measured, 180 consumers
-    created, assigned and polled: 1.56-2.57 CPU-s with the reporter, 1.15-1.92 s without)."""
-    starting = {p.kafka_topic: {str(x): start for x, (start, _) in p.ranges.items()} for p in plans}
-    ending = {p.kafka_topic: {str(x): end for x, (_, end) in p.ranges.items()} for p in plans}
-    group = consumer_group(plans[0].kafka_topic) if len(plans) == 1 else SHARED_READ_GROUP
+    It reads with the topic's own consumer group, rather than Spark's unique one per query, so the executors'
+    consumer pool (keyed by group and partition) reuses a topic's consumers plan after plan instead of keeping three
+    more idle consumers and their fetch buffers per plan (measured: peak memory at a 10x backlog 1,104 → 1,015 MiB).
+    The consumers are assigned, never subscribed, and commit nothing: the group sees no members and its committed
+    offsets stay ours (``spark_jobs.archiver.offsets``). Their metrics stay off JMX (nothing reads them there):
+    registering each one's MBeans cost the JVM about 1-3 ms of CPU a consumer (measured, 180 consumers created,
+    assigned and polled: 1.56-2.57 CPU-s with the reporter, 1.15-1.92 s without)."""
+    starting = {plan.kafka_topic: {str(x): start for x, (start, _) in plan.ranges.items()}}
+    ending = {plan.kafka_topic: {str(x): end for x, (_, end) in plan.ranges.items()}}
     return (
         spark.read.format("kafka")
         .options(**access.spark_options())
-        .option("assign", json.dumps({p.kafka_topic: sorted(p.ranges) for p in plans}))
+        .option("assign", json.dumps({plan.kafka_topic: sorted(plan.ranges)}))
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
         .option("includeHeaders", str(include_headers).lower())
         .option("failOnDataLoss", "true")
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
-        .option("kafka.group.id", group)
+        .option("kafka.group.id", consumer_group(plan.kafka_topic))
         .option("kafka.auto.include.jmx.reporter", "false")
         .load()
     )

@@ -419,18 +419,17 @@ def pass_outcome(
     *,
     access: KafkaAccess,
     keys: Keyring | None,
+    light: bool = False,
 ) -> DataFrame:
     """The pass's Spark work, not yet run: its plans' records read, decoded and protected (``pass_records``), then
     written by the executors (``PlanWriter``, each plan with its own layout), one outcome row (``OUTCOME_SCHEMA``)
     per object, count and timing, each tagged with its plan's place in ``members``.
 
-    A plan alone runs one task per Kafka partition. A pass of many plans runs in as many tasks as the session has
-    cores (``coalesce``: no shuffle; each task reads its Kafka partitions one after the other, each in offset
-    order), not one per Kafka partition of every plan: a task's own cost (its Python worker's set-up, its
-    deserialized writer, its S3 client) is paid per core rather than per Kafka partition."""
-    records = pass_records(spark, access, members, key=keys.current if keys else None)
-    if len(members) > 1:
-        records = records.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    A plan alone is read by Spark's Kafka source, one task per Kafka partition. A ``light`` pass (one plan or many) is
+    read with one consumer per task, in as many tasks as the session has cores at most (``task_reader``), not one per
+    Kafka partition of every plan: a task's own cost (its consumer, its Python worker's set-up, its deserialized
+    writer, its S3 client) is paid per core rather than per Kafka partition."""
+    records = pass_records(spark, access, members, key=keys.current if keys else None, by_task=light)
     columns = pass_columns(members)
     layouts = [
         plan_layout(endpoints, m.topic, m.versions, mine, keys) for m, mine in zip(members, columns, strict=True)

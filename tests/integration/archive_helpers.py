@@ -183,3 +183,20 @@ def expected_rows(topic: Topic, counts: Counter[str]) -> int:
 
 
 OFFSET_COLUMNS = ("_kafka_partition", "_kafka_offset")
+
+
+def jvm_consumers(spark: SparkSession, group: str, kind: str) -> set[str]:
+    """The JVM's Kafka consumer MBeans of ``kind`` (``app-info``: one per consumer whatever its reporters;
+    ``consumer-metrics``: only with the JMX reporter) whose client reads for consumer group ``group``."""
+    gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
+    assert gateway is not None and jvm is not None
+    # through the MBeanServer interface: Py4J cannot reach the platform server's own class (a JDK-internal module)
+    interface = jvm.java.lang.Class.forName("javax.management.MBeanServer")
+    parameters = gateway.new_array(jvm.java.lang.Class, 2)
+    parameters[0] = jvm.java.lang.Class.forName("javax.management.ObjectName")
+    parameters[1] = jvm.java.lang.Class.forName("javax.management.QueryExp")
+    arguments = gateway.new_array(jvm.java.lang.Object, 2)
+    arguments[0] = jvm.javax.management.ObjectName(f"kafka.consumer:type={kind},*")
+    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
+    names = interface.getMethod("queryNames", parameters).invoke(server, arguments)
+    return {str(n) for n in names if f"consumer-{group}-" in str(n)}

@@ -29,6 +29,7 @@ from tests.integration.archive_helpers import (
     audit_problems,
     committed_and_end,
     fresh,
+    jvm_consumers,
     keys,
     produce,
     read_back,
@@ -58,23 +59,6 @@ def run_fleet(
         spark, endpoints, topics, concurrency=2, deadline=time.monotonic() + 600, run=this_run, say=lines.append
     )
     return {r.kafka_topic: r for r in results}, len(spark_jobs(spark) - before)
-
-
-def consumer_mbeans(spark: SparkSession, kind: str) -> set[str]:
-    """The JVM's Kafka consumer MBeans of ``kind`` (``app-info``: one per consumer whatever its reporters;
-    ``consumer-metrics``: only with the JMX reporter) whose client reads for a pass of many plans."""
-    gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
-    assert gateway is not None and jvm is not None
-    # through the MBeanServer interface: Py4J cannot reach the platform server's own class (a JDK-internal module)
-    interface = jvm.java.lang.Class.forName("javax.management.MBeanServer")
-    parameters = gateway.new_array(jvm.java.lang.Class, 2)
-    parameters[0] = jvm.java.lang.Class.forName("javax.management.ObjectName")
-    parameters[1] = jvm.java.lang.Class.forName("javax.management.QueryExp")
-    arguments = gateway.new_array(jvm.java.lang.Object, 2)
-    arguments[0] = jvm.javax.management.ObjectName(f"kafka.consumer:type={kind},*")
-    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
-    names = interface.getMethod("queryNames", parameters).invoke(server, arguments)
-    return {str(n) for n in names if f"consumer-{SHARED_READ_GROUP}-" in str(n)}
 
 
 def produce_values(endpoints: Endpoints, topic: Topic, values: list[bytes]) -> None:
@@ -116,9 +100,8 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
     results, jobs = run_fleet(spark, endpoints, topics, "light", lines)
 
     assert jobs == 1, f"{jobs} Spark jobs for one batch of light topics"
-    # the pass's consumers (one per Kafka partition) register no JMX metrics (their creation's cost, not ours to pay)
-    assert consumer_mbeans(spark, "app-info"), "no consumer of the pass found in the JVM"
-    assert consumer_mbeans(spark, "consumer-metrics") == set()
+    # the pass read Kafka with one consumer per task in its Python workers (``task_reader``), none in the JVM
+    assert jvm_consumers(spark, SHARED_READ_GROUP, "app-info") == set()
     for topic in [*healthy, poisoned]:
         result = results[topic.kafka_topic]
         assert result.ok, result.error

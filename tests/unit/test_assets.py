@@ -84,6 +84,7 @@ JOBS = CORE | {
         "archiver/records",
         "archiver/summary",
         "archiver/table_commit",
+        "archiver/task_reader",
         "archiver/topic_run",
         "archiver/transform",
         "archiver/uploads",

@@ -1,0 +1,63 @@
+"""A light pass's reader (``spark_jobs.archiver.task_reader``) without a broker: how the ranges are spread over the
+tasks, and that no rendering of its Spark plan shows the Kafka credentials it carries to the executors."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kafkalake.kafka_access import Credentials, KafkaAccess
+from spark_jobs.archiver.plan import Plan
+from spark_jobs.archiver.task_reader import HEADERS, KAFKA_COLUMNS, KafkaRange, read_ranges, task_ranges
+
+CREATED = "2026-11-28T00:00:00+00:00"
+EXPLAIN_MODES = ("simple", "extended", "codegen", "cost", "formatted")
+
+
+def plans() -> list[Plan]:
+    return [
+        Plan("big", CREATED, {0: (0, 9_000), 1: (100, 100), 2: (5, 3_005)}),
+        *(Plan(f"light.{i}", CREATED, {p: (0, 500 + 10 * i) for p in range(3)}) for i in range(20)),
+    ]
+
+
+def test_each_non_empty_range_is_read_by_exactly_one_of_at_most_as_many_tasks_as_cores() -> None:
+    tasks = task_ranges(plans(), 2)
+
+    assert len(tasks) == 2
+    found = Counter(r for task in tasks for r in task)
+    expected = {KafkaRange(p.kafka_topic, x, s, e) for p in plans() for x, (s, e) in p.ranges.items() if e > s}
+    assert set(found) == expected and set(found.values()) == {1}
+    assert KafkaRange("big", 1, 100, 100) not in found, "an empty range is no task's"
+    loads = sorted(sum(r.records for r in task) for task in tasks)
+    assert loads[1] - loads[0] <= max(r.records for r in expected), "spread by records, the largest first"
+    assert task_ranges(plans(), 2) == tasks, "the same plans give the same tasks"
+
+
+def test_fewer_ranges_than_cores_take_a_task_each_and_no_ranges_one_empty_task() -> None:
+    one = [Plan("t", CREATED, {0: (0, 10), 1: (0, 5)})]
+
+    assert task_ranges(one, 8) == [[KafkaRange("t", 0, 0, 10)], [KafkaRange("t", 1, 0, 5)]]
+    assert task_ranges([Plan("t", CREATED, {0: (7, 7)})], 8) == [[]]
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_the_plan_has_the_kafka_sources_columns_and_no_rendering_shows_the_credentials(
+    bare_spark: SparkSession, headers: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "s3cr3t-Kafka-password"
+    access = KafkaAccess("broker:9096", "http://registry", Credentials("archiver", secret))
+    frame = read_ranges(bare_spark, access.client_config(), plans(), headers)
+
+    expected = f"{KAFKA_COLUMNS}, {HEADERS}" if headers else KAFKA_COLUMNS
+    assert frame.schema.simpleString() == bare_spark.createDataFrame([], expected).schema.simpleString()
+    execution = frame._jdf.queryExecution()
+    renderings = {"queryExecution": execution.toString(), "optimizedPlan JSON": execution.optimizedPlan().toJSON()}
+    for mode in EXPLAIN_MODES:
+        frame.explain(mode=mode)
+        renderings[f"explain {mode}"] = capsys.readouterr().out
+    assert [name for name, text in renderings.items() if secret in text] == []
+    # every rendering but codegen's (the generated code of the stages around it) names the reader by its class
+    assert [name for name, text in renderings.items() if "RangeReader" not in text] == ["explain codegen"]
