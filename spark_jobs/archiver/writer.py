@@ -35,7 +35,6 @@ from spark_jobs.archiver.transform import (
     META_COLUMNS,
     QUARANTINE_COLUMNS,
     RAW_COLUMNS,
-    TIME_COLUMNS,
     TIME_SOURCE_COLUMN,
     TOMBSTONE,
     TOMBSTONE_KEY_COLUMN,
@@ -162,16 +161,16 @@ def utc_hour(times: pa.ChunkedArray) -> pa.ChunkedArray:
 def business_time(rows: pa.Table) -> tuple[tuple[pa.Field, pa.ChunkedArray], tuple[pa.Field, pa.ChunkedArray]]:
     """The rows' ``_business_time`` and ``_time_source`` (field and values): Spark's, or, where Spark left them out
     since every row's is its Kafka time (``transform.plan_rows``), the Kafka time and ``KAFKA_TIME_SOURCE``, as
-    Spark would have given them."""
+    Spark would have given them. ``_time_source`` is non-null whatever Spark says (every data row has one): Spark
+    makes it nullable in a pass that mixes topics with and without a time field, non-null in a plan alone, and a
+    member's objects must not depend on its pass-mates."""
+    source = pa.field(TIME_SOURCE_COLUMN, pa.string(), nullable=False)
     if TIME_COLUMN in rows.column_names:
-        time, source = (rows.schema.field(c) for c in TIME_COLUMNS)
+        time = rows.schema.field(TIME_COLUMN)
         return (time, rows.column(time.name)), (source, rows.column(source.name))
     kafka = rows.schema.field("_kafka_timestamp")
     sources = pa.chunked_array([pa.repeat(pa.scalar(KAFKA_TIME_SOURCE), rows.num_rows)], pa.string())
-    return (
-        (kafka.with_name(TIME_COLUMN), rows.column(kafka.name)),
-        (pa.field(TIME_SOURCE_COLUMN, pa.string(), nullable=False), sources),
-    )
+    return (kafka.with_name(TIME_COLUMN), rows.column(kafka.name)), (source, sources)
 
 
 def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones: pa.Array | None) -> pa.Table:

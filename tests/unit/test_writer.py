@@ -221,6 +221,24 @@ def test_rows_spark_sends_without_what_the_writer_can_tell_give_the_same_objects
     assert hour10.column("_business_time").equals(hour10.column("_kafka_timestamp"))
 
 
+def test_a_pass_whose_spark_gives_a_nullable_time_source_writes_the_bytes_of_the_plan_alone(s3: Any) -> None:
+    """In a pass of topics with and without a time field Spark gives ``_time_source`` as nullable (its CASE over the
+    members has no ELSE), where a plan alone gets it non-null; every data row has one, so the writer writes it
+    non-null whatever Spark says, and a member's objects have the same bytes in any pass (before, each of a mixed
+    pass's data objects differed from the plan alone's in that flag)."""
+    alone = {
+        r["key"]: s3.get_object(Bucket="lake", Key=r["key"])["Body"].read() for r in write(PLAN, layout()) if r["key"]
+    }
+    for key in alone:
+        s3.delete_object(Bucket="lake", Key=key)
+    loose = SCHEMA.set(SCHEMA.get_field_index("_time_source"), pa.field("_time_source", pa.string()))
+    table = pa.Table.from_pylist(PLAN, schema=loose)
+    outcome = pa.Table.from_batches(list(PlanWriter([layout()])(iter(table.to_batches(4))))).to_pylist()
+    assert {r["key"]: s3.get_object(Bucket="lake", Key=r["key"])["Body"].read() for r in outcome if r["key"]} == alone
+    data = next(k for k in alone if k.startswith(PREFIX.data_prefix()))
+    assert not read(s3, data).schema.field("_time_source").nullable
+
+
 def test_data_is_partitioned_by_its_business_time_and_quarantine_by_its_kafka_time(s3: Any) -> None:
     late = T9 + timedelta(days=1, hours=2)  # the business time, a day and two hours after the Kafka time
     rows = [{**row(0, "v1"), "_business_time": late}, {**row(1, "bad_magic_byte"), "_business_time": late}]
