@@ -4,7 +4,7 @@ B-fleet (``python -m bench archiver-fleet``, issue #37): one archiver cycle of t
 figure against its baseline in the same run. Produced once, 3 partitions each: the fleet, BENCH_FLEET_HEAVY (4) heavy
 topics of BENCH_FLEET_HEAVY_RECORDS records and BENCH_FLEET_TOPICS (156) light ones of BENCH_FLEET_RECORDS (2,000);
 and one more light topic, the baseline. Then BENCH_PAIRS (3) rounds of three archiver runs (``bench.archiver.archive``:
-a child process running the job's ``archive_fleet``, BENCH_FLEET_CONCURRENCY topics at a time, the job's
+a child process running the job's ``archive_fleet``, BENCH_FLEET_CONCURRENCY heavy topics at a time, the job's
 ARCHIVER_CONCURRENCY by default, at the catalog's default per-plan limit), in this order (``RUNS``):
 
 1. ``fleet``: the fleet's topics, heavy and light, in one run: one cycle;

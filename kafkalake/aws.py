@@ -25,9 +25,11 @@ class AwsTarget(Protocol):
     def aws_endpoint_url(self) -> str | None: ...
 
 
-def make_client(target: AwsTarget, service: str) -> Any:
-    """A client with botocore's adaptive retries; credentials come from the default chain (the role in AWS)."""
-    return boto3.client(service, config=RETRIES, region_name=target.region, endpoint_url=target.aws_endpoint_url)
+def make_client(target: AwsTarget, service: str, connections: int | None = None) -> Any:
+    """A client with botocore's adaptive retries; credentials come from the default chain (the role in AWS).
+    ``connections``: how many it keeps open, for a client that many threads share (botocore's default is 10)."""
+    config = RETRIES if connections is None else RETRIES.merge(Config(max_pool_connections=connections))
+    return boto3.client(service, config=config, region_name=target.region, endpoint_url=target.aws_endpoint_url)
 
 
 class RetryCount:

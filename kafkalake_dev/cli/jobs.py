@@ -106,7 +106,7 @@ def archive(
     topic: Annotated[list[str] | None, typer.Option("--topic", help="Topic to archive (default: all).")] = None,
     env: EnvOption = LOCAL_ENV,
     local: Annotated[bool, typer.Option("--local", help="Run on local Spark against the local stack.")] = True,
-    concurrency: Annotated[int, typer.Option(help="Topics in flight at once.")] = ARCHIVER_CONCURRENCY,
+    concurrency: Annotated[int, typer.Option(help="Heavy topics carried out at once.")] = ARCHIVER_CONCURRENCY,
     budget_minutes: Annotated[float, typer.Option(help="No new plan starts after this.")] = ARCHIVER_BUDGET_MINUTES,
     lease_ttl_seconds: LeaseTtlOption = LEASE_TTL_SECONDS,
     catalog: CatalogOption = DEFAULT_CATALOG,

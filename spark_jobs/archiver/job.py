@@ -36,7 +36,7 @@ from kafkalake.convention import DEFAULT_TOPIC_NAMING
 from kafkalake.drift import compare, observe
 from kafkalake.drift import metric_data as drift_metric_data
 from kafkalake.endpoints import Endpoints
-from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY
+from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY, ARCHIVER_REQUEST_THREADS
 from kafkalake.kafka_access import kafka_access
 from kafkalake.personal import KeyInvalid, Keyring, load_keys
 from kafkalake.registry import RegistryError
@@ -107,29 +107,44 @@ def archive_fleet(
     pseudonym_key: Keyring | KeyInvalid | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = print,
+    request_threads: int = ARCHIVER_REQUEST_THREADS,
 ) -> list[TopicResult]:
     """Every topic as one run in one Spark application: each takes its lease and starts its first plan,
-    ``concurrency`` at a time; a topic with a heavy plan carries its plans out alone (in its own FAIR pool), the
-    light ones share a Spark job per round (``spark_jobs.archiver.light``). ``pseudonym_key`` is what
-    ``read_pseudonym_key`` found: a topic that hashes fields fails without a key."""
+    ``request_threads`` at a time; a topic with a heavy plan carries its plans out alone (in its own FAIR pool),
+    ``concurrency`` such topics at a time, the light ones share a Spark job per round (``spark_jobs.archiver.light``,
+    their requests ``request_threads`` at a time). ``pseudonym_key`` is what ``read_pseudonym_key`` found: a topic
+    that hashes fields fails without a key."""
     preload_arrow_imports()
     this_run = run or Run.new(spark)
     ttl = this_run.lease_ttl.total_seconds()
     say(f"archiver run {this_run.run_id} (a topic's lease is stale {ttl:.0f} s after its holder stops renewing it)")
-    fleet = FleetRun(spark, endpoints, this_run, deadline=deadline, pseudonym_key=pseudonym_key, now=now, say=say)
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="archiver") as pool:
+    fleet = FleetRun(
+        spark,
+        endpoints,
+        this_run,
+        deadline=deadline,
+        pseudonym_key=pseudonym_key,
+        now=now,
+        say=say,
+        connections=request_threads,
+    )
+    with (
+        ThreadPoolExecutor(max_workers=max(1, request_threads), thread_name_prefix="requests") as requests,
+        ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="heavy") as heavy,
+    ):
         light, alone = [], []
-        for found in pool.map(fleet.opened, topics):
+        for found in requests.map(fleet.opened, topics):
             if found is not None and is_light(found[1]):
                 light.append(found)
             elif found is not None:
-                alone.append(pool.submit(fleet.alone, *found))
+                alone.append(heavy.submit(fleet.alone, *found))
 
         def handed_over(topic_run: TopicRun, started: Started) -> None:
-            alone.append(pool.submit(fleet.alone, topic_run, started))
+            alone.append(heavy.submit(fleet.alone, topic_run, started))
 
         try:
-            LightBatches(spark, concurrency=concurrency, ended=fleet.ended, alone=handed_over).catch_up(light)
+            batches = LightBatches(spark, threads=request_threads, ended=fleet.ended, alone=handed_over)
+            batches.catch_up(light)
             for future in alone:
                 future.result()
         finally:
@@ -169,6 +184,7 @@ class FleetRun:
         pseudonym_key: Keyring | KeyInvalid | None,
         now: Callable[[], datetime],
         say: Callable[[str], None],
+        connections: int,
     ) -> None:
         self.spark, self.endpoints, self.run, self.deadline = spark, endpoints, run, deadline
         self.pseudonym_key, self.now, self.say = pseudonym_key, now, say
@@ -176,8 +192,9 @@ class FleetRun:
         """By Kafka topic."""
         self._clients: OffsetClients | None = None
         self._clients_lock = threading.Lock()
-        self.s3 = make_client(endpoints, "s3")
-        """The S3 client the run's topics share, each with its own count of retries (``kafkalake.aws.ClientShare``)."""
+        self.s3 = make_client(endpoints, "s3", connections=connections)
+        """The S3 client the run's topics share, each with its own count of retries (``kafkalake.aws.ClientShare``),
+        with a connection for each of the run's request threads."""
 
     def clients(self) -> OffsetClients:
         """The run's Kafka and registry access and its offset clients, made once (a topic fails alone with the
@@ -330,7 +347,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--env", required=True)
     parser.add_argument("--catalog", type=Path, required=True, help="topic catalog folder")
     parser.add_argument("--topic", action="append", default=[], help="topic name or Kafka topic (default: all)")
-    parser.add_argument("--concurrency", type=int, default=ARCHIVER_CONCURRENCY, help="topics in flight at once")
+    parser.add_argument(
+        "--concurrency", type=int, default=ARCHIVER_CONCURRENCY, help="heavy topics carried out at once"
+    )
     parser.add_argument(
         "--budget-minutes", type=float, default=ARCHIVER_BUDGET_MINUTES, help="no new plan starts after this"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import Any, cast
 
 import boto3
@@ -20,7 +21,7 @@ from infra.repo import catalog_dir
 from kafkalake.aws import RETRIES, ClientShare, RetryCount
 from kafkalake.endpoints import Endpoints
 from kafkalake.personal import KeyInvalid, Keyring, PiiAction, PseudonymKey
-from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_catalog import Topic, load_topic_catalog
 from spark_jobs.archiver import job
 from spark_jobs.archiver.job import MAX_ERROR_CHARS, explain, read_pseudonym_key, topic_key, worker_error
 from spark_jobs.common import Run
@@ -147,3 +148,30 @@ def test_the_run_makes_the_imports_of_mapinarrow_before_its_first_plan(monkeypat
         monkeypatch.setattr(pandas_utils, name, functools.partial(checked.append, name))
     job.preload_arrow_imports().join()
     assert checked == ["require_minimum_pandas_version", "require_minimum_pyarrow_version"]
+
+
+def test_the_topics_requests_go_request_threads_at_a_time_whatever_the_heavy_topics_concurrency(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Opening a topic (its lease, its first plan) waits on S3 and Kafka: a run opens ``request_threads`` topics at
+    once, not ``concurrency`` (the heavy topics' Spark jobs), through an S3 client with a connection per thread."""
+    threads = 6
+    together = threading.Barrier(threads, timeout=10)  # broken unless all six are opened at the same time
+    connections: list[int] = []
+
+    def opened(fleet: job.FleetRun, topic: Topic) -> None:
+        connections.append(fleet.s3.meta.config.max_pool_connections)
+        together.wait()
+        fleet.failed(topic, RuntimeError("opened"), 0.0)
+
+    monkeypatch.setattr(job, "preload_arrow_imports", lambda: None)
+    monkeypatch.setattr(job.FleetRun, "opened", opened)
+    topics = [
+        dataclasses.replace(TOPIC, spec=TOPIC.spec.model_copy(update={"kafka_topic": f"t{i}"})) for i in range(threads)
+    ]
+    spark = cast(SparkSession, object())  # no plan: no Spark job
+    results = job.archive_fleet(
+        spark, ENDPOINTS, topics, concurrency=1, deadline=0.0, run=Run("r"), say=print, request_threads=threads
+    )
+    assert [r.error for r in results] == ["RuntimeError: opened"] * threads
+    assert connections == [threads] * threads
