@@ -36,7 +36,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import CATALOG_DIR, EMR_ICEBERG_JAR, JobArtifacts, JobRun
 from kafkalake_dev.local.endpoints import environ_with
 from kafkalake_dev.local.principals import principal_credentials
-from kafkalake_dev.local.spark import JAVA_OPTIONS, LOCAL_CONF, s3a_conf, scratch_conf
+from kafkalake_dev.local.spark import JAVA_OPTIONS, LOCAL_CONF, s3a_conf, scratch_conf, under_platform
 
 MACHINE_TIME_ZONE = "America/New_York"
 """The jobs must not depend on the machine's zone: the local runs use one that is not UTC."""
@@ -138,17 +138,16 @@ def submit_command(run: JobRun, work: Path, event_log: Path | None = None) -> tu
     driver_env = {k.removeprefix(DRIVER_ENV): v for k, v in conf.items() if k.startswith(DRIVER_ENV)}
     scratch = scratch_conf(work / ".scratch")
     platform_options = f"-Duser.timezone={MACHINE_TIME_ZONE} {OFFLINE_JAVA_OPTIONS} {scratch.pop(JAVA_OPTIONS)}"
-    java_options = f"{platform_options} {conf.get(JAVA_OPTIONS, '')}".strip()  # then the job's own (JVM_OPTIONS)
     platform = {
         **LOCAL_CONF,
         **scratch,
         "spark.jars.ivy": str(work / ".ivy"),
-        JAVA_OPTIONS: java_options,
+        JAVA_OPTIONS: platform_options,
         "spark.jars": ",".join([*shipped_jars(conf["spark.jars"]), *(str(p) for p in platform_jars())]),
         **s3a_conf(run.endpoints, principal_credentials(run.job)["AWS_ACCESS_KEY_ID"]),
         **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri()} if event_log else {}),
     }
-    settings = {k: v for k, v in {**conf, **platform}.items() if not k.startswith(DRIVER_ENV)}
+    settings = {k: v for k, v in under_platform(conf, platform).items() if not k.startswith(DRIVER_ENV)}
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
     command = [
         spark_submit,

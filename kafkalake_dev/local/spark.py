@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,18 @@ LOCAL_CONF = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.ui
 """Local Spark, in-process sessions and the runner's spark-submit alike: two cores, no UI, no progress bars."""
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+JVM_OPTION_SETTINGS = (JAVA_OPTIONS, "spark.executor.extraJavaOptions")
+
+
+def under_platform(job: Mapping[str, str], platform: Mapping[str, str]) -> dict[str, str]:
+    """A job's Spark settings with the platform's over them (the platform's win), except the JVM options both give,
+    which are joined: the platform's first, then the job's (``kafkalake.jobspec.jvm_conf``), so a job's option wins
+    where the two conflict (the JVM takes the last). The local runner and the in-process sessions alike."""
+    settings = {**job, **platform}
+    for key in JVM_OPTION_SETTINGS:
+        if key in job and key in platform:
+            settings[key] = f"{platform[key]} {job[key]}"
+    return settings
 
 
 def scratch_conf(folder: Path) -> dict[str, str]:
@@ -102,9 +115,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake", job: Job | 
         **principals,
         **scratch_conf(session_scratch()),
     }
-    for key, value in (jvm_conf(job) if job else {}).items():
-        settings[key] = f"{settings[key]} {value}" if key in settings else value
-    for key, value in settings.items():
+    for key, value in under_platform(jvm_conf(job) if job else {}, settings).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

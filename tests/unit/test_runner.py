@@ -16,7 +16,7 @@ from kafkalake.job_runs import archiver_run
 from kafkalake.jobspec import JVM_OPTIONS, Job, JobArtifacts
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.runner import MACHINE_TIME_ZONE, parse_submit_parameters, submit_command
-from kafkalake_dev.local.spark import JAVA_OPTIONS, scratch_conf, session_scratch
+from kafkalake_dev.local.spark import JAVA_OPTIONS, scratch_conf, session_scratch, under_platform
 
 STAGING = load_environments(environments_file())["staging"]
 
@@ -61,3 +61,14 @@ def test_a_sessions_scratch_outlives_no_killed_process(tmp_path: Path, monkeypat
     assert not killed.exists() and (running / "spark-1" / "userFiles-1").is_dir()
     assert scratch_conf(mine) == {"spark.local.dir": str(mine), JAVA_OPTIONS: f"-Djava.io.tmpdir={mine}"}
     assert mine.is_dir()
+
+
+def test_the_platforms_settings_win_but_jvm_options_are_joined_the_jobs_last() -> None:
+    job = {"spark.sql.shuffle.partitions": "8", JAVA_OPTIONS: "-Xjob", "spark.executor.extraJavaOptions": "-Xexec"}
+    platform = {"spark.sql.shuffle.partitions": "4", JAVA_OPTIONS: "-Dplatform", "spark.master": "local[2]"}
+    assert under_platform(job, platform) == {
+        "spark.sql.shuffle.partitions": "4",
+        JAVA_OPTIONS: "-Dplatform -Xjob",
+        "spark.executor.extraJavaOptions": "-Xexec",
+        "spark.master": "local[2]",
+    }
