@@ -7,8 +7,8 @@ job over one Kafka read of every member's ranges (``spark_jobs.archiver.records`
 member, the members' records are decoded together (one column per distinct schema and protection, so topics of one
 schema share one decode), and the writer splits its output by member as it does by Kafka partition and hour, each
 member with its own layout, so its objects have the same keys and bytes as a job of its own would write (they depend
-on the plan and Kafka's records only: a redo after a crash rewrites the same objects). The pass runs in as many
-tasks as the session has cores at most, each reading its Kafka partitions with one consumer
+on the plan and Kafka's records only: a redo after a crash rewrites the same objects). The pass runs in a task per
+50,000 records, as many as the session has cores at most, each reading its Kafka partitions with one consumer
 (``spark_jobs.archiver.task_reader``), not a task and a consumer per Kafka partition (``topic_run.pass_outcome``).
 A pass holds at most ``MAX_PASS_COLUMNS`` distinct decodings, and only topics that hash the same Kafka columns (a
 hashed key is text, a clear one bytes), so a round of many schemas or both kinds of key is a few passes. Each member

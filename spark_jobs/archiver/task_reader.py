@@ -7,13 +7,13 @@ reading with it, against 2.0-3.4 s with one confluent-kafka consumer per task as
 light topics' passes (``spark_jobs.archiver.light``) read here, and a heavy plan alone keeps Spark's source
 (``records.read_kafka``): its records go from the JVM's read to ``from_avro`` with no hop through Python.
 
-The rows have the source's columns and types (``KAFKA_COLUMNS``, ``HEADERS``), and each Kafka partition is read by
-one task in offset order, which is what the writer needs (``spark_jobs.archiver.writer``): a pass writes the same
-objects whichever reader read it. The ranges are spread over the tasks by their records (``task_ranges``), one task
-per core at most. As the source with ``failOnDataLoss``, a range whose records have left Kafka fails its task, saying
-what was lost, and the pass then falls back to its plans one by one, each through Spark's source. Offsets that hold
-no record (a transaction's control record, a compacted gap) are passed over: a range is done at the first record at
-or past its end, or when its partition's end (the consumer's end-of-partition event) reaches it.
+The rows have the source's columns and types (``KAFKA_COLUMNS``, ``HEADERS``), and each Kafka partition is read by one
+task in offset order, which is what the writer needs (``spark_jobs.archiver.writer``): a pass writes the same objects
+whichever reader read it. The ranges are spread over the tasks by their records (``task_ranges``): a task per
+``TASK_RECORDS`` records, one per core at most. As the source with ``failOnDataLoss``, a range whose records have left
+Kafka fails its task, saying what was lost, and the pass then falls back to its plans one by one, each through Spark's
+source. Offsets that hold no record (a transaction's control record, a compacted gap) are passed over: a range is done
+at the first record at or past its end, or when its partition's end (the consumer's end-of-partition event) reaches it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ _ARROW = pa.schema(
         ("timestampType", pa.int32()),
     ]
 )
+TASK_RECORDS = 50_000
+"""A pass takes a task (a core) per this many records, up to one per core: a task's own cost (two Python workers, the
+reader's and the writer's, and a consumer) is about a CPU-second, more than its share of a small pass saves (measured
+on 28 Nov, one light topic of 2,000 records, three alternated pairs: 4.35-4.75 CPU-s in two tasks, 3.39-3.60 in one,
+and 2.98-3.31 s against 2.95-3.03 s). The bound is a light plan's (``light.LIGHT_PLAN_RECORDS``), for the same
+reason."""
 BATCH_ROWS = 10_000
 """Records per Arrow batch handed to Spark (``spark.sql.execution.arrow.maxRecordsPerBatch``'s default)."""
 POLL_SECONDS = 0.05
@@ -90,11 +96,12 @@ class KafkaRange:
         return f"{self.topic}[{self.partition}] offsets {self.start}-{self.end - 1}"
 
 
-def task_ranges(plans: Sequence[Plan], tasks: int) -> list[list[KafkaRange]]:
-    """The plans' non-empty ranges in at most ``tasks`` tasks (at least one), the largest first, each to the task
-    with the fewest records so far: the same plans give the same tasks."""
+def task_ranges(plans: Sequence[Plan], cores: int, task_records: int = TASK_RECORDS) -> list[list[KafkaRange]]:
+    """The plans' non-empty ranges in a task per ``task_records`` records, at most one per core and at least one,
+    the largest first, each to the task with the fewest records so far: the same plans give the same tasks."""
     ranges = [KafkaRange(p.kafka_topic, x, s, e) for p in plans for x, (s, e) in sorted(p.ranges.items()) if e > s]
-    found: list[list[KafkaRange]] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    wanted = -(-sum(r.records for r in ranges) // task_records)
+    found: list[list[KafkaRange]] = [[] for _ in range(max(1, min(cores, len(ranges), wanted)))]
     loads = [0] * len(found)
     for one in sorted(ranges, key=lambda r: -r.records):
         least = loads.index(min(loads))
@@ -104,7 +111,8 @@ def task_ranges(plans: Sequence[Plan], tasks: int) -> list[list[KafkaRange]]:
 
 
 def read_ranges(spark: SparkSession, config: dict[str, Any], plans: Sequence[Plan], include_headers: bool) -> DataFrame:
-    """Exactly the plans' ranges, as Spark's Kafka source reads them, in one task per core at most (``task_ranges``):
+    """Exactly the plans' ranges, as Spark's Kafka source reads them, in a task per ``TASK_RECORDS`` records and one
+    per core at most (``task_ranges``):
     task ``i`` of ``spark.range`` holds the one id ``i`` and reads the ``i``-th task's ranges. ``config``: librdkafka's
     settings (``KafkaAccess.client_config`` with the group and fetch wait)."""
     tasks = task_ranges(plans, spark.sparkContext.defaultParallelism)

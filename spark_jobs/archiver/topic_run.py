@@ -426,7 +426,7 @@ def pass_outcome(
     per object, count and timing, each tagged with its plan's place in ``members``.
 
     A plan alone is read by Spark's Kafka source, one task per Kafka partition. A ``light`` pass (one plan or many) is
-    read with one consumer per task, in as many tasks as the session has cores at most (``task_reader``), not one per
+    read with one consumer per task, a task per 50,000 records and one per core at most (``task_reader``), not one per
     Kafka partition of every plan: a task's own cost (its consumer, its Python worker's set-up, its deserialized
     writer, its S3 client) is paid per core rather than per Kafka partition."""
     records = pass_records(spark, access, members, key=keys.current if keys else None, by_task=light)

@@ -10,7 +10,14 @@ from pyspark.sql import SparkSession
 
 from kafkalake.kafka_access import Credentials, KafkaAccess
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.task_reader import HEADERS, KAFKA_COLUMNS, KafkaRange, read_ranges, task_ranges
+from spark_jobs.archiver.task_reader import (
+    HEADERS,
+    KAFKA_COLUMNS,
+    TASK_RECORDS,
+    KafkaRange,
+    read_ranges,
+    task_ranges,
+)
 
 CREATED = "2026-11-28T00:00:00+00:00"
 EXPLAIN_MODES = ("simple", "extended", "codegen", "cost", "formatted")
@@ -24,7 +31,7 @@ def plans() -> list[Plan]:
 
 
 def test_each_non_empty_range_is_read_by_exactly_one_of_at_most_as_many_tasks_as_cores() -> None:
-    tasks = task_ranges(plans(), 2)
+    tasks = task_ranges(plans(), 2, task_records=1_000)
 
     assert len(tasks) == 2
     found = Counter(r for task in tasks for r in task)
@@ -33,13 +40,21 @@ def test_each_non_empty_range_is_read_by_exactly_one_of_at_most_as_many_tasks_as
     assert KafkaRange("big", 1, 100, 100) not in found, "an empty range is no task's"
     loads = sorted(sum(r.records for r in task) for task in tasks)
     assert loads[1] - loads[0] <= max(r.records for r in expected), "spread by records, the largest first"
-    assert task_ranges(plans(), 2) == tasks, "the same plans give the same tasks"
+    assert task_ranges(plans(), 2, task_records=1_000) == tasks, "the same plans give the same tasks"
+
+
+def test_a_pass_takes_a_task_per_task_records_up_to_a_core_each() -> None:
+    records = sum(p.records for p in plans())  # 47,700
+    assert records < TASK_RECORDS
+    assert len(task_ranges(plans(), 8)) == 1, "a small pass is worth one task's cost"
+    assert len(task_ranges(plans(), 8, task_records=15_000)) == 4  # 3 tasks' worth and a remainder
+    assert len(task_ranges(plans(), 2, task_records=15_000)) == 2  # no more tasks than cores
 
 
 def test_fewer_ranges_than_cores_take_a_task_each_and_no_ranges_one_empty_task() -> None:
     one = [Plan("t", CREATED, {0: (0, 10), 1: (0, 5)})]
 
-    assert task_ranges(one, 8) == [[KafkaRange("t", 0, 0, 10)], [KafkaRange("t", 1, 0, 5)]]
+    assert task_ranges(one, 8, task_records=1) == [[KafkaRange("t", 0, 0, 10)], [KafkaRange("t", 1, 0, 5)]]
     assert task_ranges([Plan("t", CREATED, {0: (7, 7)})], 8) == [[]]
 
 
