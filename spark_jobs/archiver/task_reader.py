@@ -152,8 +152,6 @@ def read(consumer: Consumer, ranges: Sequence[KafkaRange], include_headers: bool
                     continue
                 one = by_partition[where]
                 reached = _reached(message, one)
-                if reached is None:
-                    continue
                 progressed = time.monotonic()
                 if message.error() is None and reached <= one.end:
                     rows.add(message)
@@ -173,14 +171,14 @@ def read(consumer: Consumer, ranges: Sequence[KafkaRange], include_headers: bool
         consumer.close()
 
 
-def _reached(message: Message, one: KafkaRange) -> int | None:
-    """The offset the range has been read to with ``message`` (a record, or its partition's end: None when the end is
-    still below the range's, the end of a leader that has not caught up yet); raise what a failed read lost."""
+def _reached(message: Message, one: KafkaRange) -> int:
+    """The offset the range has been read to with ``message``: past its record, or its partition's end (which may
+    still be below the range's end: a new leader's that has not caught up yet); raise what a failed read lost."""
     error, offset = message.error(), message.offset()
     if error is None and offset is not None:
         return offset + 1
     if error is not None and error.code() == KafkaError._PARTITION_EOF and offset is not None:
-        return offset if offset >= one.end else None
+        return offset
     if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
         raise KafkaReadFailed(
             f"{one}: Kafka no longer has some of these offsets (retention deleted them before they were archived: "

@@ -4,17 +4,23 @@ tasks, and that no rendering of its Spark plan shows the Kafka credentials it ca
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
+import pyarrow as pa
 import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, TopicPartition
 from pyspark.sql import SparkSession
 
 from kafkalake.kafka_access import Credentials, KafkaAccess
+from spark_jobs.archiver import task_reader
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.task_reader import (
     HEADERS,
     KAFKA_COLUMNS,
     TASK_RECORDS,
     KafkaRange,
+    KafkaReadFailed,
+    read,
     read_ranges,
     task_ranges,
 )
@@ -76,3 +82,98 @@ def test_the_plan_has_the_kafka_sources_columns_and_no_rendering_shows_the_crede
     assert [name for name, text in renderings.items() if secret in text] == []
     # every rendering but codegen's (the generated code of the stages around it) names the reader by its class
     assert [name for name, text in renderings.items() if "RangeReader" not in text] == ["explain codegen"]
+
+
+class FakeMessage:
+    """A consumed record, or an event (``error``) at ``offset``, as confluent-kafka hands them over."""
+
+    def __init__(self, partition: int, offset: int, error: KafkaError | None = None) -> None:
+        self._partition, self._offset, self._error = partition, offset, error
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return f"v{self._offset}".encode()
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_CREATE_TIME, 1_700_000_000_000
+
+    def headers(self) -> None:
+        return None
+
+
+class FakeConsumer:
+    """Hands over ``polls`` one after the other, then nothing."""
+
+    def __init__(self, *polls: list[FakeMessage]) -> None:
+        self.polls, self.closed = list(polls), False
+        self.paused: list[int] = []
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned = [(p.partition, p.offset) for p in partitions]
+
+    def consume(self, count: int, timeout: float) -> list[FakeMessage]:
+        return self.polls.pop(0) if self.polls else []
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.paused += [p.partition for p in partitions]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def offsets(batches: list[pa.RecordBatch]) -> list[tuple[int, int]]:
+    table = pa.Table.from_batches(batches)
+    return list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True))
+
+
+def test_a_range_ends_at_its_end_offset_or_at_its_partitions_end_never_below_it() -> None:
+    eof = KafkaError(KafkaError._PARTITION_EOF)
+    consumer = FakeConsumer(
+        [FakeMessage(0, 5), FakeMessage(1, 0), FakeMessage(0, 6, eof)],  # partition 0's end below the range's
+        [FakeMessage(0, 6), FakeMessage(0, 7), FakeMessage(1, 1)],  # 0: offset 7 is past the range: done
+        [FakeMessage(1, 3, eof)],  # 1: offset 2 holds no record (a control record), and its end reached 3: done
+    )
+    ranges = [KafkaRange("t", 0, 5, 7), KafkaRange("t", 1, 0, 3)]
+
+    batches = list(read(cast(Consumer, consumer), ranges, include_headers=False))
+
+    assert consumer.assigned == [(0, 5), (1, 0)]
+    assert offsets(batches) == [(0, 5), (1, 0), (0, 6), (1, 1)]
+    assert consumer.paused == [0, 1] and consumer.closed
+    table = pa.Table.from_batches(batches)
+    assert set(table.column("timestampType").to_pylist()) == {0}, "Java's CreateTime, as Spark's source says it"
+
+
+def test_a_range_that_gets_nothing_for_the_stall_time_fails_naming_what_it_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(task_reader, "STALL_SECONDS", 0.0)
+    consumer = FakeConsumer([FakeMessage(0, 0)])
+    with pytest.raises(
+        KafkaReadFailed,
+        match=r"^no record and no partition end from Kafka for 0 s while reading t\[0\] offsets 0-9: check",
+    ):
+        list(read(cast(Consumer, consumer), [KafkaRange("t", 0, 0, 10)], include_headers=False))
+    assert consumer.closed
+
+
+def test_an_offset_kafka_no_longer_has_fails_the_range_saying_what_was_lost() -> None:
+    reset = KafkaError(KafkaError._AUTO_OFFSET_RESET, "fetch failed: Broker: Offset out of range")
+    consumer = FakeConsumer([FakeMessage(0, 0, reset)])
+    with pytest.raises(KafkaReadFailed, match=r"^t\[0\] offsets 0-9: Kafka no longer has some of these offsets"):
+        list(read(cast(Consumer, consumer), [KafkaRange("t", 0, 0, 10)], include_headers=False))
+    assert consumer.closed
