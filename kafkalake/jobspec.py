@@ -51,7 +51,8 @@ ARCHIVER_REQUEST_THREADS: Final = 16
 """The archiver driver's threads for its topics' requests (leases and plans, registry reads, receipts, offset
 commits), which mostly wait on S3, Kafka and the registry; ``--concurrency`` does not bound them. Measured on 28 Nov
 over a run of 156 light topics on the local stack: 4 threads took 8.5-9.3 s, 16 threads 7.6 s, for the same CPU; with
-50 ms added to each of the driver's S3 requests (AWS's small-object latency is of that order), 15.2 s against 8.3 s."""
+50 ms added to each of the driver's S3 requests (AWS's small-object latency is of that order), 15.8-17.2 s against
+9.1-9.7 s (three alternated pairs)."""
 ARCHIVER_BUDGET_MINUTES: Final = 15.0
 """No new archiver plan starts after this (``--budget-minutes``; ``archiver_budget_minutes`` in environments.yaml)."""
 LEASE_TTL_SECONDS: Final = 300
