@@ -112,9 +112,8 @@ def task_ranges(plans: Sequence[Plan], cores: int, task_records: int = TASK_RECO
 
 def read_ranges(spark: SparkSession, config: dict[str, Any], plans: Sequence[Plan], include_headers: bool) -> DataFrame:
     """Exactly the plans' ranges, as Spark's Kafka source reads them, in a task per ``TASK_RECORDS`` records and one
-    per core at most (``task_ranges``):
-    task ``i`` of ``spark.range`` holds the one id ``i`` and reads the ``i``-th task's ranges. ``config``: librdkafka's
-    settings (``KafkaAccess.client_config`` with the group and fetch wait)."""
+    per core at most (``task_ranges``): task ``i`` of ``spark.range`` holds the one id ``i`` and reads the ``i``-th
+    task's ranges. ``config``: librdkafka's settings (``KafkaAccess.client_config`` with the group and fetch wait)."""
     tasks = task_ranges(plans, spark.sparkContext.defaultParallelism)
     schema = f"{KAFKA_COLUMNS}, {HEADERS}" if include_headers else KAFKA_COLUMNS
     reader = RangeReader({**config, **READER_SETTINGS}, tasks, include_headers)
