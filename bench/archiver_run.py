@@ -2,7 +2,8 @@
 a time, with the environment's pseudonym key read first when a topic hashes), report the Spark start, the run's time
 and CPU seconds after it (``bench.proc``), the records read, the objects and bytes stored, the driver's API calls
 (``bench.calls``) and the keyed hash used. ``bench.hashing`` sets its variant (``bench.hashing.VARIANT``) for it:
-its topic's schema, personal fields and keyed hash; ``bench.iceberg`` its table format (``TABLE_FORMAT``)."""
+its topic's schema, personal fields and keyed hash; ``bench.iceberg`` its table format (``TABLE_FORMAT``);
+``DRIVER_S3_LATENCY`` a delay of the driver's S3 requests."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from bench.calls import count_every_client
+from bench.calls import count_every_client, delay_every_s3_request
 from bench.common import started_session
 from bench.hashing import hash_in_use, topic_pii, topic_schema
 from bench.proc import cpu_since, tree_cpu
@@ -31,6 +32,9 @@ from spark_jobs.archiver.summary import PHASES
 SCHEMA_FILE = "bench.v1.avsc"
 TABLE_FORMAT = "BENCH_TABLE_FORMAT"
 """The environment variable naming the benchmark topics' table format (``hive`` by default)."""
+DRIVER_S3_LATENCY = "BENCH_DRIVER_S3_LATENCY_MS"
+"""The environment variable naming the milliseconds each of the driver's S3 requests waits before it is sent
+(``bench.calls.delay_every_s3_request``; 0 by default): the round trip moto does not have."""
 
 
 def bench_topic(argument: str, per_run: int) -> Topic:
@@ -63,6 +67,9 @@ def main() -> None:
             glue.create_database(DatabaseInput={"Name": database})
     calls: Counter[str] = Counter()
     count_every_client(calls)  # the driver's calls; each executor's are its objects' PUTs
+    latency_ms = float(os.environ.get(DRIVER_S3_LATENCY, "0"))
+    if latency_ms:
+        delay_every_s3_request(latency_ms / 1000)
     with hash_in_use() as keyed_hash:
         cpu_before, started = tree_cpu(), time.monotonic()
         results = archive_fleet(
@@ -99,6 +106,7 @@ def main() -> None:
         "phase_seconds_summed_over_topics": timings,
         "plans_after_the_first": after_first,
         "keyed_hash": keyed_hash if key is not None else None,
+        "driver_s3_latency_ms": latency_ms,
     }
     result_file.write_text(json.dumps(outcome))
 
