@@ -22,8 +22,8 @@ def fleet_rows(results: Results) -> list[list[str]]:
     rounds = len(b["wall_ratios"])
     what = (
         f"B-fleet, one cycle: {b['topics']} topics ({b['heavy_topics']} of {number(b['heavy_records'])} records, "
-        f"{b['light_topics']} of {number(b['light_records'])}; 3 partitions each) in one run, {b['concurrency']} at a "
-        f"time, {rounds} rounds"
+        f"{b['light_topics']} of {number(b['light_records'])}; 3 partitions each) in one run, {b['concurrency']} heavy "
+        f"topics at a time, {rounds} rounds"
     )
 
     def median(values: list[float]) -> str:
@@ -60,6 +60,24 @@ def fleet_rows(results: Results) -> list[list[str]]:
             f"**{per_light:.3f} s** (median of {rounds} rounds, {low:.3f}-{high:.3f}; bar ≤ "
             f"{bars['cpu_seconds_per_light_topic']:g} s: {verdict(per_light, bars['cpu_seconds_per_light_topic'])})",
         ],
+        *latency_rows(results),
+    ]
+
+
+def latency_rows(results: Results) -> list[list[str]]:
+    """B-fleet again with each of the driver's S3 requests delayed (``archiver-fleet-s3-latency``), when adopted."""
+    b = results.get("archiver-fleet-s3-latency")
+    if b is None:
+        return []
+    seconds, (low, high) = b["run_seconds"], b["wall_ratio_spread"]
+    return [
+        [
+            f"the same cycle with each of the driver's S3 requests delayed {b['driver_s3_latency_ms']:g} ms (AWS's "
+            "round trip, which moto lacks): seconds after the Spark start (median run)",
+            f"{statistics.median(seconds['fleet']):.1f} s",
+            f"one light topic alone: {statistics.median(seconds['one']):.1f} s",
+            f"{b['wall_ratio']:.1f} ({low:.1f}-{high:.1f})",
+        ]
     ]
 
 

@@ -72,6 +72,21 @@ def test_the_fleet_rows_show_each_figure_against_its_bar_and_say_when_it_is_not_
     assert all(row[3].endswith(": met)") for row in fleet_rows.fleet_rows({"archiver-fleet": met}))
 
 
+def test_the_cycle_with_the_drivers_s3_requests_delayed_is_a_row_of_its_own_when_adopted() -> None:
+    plain = fleet_result(ROUNDS, 11)
+    delayed = {**fleet_result(ROUNDS, 11), "driver_s3_latency_ms": 50.0}
+    assert len(fleet_rows.fleet_rows({"archiver-fleet": plain})) == 3
+    rows_with = fleet_rows.fleet_rows({"archiver-fleet": plain, "archiver-fleet-s3-latency": delayed})
+    assert rows_with[:3] == fleet_rows.fleet_rows({"archiver-fleet": plain})
+    assert rows_with[3] == [
+        "the same cycle with each of the driver's S3 requests delayed 50 ms (AWS's round trip, which moto lacks): "
+        "seconds after the Spark start (median run)",
+        "30.0 s",
+        "one light topic alone: 10.0 s",
+        "3.0 (3.0-4.0)",
+    ]
+
+
 def test_the_goals_say_what_the_heavy_topics_alone_leave_of_the_ratio_bars_at_spark_alones_rate() -> None:
     fleet = fleet_result(ROUNDS, 11)  # 4 x 173,611 heavy records; the one light topic's median run: 10 s, 10 CPU s
     throughput = {  # the heavy records take 4 s and 12 CPU s at Spark alone's rate
