@@ -37,6 +37,11 @@ DRIVER_S3_LATENCY = "BENCH_DRIVER_S3_LATENCY_MS"
 (``bench.calls.delay_every_s3_request``; 0 by default): the round trip moto does not have."""
 
 
+def driver_s3_latency_ms() -> float:
+    """The delay ``DRIVER_S3_LATENCY`` names, in milliseconds (0: none)."""
+    return float(os.environ.get(DRIVER_S3_LATENCY, "0"))
+
+
 def bench_topic(argument: str, per_run: int) -> Topic:
     """``KAFKA_TOPIC``: a table in an environment of its own (so each run archives the topic afresh); or
     ``KAFKA_TOPIC=ENV/COMPANY/DOMAIN/NAME``: that table, as the catalog would name it (``bench.fleet``). Its
@@ -67,7 +72,7 @@ def main() -> None:
             glue.create_database(DatabaseInput={"Name": database})
     calls: Counter[str] = Counter()
     count_every_client(calls)  # the driver's calls; each executor's are its objects' PUTs
-    latency_ms = float(os.environ.get(DRIVER_S3_LATENCY, "0"))
+    latency_ms = driver_s3_latency_ms()
     if latency_ms:
         delay_every_s3_request(latency_ms / 1000)
     with hash_in_use() as keyed_hash:

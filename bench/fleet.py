@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.archiver import PAIRS, archive, forget_offsets, produce
-from bench.archiver_run import DRIVER_S3_LATENCY, bench_topic
+from bench.archiver_run import bench_topic, driver_s3_latency_ms
 from bench.calls import count_every_client
 from bench.common import pair_ratios, paired_ratio, say, spread, write_result
 from bench.cost import Fleet
@@ -223,10 +223,10 @@ def b_fleet(endpoints: Endpoints) -> dict[str, Any]:
 
 def main() -> None:
     """B-fleet, into ``archiver-fleet-<time>.json``; with the driver's S3 requests delayed
-    (``BENCH_DRIVER_S3_LATENCY_MS``, ``bench.archiver_run.DRIVER_S3_LATENCY``: AWS's round trip, which moto lacks),
+    (``BENCH_DRIVER_S3_LATENCY_MS``, ``bench.archiver_run.driver_s3_latency_ms``: AWS's round trip, which moto lacks),
     into ``archiver-fleet-s3-latency-<time>.json``, a result of its own that no report adopts as B-fleet's."""
     endpoints = local_endpoints()
-    latency = float(os.environ.get(DRIVER_S3_LATENCY, "0"))
+    latency = driver_s3_latency_ms()
     with stack.running():
         result = b_fleet(endpoints)
         if latency:

@@ -143,7 +143,7 @@ def archive_fleet(
             alone.append(heavy.submit(fleet.alone, topic_run, started))
 
         try:
-            batches = LightBatches(spark, threads=request_threads, ended=fleet.ended, alone=handed_over)
+            batches = LightBatches(spark, request_threads=request_threads, ended=fleet.ended, alone=handed_over)
             batches.catch_up(light)
             for future in alone:
                 future.result()

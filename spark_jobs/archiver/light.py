@@ -13,7 +13,7 @@ on the plan and Kafka's records only: a redo after a crash rewrites the same obj
 A pass holds at most ``MAX_PASS_COLUMNS`` distinct decodings, and only topics that hash the same Kafka columns (a
 hashed key is text, a clear one bytes), so a round of many schemas or both kinds of key is a few passes. Each member
 is then accounted and committed on its own (``TopicArchiver.commit_plan``: receipt, offsets, plan cleared),
-``threads`` at a time (``kafkalake.jobspec.ARCHIVER_REQUEST_THREADS``).
+``request_threads`` at a time (``kafkalake.jobspec.ARCHIVER_REQUEST_THREADS``).
 
 Isolation, by where a member fails:
 - on the driver before the pass (registry subject missing, registry down): the member is left out of the pass and
@@ -90,13 +90,13 @@ class LightBatches:
     """Light topics through a run: round after round, every member's next plan in one pass, until each is done
     (``ended``) or its next plan is heavy (``alone``)."""
 
-    def __init__(self, spark: SparkSession, *, ended: Ended, alone: Alone, threads: int) -> None:
-        self.spark, self.ended, self.alone, self.threads = spark, ended, alone, max(1, threads)
+    def __init__(self, spark: SparkSession, *, ended: Ended, alone: Alone, request_threads: int) -> None:
+        self.spark, self.ended, self.alone, self.request_threads = spark, ended, alone, max(1, request_threads)
 
     def catch_up(self, members: Sequence[tuple[TopicRun, Started]]) -> None:
-        """Carry out the members' plans round by round, their requests ``threads`` at a time; every topic ends
-        through ``ended`` or ``alone``."""
-        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="light") as pool:
+        """Carry out the members' plans round by round, their requests ``request_threads`` at a time; every topic
+        ends through ``ended`` or ``alone``."""
+        with ThreadPoolExecutor(max_workers=self.request_threads, thread_name_prefix="light") as pool:
             while members:
                 committed = self.round(members, pool)
                 found = pool.map(self.next_plan, committed)
@@ -135,7 +135,7 @@ class LightBatches:
         return committed
 
     def prepare(self, member: tuple[TopicRun, Started]) -> Member | None:
-        """The member's schema versions read from the registry, on the driver, ``threads`` members at a time;
+        """The member's schema versions read from the registry, on the driver, ``request_threads`` members at a time;
         None when it has no records or failed (left out of the pass, it fails alone)."""
         topic_run, started = member
         if not started.plan.ranges:

@@ -1,10 +1,10 @@
 """A pass's records as Spark reads them: one bounded Kafka read of exactly its plans' ranges (one plan per topic: a
 heavy topic's plan alone, by Spark's Kafka source, or many light topics' plans, ``spark_jobs.archiver.light``, with
-one consumer per task, ``spark_jobs.archiver.task_reader``), classified (a value's header
-compared with each known schema's header as bytes), decoded (every schema version of every plan at once, each
-distinct decoding into its own column, ``pass_columns``), given their business time and their personal fields
-protected, ready for the writer. One fused Spark stage; the pure column transforms are in
-``spark_jobs.archiver.transform`` and ``spark_jobs.archiver.pseudonyms``."""
+one consumer per task, ``spark_jobs.archiver.task_reader``), classified (a value's header compared with each known
+schema's header as bytes), decoded (every schema version of every plan at once, each distinct decoding into its own
+column, ``pass_columns``), given their business time and their personal fields protected, ready for the writer. One
+fused Spark stage; the pure column transforms are in ``spark_jobs.archiver.transform`` and
+``spark_jobs.archiver.pseudonyms``."""
 
 from __future__ import annotations
 
@@ -59,19 +59,24 @@ def pass_records(
     members: Sequence[PassMember],
     *,
     key: PseudonymKey | None = None,
-    by_task: bool = False,
+    light: bool = False,
 ) -> DataFrame:
     """The pass's Kafka records as ``prepared`` makes them: read by Spark's Kafka source (a plan alone,
-    ``read_kafka``), or with one consumer per task (``by_task``: a light pass, ``task_reader.read_ranges``)."""
+    ``read_kafka``), or with one consumer per task (a ``light`` pass, ``task_reader.read_ranges``)."""
     headers = any(HEADERS_COLUMN in m.topic.kafka_columns for m in members)
     plans = [m.plan for m in members]
-    if by_task:
-        config = {**access.client_config(), "group.id": SHARED_READ_GROUP, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS}
-        raw = read_ranges(spark, config, plans, headers)
+    if light:
+        raw = read_ranges(spark, light_read_config(access), plans, headers)
     else:
         (plan,) = plans
         raw = read_kafka(spark, access, plan, headers)
     return prepared(raw, members, key=key)
+
+
+def light_read_config(access: KafkaAccess) -> dict[str, Any]:
+    """librdkafka's settings for a light pass's reader (``task_reader``): the access's, with ``SHARED_READ_GROUP``
+    and ``FETCH_MAX_WAIT_MS``, as ``read_kafka`` gives Spark's source its own."""
+    return {**access.client_config(), "group.id": SHARED_READ_GROUP, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS}
 
 
 def pass_columns(members: Sequence[PassMember]) -> list[dict[int, str]]:

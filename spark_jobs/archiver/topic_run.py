@@ -429,7 +429,7 @@ def pass_outcome(
     read with one consumer per task, a task per 50,000 records and one per core at most (``task_reader``), not one per
     Kafka partition of every plan: a task's own cost (its consumer, its Python worker's set-up, its deserialized
     writer, its S3 client) is paid per core rather than per Kafka partition."""
-    records = pass_records(spark, access, members, key=keys.current if keys else None, by_task=light)
+    records = pass_records(spark, access, members, key=keys.current if keys else None, light=light)
     columns = pass_columns(members)
     layouts = [
         plan_layout(endpoints, m.topic, m.versions, mine, keys) for m, mine in zip(members, columns, strict=True)

@@ -18,7 +18,7 @@ from kafkalake.kafka_access import kafka_access
 from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import SHARED_READ_GROUP, read_kafka
+from spark_jobs.archiver.records import SHARED_READ_GROUP, light_read_config, read_kafka
 from spark_jobs.archiver.task_reader import read_ranges
 from tests.integration.archive_helpers import jvm_consumers
 
@@ -43,10 +43,6 @@ def ends(endpoints: Endpoints, topic: str, partitions: int) -> dict[int, int]:
 def rows(frame: DataFrame) -> list[tuple[Any, ...]]:
     """The frame's rows in (topic, Kafka partition, offset) order."""
     return sorted((tuple(r) for r in frame.collect()), key=lambda r: (r[2], r[3], r[4]))
-
-
-def by_task_config(endpoints: Endpoints) -> dict[str, object]:
-    return {**kafka_access(endpoints).client_config(), "group.id": SHARED_READ_GROUP}
 
 
 def test_the_task_reader_reads_what_sparks_kafka_source_reads(local_stack: Endpoints, spark: SparkSession) -> None:
@@ -82,10 +78,10 @@ def test_the_task_reader_reads_what_sparks_kafka_source_reads(local_stack: Endpo
     for plan in plans:
         for headers in (False, True):
             expected = rows(read_kafka(spark, access, plan, headers))
-            found = rows(read_ranges(spark, by_task_config(endpoints), [plan], headers))
+            found = rows(read_ranges(spark, light_read_config(kafka_access(endpoints)), [plan], headers))
             assert found == expected, (plan, headers)
             assert len(found) == (10 if plan.kafka_topic == transactional else plan.records)
-    together = rows(read_ranges(spark, by_task_config(endpoints), plans[:2], True))
+    together = rows(read_ranges(spark, light_read_config(kafka_access(endpoints)), plans[:2], True))
     separately = [rows(read_kafka(spark, access, plan, True)) for plan in plans[:2]]
     assert together == sorted(separately[0] + separately[1], key=lambda r: (r[2], r[3], r[4]))
     assert any(r[-1] is not None for r in together) and any(r[-1] is None for r in together), "headers both ways"
@@ -110,7 +106,9 @@ def test_offsets_retention_removed_fail_the_read_with_what_was_lost(
         future.result(30)
 
     with pytest.raises(Exception) as failed:
-        read_ranges(spark, by_task_config(endpoints), [Plan(topic, CREATED, {0: (0, 20)})], False).collect()
+        read_ranges(
+            spark, light_read_config(kafka_access(endpoints)), [Plan(topic, CREATED, {0: (0, 20)})], False
+        ).collect()
 
     message = str(failed.value)
     assert f"KafkaReadFailed: {topic}[0] offsets 0-19: Kafka no longer has some of these offsets" in message
