@@ -20,7 +20,9 @@ from kafkalake.endpoints import ENV_VARS, Endpoints
 KAFKA_PORT: Final = 19092
 CONTROLLER_PORT: Final = 19093
 KAFKA_SASL_PORT: Final = 19094
-"""A SASL_PLAINTEXT (PLAIN) listener on the local broker, for credentials read from Secrets Manager."""
+"""A SASL_PLAINTEXT (PLAIN) listener on the local broker, for credentials read from Secrets Manager. The broker
+authorizes with ACLs (``StandardAuthorizer``): the plaintext listener's ANONYMOUS is a super user and a resource with
+no ACL is open to all, so only a test's own ACLs deny anything (say, Read of a topic to ``KAFKA_USER``)."""
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 REGISTRY_PORT: Final = 18081
 AWS_PORT: Final = 15000

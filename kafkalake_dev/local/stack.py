@@ -219,6 +219,9 @@ def _prepare_kafka(work: Path) -> list[str]:
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config="
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'user_{KAFKA_USER[0]}="{KAFKA_USER[1]}";',
+                "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users=User:ANONYMOUS",
+                "allow.everyone.if.no.acl.found=true",
                 f"log.dirs={data}",
                 "num.partitions=3",
                 "offsets.topic.replication.factor=1",

@@ -14,6 +14,9 @@ whichever reader read it. The ranges are spread over the tasks by their records 
 Kafka fails its task, saying what was lost, and the pass then falls back to its plans one by one, each through Spark's
 source. Offsets that hold no record (a transaction's control record, a compacted gap) are passed over: a range is done
 at the first record at or past its end, or when its partition's end (the consumer's end-of-partition event) reaches it.
+A partition Kafka refuses to serve (its ACL denies Read: ``Topic authorization failed``) fails at its first fetch, and
+credentials the brokers refuse fail the read at once (``ClientErrors``), not after ``STALL_SECONDS`` of silence:
+librdkafka reports a refused login to its error callback only, never as a message.
 """
 
 from __future__ import annotations
@@ -75,8 +78,29 @@ READER_SETTINGS: dict[str, Any] = {
 librdkafka's default is read_committed); the end-of-partition event ends a range whose last offsets hold no record."""
 
 
+REFUSED_LOGIN = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+"""The client errors that say the brokers refused the credentials: no wait makes them succeed."""
+
+
 class KafkaReadFailed(RuntimeError):
     """A range of a light pass could not be read to its end."""
+
+
+class ClientErrors:
+    """What the consumer reports of its connections rather than of a partition (librdkafka's ``error_cb``, called
+    within ``consume``): the last such error, which says why a read got nothing."""
+
+    def __init__(self) -> None:
+        self.last: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        self.last = error
+
+    def refused_login(self) -> bool:
+        return self.last is not None and self.last.code() in REFUSED_LOGIN
+
+    def said(self) -> str:
+        return f" (the Kafka client's last error: {self.last.str()})" if self.last is not None else ""
 
 
 @dataclass(frozen=True)
@@ -130,21 +154,35 @@ class RangeReader:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for task in batch.column("id").to_pylist():
-                yield from read(Consumer(self.config), self.tasks[task], self.include_headers)
+                errors = ClientErrors()
+                consumer = Consumer({**self.config, "error_cb": errors})
+                yield from read(consumer, self.tasks[task], self.include_headers, errors)
 
 
-def read(consumer: Consumer, ranges: Sequence[KafkaRange], include_headers: bool) -> Iterator[pa.RecordBatch]:
+def read(
+    consumer: Consumer, ranges: Sequence[KafkaRange], include_headers: bool, errors: ClientErrors | None = None
+) -> Iterator[pa.RecordBatch]:
     """The ranges' records through ``consumer`` (closed at the end), in batches of ``BATCH_ROWS`` at most; raise
-    ``KafkaReadFailed`` when one cannot be read to its end."""
+    ``KafkaReadFailed`` when one cannot be read to its end. ``errors``: the consumer's error callback."""
     by_partition = {(r.topic, r.partition): r for r in ranges}
     left = set(by_partition)
     rows = _Rows(include_headers)
+    errors = errors or ClientErrors()
+
+    def waiting() -> str:
+        return ", ".join(str(by_partition[w]) for w in sorted(left))
+
     try:
         if ranges:
             consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges])
         progressed = time.monotonic()
         while left:
             messages = consumer.consume(BATCH_ROWS, POLL_SECONDS)
+            if errors.refused_login():
+                raise KafkaReadFailed(
+                    f"Kafka refused the archiver's credentials while reading {waiting()}{errors.said()}: check the "
+                    "secret that kafka_secret_arn names in environments.yaml, and that the brokers know its user"
+                )
             for message in messages:
                 where = (str(message.topic()), int(message.partition() or 0))
                 if where not in left:
@@ -158,10 +196,9 @@ def read(consumer: Consumer, ranges: Sequence[KafkaRange], include_headers: bool
                     left.discard(where)
                     consumer.pause([TopicPartition(one.topic, one.partition)])
             if time.monotonic() - progressed > STALL_SECONDS:
-                waiting = ", ".join(str(by_partition[w]) for w in sorted(left))
                 raise KafkaReadFailed(
-                    f"no record and no partition end from Kafka for {STALL_SECONDS:.0f} s while reading {waiting}: "
-                    "check that the brokers are up and that the partitions' leaders are available"
+                    f"no record and no partition end from Kafka for {STALL_SECONDS:.0f} s while reading {waiting()}"
+                    f"{errors.said()}: check that the brokers are up and that the partitions' leaders are available"
                 )
             if len(rows) >= BATCH_ROWS or (not left and len(rows)):
                 yield rows.batch()

@@ -1,17 +1,29 @@
 """Light topics share one Spark job (``spark_jobs.archiver.light``) and stay isolated, on the local stack: in one
 batch, eight healthy topics, a topic of poison only and a topic whose registry subject is missing; the eight and the
 poison commit exactly in one Spark job, the missing subject fails alone and commits nothing, and a re-run once the
-subject is registered is exact."""
+subject is registered is exact. Through the broker's SASL listener, with credentials from Secrets Manager: a topic
+whose ACL denies the archiver's user Read fails alone with Kafka's reason, and once it is allowed a re-run reads
+every topic in one pass, exactly."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there, re-exported without __all__
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client, read_json
@@ -19,6 +31,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.wire import encode
+from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT, KAFKA_USER
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import ensure_topic, sample_value
 from spark_jobs.archiver.job import archive_fleet
@@ -141,4 +154,74 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
     for topic in healthy:
         assert [s.plan for s in again[topic.kafka_topic].plans] == [{}]
         assert again[topic.kafka_topic].lease_requests == 3  # nothing to store: read, take, release
+        assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+
+
+def sasl_endpoints(endpoints: Endpoints) -> Endpoints:
+    """The broker's SASL listener, with the local user's credentials in a secret of the local Secrets Manager."""
+    value = {
+        "username": KAFKA_USER[0],
+        "password": KAFKA_USER[1],
+        "mechanism": "PLAIN",
+        "security_protocol": "SASL_PLAINTEXT",
+    }
+    secrets = make_client(endpoints, "secretsmanager")
+    arn = secrets.create_secret(Name=f"kafkalake/test/{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
+    return dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{KAFKA_SASL_PORT}", kafka_secret_arn=arn)
+
+
+def read_denied(topics: list[Topic]) -> list[AclBinding]:
+    """ACLs that let the local user plan ``topics`` (Describe: their offsets) and not read them."""
+    user, literal = f"User:{KAFKA_USER[0]}", ResourcePatternType.LITERAL
+    return [
+        AclBinding(ResourceType.TOPIC, t.kafka_topic, literal, user, "*", operation, permission)
+        for t in topics
+        for operation, permission in (
+            (AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+            (AclOperation.READ, AclPermissionType.DENY),
+        )
+    ]
+
+
+def test_over_sasl_topics_kafka_denies_fail_alone_and_once_allowed_share_one_pass(
+    local_stack: Endpoints, spark: SparkSession
+) -> None:
+    endpoints = with_bucket(local_stack, "kafkalake-light-tests")
+    sasl = sasl_endpoints(endpoints)
+    healthy, denied = [fresh("card-authorized") for _ in range(3)], [fresh("card-authorized") for _ in range(2)]
+    good = {t.kafka_topic: produce(endpoints, t, RECORDS) for t in [*healthy, *denied]}
+    admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})  # the plaintext listener's super user
+    acls = read_denied(denied)
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+    topics = [*healthy, *denied]
+    lines: list[str] = []
+
+    results, _ = run_fleet(spark, sasl, topics, "sasl", lines)
+
+    for topic in healthy:
+        assert results[topic.kafka_topic].ok, results[topic.kafka_topic].error
+        assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+    for topic in denied:
+        error = results[topic.kafka_topic].error or ""
+        assert f"Not authorized to access topics: [{topic.kafka_topic}]" in error, error
+        assert f"{topic.kafka_topic}: FAILED, nothing of the failing plan committed: {error}" in lines
+        assert keys(endpoints, topic.prefix.data_prefix()) | keys(endpoints, topic.prefix.quarantine_prefix()) == set()
+        assert all(offset < 0 for offset in committed_and_end(endpoints, topic)[0].values())
+
+    filters = [
+        AclBindingFilter(
+            a.restype, a.name, a.resource_pattern_type, a.principal, a.host, a.operation, a.permission_type
+        )
+        for a in acls
+    ]
+    for future in admin.delete_acls(filters).values():
+        assert len(future.result(30)) == 1
+    again, jobs = run_fleet(spark, sasl, topics, "sasl-rerun", [])
+
+    assert all(r.ok for r in again.values()), [r.error for r in again.values()]
+    assert jobs == 1
+    for topic in denied:  # their stored plans, redone in one pass: read by the task reader with the secret's login
+        [redone] = again[topic.kafka_topic].plans
+        assert redone.redone_plan and redone.shared_job == len(denied) and redone.balanced()
         assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))

@@ -1,9 +1,11 @@
 """A light pass's reader (``spark_jobs.archiver.task_reader``) against the local broker: the same rows as Spark's Kafka
 source for the same ranges (headers, null keys and values, a transaction's control records at a range's end, a range
-that starts and ends inside a partition), and offsets that retention removed fail the read, saying what was lost."""
+that starts and ends inside a partition), and offsets that retention removed fail the read, saying what was lost, as
+credentials the brokers refuse do at once."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +16,8 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 
 from kafkalake.endpoints import Endpoints
-from kafkalake.kafka_access import kafka_access
+from kafkalake.kafka_access import Credentials, kafka_access
+from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT, KAFKA_USER
 from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
@@ -113,3 +116,19 @@ def test_offsets_retention_removed_fail_the_read_with_what_was_lost(
     message = str(failed.value)
     assert f"KafkaReadFailed: {topic}[0] offsets 0-19: Kafka no longer has some of these offsets" in message
     assert "set archive.accept_data_loss: true" in message
+
+
+def test_credentials_the_brokers_refuse_fail_the_read_at_once(local_stack: Endpoints, spark: SparkSession) -> None:
+    topic = new_topic(local_stack, 1)
+    producer = Producer({"bootstrap.servers": local_stack.kafka_bootstrap})
+    producer.produce(topic, value=b"v", partition=0)
+    assert producer.flush(30) == 0
+    wrong = Credentials(KAFKA_USER[0], "not-the-password", mechanism="PLAIN", security_protocol="SASL_PLAINTEXT")
+    access = dataclasses.replace(kafka_access(local_stack), bootstrap=f"127.0.0.1:{KAFKA_SASL_PORT}", credentials=wrong)
+
+    with pytest.raises(Exception) as failed:
+        read_ranges(spark, light_read_config(access), [Plan(topic, CREATED, {0: (0, 1)})], False).collect()
+
+    message = str(failed.value)
+    assert f"KafkaReadFailed: Kafka refused the archiver's credentials while reading {topic}[0] offsets 0-0" in message
+    assert "SASL authentication error" in message and "not-the-password" not in message

@@ -18,6 +18,7 @@ from spark_jobs.archiver.task_reader import (
     HEADERS,
     KAFKA_COLUMNS,
     TASK_RECORDS,
+    ClientErrors,
     KafkaRange,
     KafkaReadFailed,
     read,
@@ -116,16 +117,25 @@ class FakeMessage:
 
 
 class FakeConsumer:
-    """Hands over ``polls`` one after the other, then nothing."""
+    """Hands over ``polls`` one after the other, then nothing; each of ``client_errors`` goes to ``error_cb`` within
+    a ``consume``, as librdkafka serves its error callback."""
 
-    def __init__(self, *polls: list[FakeMessage]) -> None:
+    def __init__(
+        self,
+        *polls: list[FakeMessage],
+        client_errors: tuple[KafkaError, ...] = (),
+        error_cb: ClientErrors | None = None,
+    ) -> None:
         self.polls, self.closed = list(polls), False
         self.paused: list[int] = []
+        self.client_errors, self.error_cb = list(client_errors), error_cb
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self.assigned = [(p.partition, p.offset) for p in partitions]
 
     def consume(self, count: int, timeout: float) -> list[FakeMessage]:
+        if self.client_errors and self.error_cb is not None:
+            self.error_cb(self.client_errors.pop(0))
         return self.polls.pop(0) if self.polls else []
 
     def pause(self, partitions: list[TopicPartition]) -> None:
@@ -177,3 +187,28 @@ def test_an_offset_kafka_no_longer_has_fails_the_range_saying_what_was_lost() ->
     with pytest.raises(KafkaReadFailed, match=r"^t\[0\] offsets 0-9: Kafka no longer has some of these offsets"):
         list(read(cast(Consumer, consumer), [KafkaRange("t", 0, 0, 10)], include_headers=False))
     assert consumer.closed
+
+
+def test_credentials_the_brokers_refuse_fail_the_read_at_once_with_the_clients_reason() -> None:
+    errors = ClientErrors()
+    refused = KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed")
+    consumer = FakeConsumer([FakeMessage(0, 0)], [FakeMessage(0, 1)], client_errors=(refused,), error_cb=errors)
+    with pytest.raises(
+        KafkaReadFailed,
+        match=r"^Kafka refused the archiver's credentials while reading t\[0\] offsets 0-9 \(the Kafka client's last "
+        r"error: SASL authentication error: Authentication failed\): check the secret that kafka_secret_arn names",
+    ):
+        list(read(cast(Consumer, consumer), [KafkaRange("t", 0, 0, 10)], False, errors))
+    assert consumer.closed and consumer.polls, "failed at the first consume, without waiting for the stall time"
+
+
+def test_a_read_that_stalls_says_the_clients_last_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(task_reader, "STALL_SECONDS", 0.0)
+    errors = ClientErrors()
+    down = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
+    consumer = FakeConsumer([], client_errors=(down,), error_cb=errors)
+    with pytest.raises(
+        KafkaReadFailed,
+        match=r"while reading t\[0\] offsets 0-9 \(the Kafka client's last error: 1/1 brokers are down\): check",
+    ):
+        list(read(cast(Consumer, consumer), [KafkaRange("t", 0, 0, 10)], False, errors))
