@@ -1,4 +1,7 @@
-"""The compactor on the local stack: moto S3 through S3A, moto Glue, local Spark."""
+"""The compactor on the local stack: moto S3 through S3A, moto Glue, local Spark.
+
+Past 400 lines: its scenarios (target sizes, a SIGKILL rolled forward, late files, the legacy layout, a reader during
+the swap, an output that does not match its inputs) share one ``Lake`` and the ``compactor`` builder with its clock."""
 
 from __future__ import annotations
 

@@ -122,8 +122,8 @@ def test_spark_reads_kafka_and_writes_parquet_to_s3(local_stack: Endpoints, spar
 def test_the_provisioned_lake_bucket_is_the_templates_where_moto_honours_it(
     local_stack: Endpoints, tmp_path: Path
 ) -> None:
-    """Versioned, the lifecycle rules the template deploys (``infra.lifecycle``; tests/unit/test_infra.py compares
-    them with the template's), and the restricted key made in moto's KMS."""
+    """Versioned, the lifecycle rules the template deploys (``infra.lifecycle``; tests/unit/test_infra_storage.py
+    compares them with the template's), and the restricted key made in moto's KMS."""
     env, catalog, _ = isolated_env(tmp_path)
     topics = load_topic_catalog(catalog).for_env(env.name)
     clients = {s: make_client(local_stack, s) for s in PROVISIONED_SERVICES}

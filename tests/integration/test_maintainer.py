@@ -1,4 +1,9 @@
-"""The maintainer against the local stack: real objects in moto's S3, real notifications in its SQS, real Glue calls."""
+"""The maintainer against the local stack: real objects in moto's S3, real notifications in its SQS, real Glue calls.
+
+Past 400 lines: every scenario (duplicates, special and malformed bodies, crawler and native inference, schema
+versions, throttling, EventBridge delivery, the dead-letter queue's redrive, reconciling, late rows, LF-tags) drives
+the one drain through the same ``Lake`` (bucket, queue, Glue database and clock) and event builders; apart, each
+file would repeat them or import them from a helper module that only this file uses."""
 
 from __future__ import annotations
 

@@ -61,3 +61,17 @@ def synthesized_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     environments, catalog = load_environments(environments_file()), load_topic_catalog(catalog_dir())
     stacks = build(App(context=context), environments, catalog, tmp_path_factory.mktemp("build"))
     return {env: dict(Template.from_stack(stack).to_json()) for env, stack in stacks.items()}
+
+
+@pytest.fixture(scope="session")
+def stacks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    """The CDK app and every environment's stack (``infra.stack.KafkalakeStack``), built once per worker from
+    environments.yaml and the catalog, without cdk.json's context: what the template assertions
+    (``tests/unit/test_infra_*.py``) read."""
+    from aws_cdk import App
+
+    from infra.app import build
+    from tests.unit.cdk_templates import CATALOG, ENVIRONMENTS
+
+    app = App()
+    return app, build(app, ENVIRONMENTS, CATALOG, tmp_path_factory.mktemp("build"))

@@ -3,7 +3,10 @@
 and the necessity self-test on a committed sample of requests.
 
 The denials are evaluated in the consumers' own account (environments.yaml's), where a resource policy or an
-identity policy alone can grant: the case a denial has to hold in."""
+identity policy alone can grant: the case a denial has to hold in.
+
+Past 400 lines: the resolver's, the evaluator's and the denials' tests read the same synthesized templates and the
+copies of their policies each denial edits; the denials and the findings are checked against one evaluator here."""
 
 from __future__ import annotations
 

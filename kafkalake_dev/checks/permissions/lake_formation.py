@@ -11,6 +11,9 @@ stricter answer than AWS may give, never a looser one). The same model gives the
 Only what the stacks use is read from the template: ``AWS::LakeFormation::PrincipalPermissions`` (by name, by
 wildcard, by LF-tag expression, on a data location, on an LF-tag), ``TagAssociation``, ``Resource`` (registered
 locations), ``DataLakeSettings`` (administrators) and the databases' ``CreateTableDefaultPermissions``.
+
+Past 400 lines: the rules (``RULES``, each with its reference), the template's grants read into ``LakeFormation`` and
+the decisions made over them are one model; split, each part would import the others' types and none be read alone.
 """
 
 from __future__ import annotations
