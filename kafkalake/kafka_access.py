@@ -5,7 +5,12 @@ The secret is a JSON object::
 
     {"username": "...", "password": "...",                      # Kafka SASL
      "mechanism": "SCRAM-SHA-512", "security_protocol": "SASL_SSL", # optional; these are the defaults
+     "ca_pem": "-----BEGIN CERTIFICATE-----...",                  # optional: the brokers' CA, for SASL_SSL
      "registry_username": "...", "registry_password": "..."}      # optional: schema registry basic auth
+
+``ca_pem`` is for brokers whose certificate a private CA signed (a self-managed cluster): the clients then trust that
+CA alone (librdkafka's ``ssl.ca.pem``, the Java client's PEM truststore). Without it they trust the system's CAs, which
+is what Amazon MSK and Confluent Cloud need. The schema registry's HTTPS is not covered by it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT")
+PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
 
 
 class CredentialsInvalid(ValueError):
@@ -36,6 +42,7 @@ class Credentials:
     password: str
     mechanism: str = "SCRAM-SHA-512"
     security_protocol: str = "SASL_SSL"
+    ca_pem: str | None = None
     registry_username: str | None = None
     registry_password: str | None = None
 
@@ -64,6 +71,13 @@ class Credentials:
                 f"secret {source}: security_protocol {credentials.security_protocol!r} is not one of "
                 f"{', '.join(PROTOCOLS)}"
             )
+        if credentials.ca_pem is not None and (
+            credentials.security_protocol != "SASL_SSL" or not credentials.ca_pem.lstrip().startswith(PEM_CERTIFICATE)
+        ):
+            raise CredentialsInvalid(
+                f"secret {source}: ca_pem must be the brokers' CA certificate in PEM (beginning {PEM_CERTIFICATE}), "
+                "with security_protocol SASL_SSL; leave it out to trust the system's CAs"
+            )
         return credentials
 
     def jaas(self) -> str:
@@ -90,6 +104,8 @@ class KafkaAccess:
                 "sasl.username": self.credentials.username,
                 "sasl.password": self.credentials.password,
             }
+            if self.credentials.ca_pem:
+                config["ssl.ca.pem"] = self.credentials.ca_pem
         return config
 
     def spark_options(self) -> dict[str, str]:
@@ -101,6 +117,11 @@ class KafkaAccess:
                 "kafka.sasl.mechanism": self.credentials.mechanism,
                 "kafka.sasl.jaas.config": self.credentials.jaas(),
             }
+            if self.credentials.ca_pem:
+                options |= {
+                    "kafka.ssl.truststore.type": "PEM",
+                    "kafka.ssl.truststore.certificates": self.credentials.ca_pem,
+                }
         return options
 
     def registry(self) -> RegistryClient:

@@ -23,7 +23,12 @@ KAFKA_SASL_PORT: Final = 19094
 """A SASL_PLAINTEXT (PLAIN) listener on the local broker, for credentials read from Secrets Manager. The broker
 authorizes with ACLs (``StandardAuthorizer``): the plaintext listener's ANONYMOUS is a super user and a resource with
 no ACL is open to all, so only a test's own ACLs deny anything (say, Read of a topic to ``KAFKA_USER``)."""
+KAFKA_TLS_PORT: Final = 19095
+"""A SASL_SSL listener with SCRAM-SHA-512, as Amazon MSK's SCRAM listener and the Kafka secret's defaults
+(``kafkalake.kafka_access.Credentials``), its certificate from the stack's own CA (``kafkalake_dev.local.tls``): the
+secret's ``ca_pem`` is that CA's (``kafkalake_dev.local.stack.local_kafka_tls``)."""
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
+"""The user both SASL listeners admit (PLAIN on one, SCRAM-SHA-512 on the other)."""
 REGISTRY_PORT: Final = 18081
 AWS_PORT: Final = 15000
 TRINO_PORT: Final = 18082

@@ -30,9 +30,11 @@ from kafkalake_dev.local.endpoints import (
     CONTROLLER_PORT,
     KAFKA_PORT,
     KAFKA_SASL_PORT,
+    KAFKA_TLS_PORT,
     KAFKA_USER,
     REGISTRY_PORT,
 )
+from kafkalake_dev.local.tls import BrokerTls, broker_tls
 
 KAFKA_VERSION = "3.9.1"
 APICURIO_VERSION = "3.0.9"
@@ -197,28 +199,43 @@ def _java() -> str:
     return java
 
 
+def local_kafka_tls() -> BrokerTls:
+    """The local broker's TLS certificates (made on first use): ``ca_pem()`` is what a client trusts."""
+    return broker_tls(state_dir() / "kafka-tls")
+
+
 def _prepare_kafka(work: Path) -> list[str]:
     libs = kafka_libs()
     work.mkdir(parents=True, exist_ok=True)
     data = work / "data"
+    tls = local_kafka_tls()
     (work / "log4j.properties").write_text(LOG4J)
     props = work / "server.properties"
+    listeners = (
+        f"PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT},"
+        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT}"
+    )
     props.write_text(
         "\n".join(
             [
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{CONTROLLER_PORT}",
-                f"listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT},"
-                f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
+                f"listeners={listeners},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
+                f"advertised.listeners={listeners}",
                 "controller.listener.names=CONTROLLER",
                 "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                "SASL_SSL:SASL_SSL",
                 "sasl.enabled.mechanisms=PLAIN",
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config="
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'user_{KAFKA_USER[0]}="{KAFKA_USER[1]}";',
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                "listener.name.sasl_ssl.ssl.keystore.type=PEM",
+                f"listener.name.sasl_ssl.ssl.keystore.location={tls.keystore}",
                 "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                 "super.users=User:ANONYMOUS",
                 "allow.everyone.if.no.acl.found=true",
@@ -308,7 +325,25 @@ def up() -> list[str]:
         service.start()
         if not was_running and service.pid() is not None:
             started.append(service.name)
+    _scram_user()
     return started
+
+
+def _scram_user() -> None:
+    """``KAFKA_USER``'s SCRAM-SHA-512 credentials on the broker (KRaft keeps them in its metadata; set on every
+    ``up``, so a broker whose data folder predates the TLS listener has them too)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there, re-exported without __all__
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}"})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upsert = UserScramCredentialUpsertion(KAFKA_USER[0], info, KAFKA_USER[1].encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
 
 
 def down(names: list[str] | None = None) -> None:

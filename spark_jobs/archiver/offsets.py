@@ -71,7 +71,8 @@ class Offsets:
             )
             raise RuntimeError(
                 f"topic {self.topic}: cannot reach Kafka at {self.access.bootstrap} {how} ({exc}); the client "
-                f"reported: {reported}. Check kafka_bootstrap in environments.yaml and the secret's username/password."
+                f"reported: {reported}. Check kafka_bootstrap in environments.yaml and the secret's username and "
+                "password (with TLS, its ca_pem: the brokers' CA when a private CA signed their certificate)."
             ) from exc
         if metadata.error is not None:
             raise RuntimeError(f"topic {self.topic}: {metadata.error}")

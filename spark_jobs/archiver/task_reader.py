@@ -15,8 +15,9 @@ Kafka fails its task, saying what was lost, and the pass then falls back to its 
 source. Offsets that hold no record (a transaction's control record, a compacted gap) are passed over: a range is done
 at the first record at or past its end, or when its partition's end (the consumer's end-of-partition event) reaches it.
 A partition Kafka refuses to serve (its ACL denies Read: ``Topic authorization failed``) fails at its first fetch, and
-credentials the brokers refuse fail the read at once (``ClientErrors``), not after ``STALL_SECONDS`` of silence:
-librdkafka reports a refused login to its error callback only, never as a message.
+credentials the brokers refuse or a broker certificate the client cannot verify fail the read at once
+(``ClientErrors``), not after ``STALL_SECONDS`` of silence: librdkafka reports those to its error callback only, never
+as a message.
 """
 
 from __future__ import annotations
@@ -78,8 +79,13 @@ READER_SETTINGS: dict[str, Any] = {
 librdkafka's default is read_committed); the end-of-partition event ends a range whose last offsets hold no record."""
 
 
-REFUSED_LOGIN = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
-"""The client errors that say the brokers refused the credentials: no wait makes them succeed."""
+UNRECOVERABLE: dict[int, str] = {
+    KafkaError._AUTHENTICATION: "Kafka refused the archiver's credentials",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka refused the archiver's credentials",
+    KafkaError._SSL: "the TLS handshake with Kafka failed",
+}
+"""The client errors no wait makes succeed (a refused login, a broker certificate the client cannot verify), and
+what each means."""
 
 
 class KafkaReadFailed(RuntimeError):
@@ -96,8 +102,9 @@ class ClientErrors:
     def __call__(self, error: KafkaError) -> None:
         self.last = error
 
-    def refused_login(self) -> bool:
-        return self.last is not None and self.last.code() in REFUSED_LOGIN
+    def unrecoverable(self) -> str | None:
+        """What the last error means when no wait would make the read succeed."""
+        return UNRECOVERABLE.get(self.last.code()) if self.last is not None else None
 
     def said(self) -> str:
         return f" (the Kafka client's last error: {self.last.str()})" if self.last is not None else ""
@@ -178,10 +185,10 @@ def read(
         progressed = time.monotonic()
         while left:
             messages = consumer.consume(BATCH_ROWS, POLL_SECONDS)
-            if errors.refused_login():
+            if failed := errors.unrecoverable():
                 raise KafkaReadFailed(
-                    f"Kafka refused the archiver's credentials while reading {waiting()}{errors.said()}: check the "
-                    "secret that kafka_secret_arn names in environments.yaml, and that the brokers know its user"
+                    f"{failed} while reading {waiting()}{errors.said()}: check the secret that kafka_secret_arn names "
+                    "in environments.yaml (its username and password, and with a private CA its ca_pem)"
                 )
             for message in messages:
                 where = (str(message.topic()), int(message.partition() or 0))

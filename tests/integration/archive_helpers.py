@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.audit import audit, committed_offsets, read_lake
 from kafkalake_dev.checks.iceberg_audit import audit_topic
+from kafkalake_dev.local.endpoints import KAFKA_USER
 from kafkalake_dev.local.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.summary import Summary
@@ -50,6 +52,15 @@ def fresh(name: str, env: str = "staging", **archive: Any) -> Topic:
 def produce(endpoints: Endpoints, topic: Topic, records: int) -> Counter[str]:
     registry = RegistryClient(endpoints.schema_registry_url)
     return produce_topic(topic, endpoints.kafka_bootstrap, registry, records, start=START, hours=5).counts
+
+
+def through_kafka_secret(endpoints: Endpoints, port: int, **secret: str) -> Endpoints:
+    """``endpoints`` reaching Kafka on the local broker's listener at ``port`` with a Kafka secret of their own in the
+    local Secrets Manager (``kafkalake.kafka_access``): ``KAFKA_USER``'s username and password, and ``secret``."""
+    value = {"username": KAFKA_USER[0], "password": KAFKA_USER[1], **secret}
+    secrets = make_client(endpoints, "secretsmanager")
+    arn = secrets.create_secret(Name=f"kafkalake/test/{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
+    return dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{port}", kafka_secret_arn=arn)
 
 
 def topic_with_schema(endpoints: Endpoints, topic: Topic, schema: str) -> int:

@@ -7,10 +7,8 @@ every topic in one pass, exactly."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -46,6 +44,7 @@ from tests.integration.archive_helpers import (
     keys,
     produce,
     read_back,
+    through_kafka_secret,
     topic_with_schema,
 )
 
@@ -157,19 +156,6 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
         assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
 
 
-def sasl_endpoints(endpoints: Endpoints) -> Endpoints:
-    """The broker's SASL listener, with the local user's credentials in a secret of the local Secrets Manager."""
-    value = {
-        "username": KAFKA_USER[0],
-        "password": KAFKA_USER[1],
-        "mechanism": "PLAIN",
-        "security_protocol": "SASL_PLAINTEXT",
-    }
-    secrets = make_client(endpoints, "secretsmanager")
-    arn = secrets.create_secret(Name=f"kafkalake/test/{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
-    return dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{KAFKA_SASL_PORT}", kafka_secret_arn=arn)
-
-
 def read_denied(topics: list[Topic]) -> list[AclBinding]:
     """ACLs that let the local user plan ``topics`` (Describe: their offsets) and not read them."""
     user, literal = f"User:{KAFKA_USER[0]}", ResourcePatternType.LITERAL
@@ -187,7 +173,7 @@ def test_over_sasl_topics_kafka_denies_fail_alone_and_once_allowed_share_one_pas
     local_stack: Endpoints, spark: SparkSession
 ) -> None:
     endpoints = with_bucket(local_stack, "kafkalake-light-tests")
-    sasl = sasl_endpoints(endpoints)
+    sasl = through_kafka_secret(endpoints, KAFKA_SASL_PORT, mechanism="PLAIN", security_protocol="SASL_PLAINTEXT")
     healthy, denied = [fresh("card-authorized") for _ in range(3)], [fresh("card-authorized") for _ in range(2)]
     good = {t.kafka_topic: produce(endpoints, t, RECORDS) for t in [*healthy, *denied]}
     admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})  # the plaintext listener's super user

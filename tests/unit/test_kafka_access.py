@@ -9,9 +9,12 @@ import pytest
 from moto import mock_aws
 
 from kafkalake.endpoints import Endpoints
-from kafkalake.kafka_access import Credentials, CredentialsInvalid, kafka_access
+from kafkalake.kafka_access import Credentials, CredentialsInvalid, KafkaAccess, kafka_access
 
 ARN_SOURCE = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:kafkalake/staging/kafka"
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB...\n-----END CERTIFICATE-----\n"
+CA = json.dumps(PEM)[1:-1]
+"""``PEM`` as a JSON string in the secret holds it (its line breaks escaped)."""
 
 
 def endpoints(bootstrap: str, secret_arn: str | None = None) -> Endpoints:
@@ -54,9 +57,27 @@ def test_secret_gives_sasl_settings_to_both_kafka_clients_and_the_registry() -> 
         ('{"username": "u", "password": "p", "user": "x"}', "unknown ['user']"),
         ('{"username": "u", "password": "p", "mechanism": "GSSAPI"}', "mechanism 'GSSAPI' is not one of"),
         ('{"username": "u", "password": "p", "security_protocol": "SSL"}', "security_protocol 'SSL' is not one of"),
+        (
+            '{"username": "u", "password": "p", "ca_pem": "MIIB..."}',
+            "ca_pem must be the brokers' CA certificate in PEM",
+        ),
+        (
+            '{"username": "u", "password": "p", "security_protocol": "SASL_PLAINTEXT", "ca_pem": "' + CA + '"}',
+            "with security_protocol SASL_SSL",
+        ),
     ],
 )
 def test_bad_secrets_say_what_is_wrong_and_where(secret: str, message: str) -> None:
     with pytest.raises(CredentialsInvalid) as raised:
         Credentials.from_secret(secret, ARN_SOURCE)
     assert message in str(raised.value) and ARN_SOURCE in str(raised.value)
+
+
+def test_a_private_ca_goes_to_both_kafka_clients_and_nothing_else() -> None:
+    credentials = Credentials.from_secret(json.dumps({"username": "u", "password": "p", "ca_pem": "\n" + PEM}), "x")
+    access = KafkaAccess("b:9096", "https://registry", credentials)
+    assert access.client_config()["ssl.ca.pem"] == "\n" + PEM
+    options = access.spark_options()
+    assert (options["kafka.ssl.truststore.type"], options["kafka.ssl.truststore.certificates"]) == ("PEM", "\n" + PEM)
+    without = KafkaAccess("b:9096", "https://registry", Credentials("u", "p"))
+    assert "ssl.ca.pem" not in without.client_config() and not any("truststore" in k for k in without.spark_options())

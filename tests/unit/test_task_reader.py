@@ -189,16 +189,30 @@ def test_an_offset_kafka_no_longer_has_fails_the_range_saying_what_was_lost() ->
     assert consumer.closed
 
 
-def test_credentials_the_brokers_refuse_fail_the_read_at_once_with_the_clients_reason() -> None:
+@pytest.mark.parametrize(
+    ("code", "reason", "said"),
+    [
+        (
+            KafkaError._AUTHENTICATION,
+            "SASL authentication error: Authentication failed",
+            "Kafka refused the archiver's credentials",
+        ),
+        (KafkaError._SSL, "SSL handshake failed: certificate verify failed", "the TLS handshake with Kafka failed"),
+    ],
+)
+def test_a_refused_login_or_an_unverified_broker_fails_the_read_at_once_with_the_clients_reason(
+    code: int, reason: str, said: str
+) -> None:
     errors = ClientErrors()
-    refused = KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed")
-    consumer = FakeConsumer([FakeMessage(0, 0)], [FakeMessage(0, 1)], client_errors=(refused,), error_cb=errors)
-    with pytest.raises(
-        KafkaReadFailed,
-        match=r"^Kafka refused the archiver's credentials while reading t\[0\] offsets 0-9 \(the Kafka client's last "
-        r"error: SASL authentication error: Authentication failed\): check the secret that kafka_secret_arn names",
-    ):
+    consumer = FakeConsumer(
+        [FakeMessage(0, 0)], [FakeMessage(0, 1)], client_errors=(KafkaError(code, reason),), error_cb=errors
+    )
+    with pytest.raises(KafkaReadFailed) as failed:
         list(read(cast(Consumer, consumer), [KafkaRange("t", 0, 0, 10)], False, errors))
+    assert str(failed.value).startswith(
+        f"{said} while reading t[0] offsets 0-9 (the Kafka client's last error: {reason}): check the secret that "
+        "kafka_secret_arn names"
+    )
     assert consumer.closed and consumer.polls, "failed at the first consume, without waiting for the stall time"
 
 

@@ -1,0 +1,82 @@
+"""The archiver through the local broker's SASL_SSL listener with SCRAM-SHA-512: the Kafka secret's defaults and
+Amazon MSK's SCRAM listener, here with a certificate the stack's own CA signed, which the secret's ``ca_pem`` names.
+A plan alone (Spark's Kafka source, Java's client) and a light pass (the task reader, librdkafka) each archive exactly
+through it; without the CA the driver and the task reader each fail at once, saying the certificate is the cause."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kafkalake.endpoints import Endpoints
+from kafkalake.kafka_access import Credentials, KafkaAccess
+from kafkalake_dev.local.endpoints import KAFKA_TLS_PORT, KAFKA_USER
+from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.stack import local_kafka_tls
+from spark_jobs.archiver.job import archive_fleet
+from spark_jobs.archiver.plan import Plan
+from spark_jobs.archiver.records import light_read_config
+from spark_jobs.archiver.task_reader import read_ranges
+from spark_jobs.common import Run
+from tests.integration.archive_helpers import (
+    archive_topic,
+    committed_and_end,
+    fresh,
+    produce,
+    read_back,
+    through_kafka_secret,
+)
+
+pytestmark = pytest.mark.stack
+RECORDS = 120
+
+
+def written(counts: dict[str, int]) -> int:
+    return sum(v for k, v in counts.items() if "version" in k)
+
+
+def test_a_plan_alone_and_a_light_pass_archive_exactly_over_scram_and_tls_with_a_private_ca(
+    local_stack: Endpoints, spark: SparkSession
+) -> None:
+    endpoints = with_bucket(local_stack, "kafkalake-tls-tests")
+    tls = through_kafka_secret(endpoints, KAFKA_TLS_PORT, ca_pem=local_kafka_tls().ca_pem())
+    alone, *light = [fresh("card-authorized") for _ in range(3)]
+    produced = {t.kafka_topic: produce(endpoints, t, RECORDS) for t in [alone, *light]}
+
+    summary = archive_topic(spark, tls, alone)  # Spark's Kafka source: Java's client and its PEM truststore
+
+    assert summary.written == written(produced[alone.kafka_topic]) > 0
+    assert read_back(spark, endpoints, alone).count() == summary.written
+    run = Run("tls", lease_ttl=timedelta(minutes=15))
+    results = archive_fleet(spark, tls, light, concurrency=2, deadline=time.monotonic() + 600, run=run, say=print)
+    for result, topic in zip(results, light, strict=True):  # one pass, read by librdkafka with the CA
+        assert result.ok, result.error
+        assert [s.shared_job for s in result.plans] == [len(light)]
+        assert read_back(spark, endpoints, topic).count() == written(produced[topic.kafka_topic]) > 0
+        committed, ends = committed_and_end(endpoints, topic)
+        assert committed == ends
+
+
+def test_without_the_private_ca_the_driver_and_the_task_reader_say_the_certificate_failed(
+    local_stack: Endpoints, spark: SparkSession
+) -> None:
+    endpoints = with_bucket(local_stack, "kafkalake-tls-tests")
+    untrusted = through_kafka_secret(endpoints, KAFKA_TLS_PORT)
+    topic = fresh("card-authorized")
+    produce(endpoints, topic, 10)
+
+    with pytest.raises(RuntimeError) as failed:
+        archive_topic(spark, untrusted, topic)
+
+    assert f"topic {topic.kafka_topic}: cannot reach Kafka at 127.0.0.1:{KAFKA_TLS_PORT}" in str(failed.value)
+    assert "certificate verify failed" in str(failed.value) and "its ca_pem" in str(failed.value)
+    credentials = Credentials(*KAFKA_USER)  # SCRAM-SHA-512 over SASL_SSL, trusting the system's CAs
+    reader = light_read_config(KafkaAccess(f"127.0.0.1:{KAFKA_TLS_PORT}", endpoints.schema_registry_url, credentials))
+    with pytest.raises(Exception) as unread:
+        read_ranges(spark, reader, [Plan(topic.kafka_topic, "2026-11-28T00:00:00+00:00", {0: (0, 1)})], False).collect()
+    message = str(unread.value)
+    assert "KafkaReadFailed: the TLS handshake with Kafka failed while reading" in message
+    assert "certificate verify failed" in message and KAFKA_USER[1] not in message
