@@ -54,6 +54,12 @@ def produce(endpoints: Endpoints, topic: Topic, records: int) -> Counter[str]:
     return produce_topic(topic, endpoints.kafka_bootstrap, registry, records, start=START, hours=5).counts
 
 
+def good_records(counts: Counter[str]) -> int:
+    """The records of ``produce``'s counts that decode into data rows (every schema version's; not poison, not
+    tombstones)."""
+    return sum(v for k, v in counts.items() if "version" in k)
+
+
 def through_kafka_secret(endpoints: Endpoints, port: int, **secret: str) -> Endpoints:
     """``endpoints`` reaching Kafka on the local broker's listener at ``port`` with a Kafka secret of their own in the
     local Secrets Manager (``kafkalake.kafka_access``): ``KAFKA_USER``'s username and password, and ``secret``."""

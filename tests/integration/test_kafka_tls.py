@@ -25,6 +25,7 @@ from tests.integration.archive_helpers import (
     archive_topic,
     committed_and_end,
     fresh,
+    good_records,
     produce,
     read_back,
     through_kafka_secret,
@@ -32,10 +33,6 @@ from tests.integration.archive_helpers import (
 
 pytestmark = pytest.mark.stack
 RECORDS = 120
-
-
-def written(counts: dict[str, int]) -> int:
-    return sum(v for k, v in counts.items() if "version" in k)
 
 
 def test_a_plan_alone_and_a_light_pass_archive_exactly_over_scram_and_tls_with_a_private_ca(
@@ -48,14 +45,14 @@ def test_a_plan_alone_and_a_light_pass_archive_exactly_over_scram_and_tls_with_a
 
     summary = archive_topic(spark, tls, alone)  # Spark's Kafka source: Java's client and its PEM truststore
 
-    assert summary.written == written(produced[alone.kafka_topic]) > 0
+    assert summary.written == good_records(produced[alone.kafka_topic]) > 0
     assert read_back(spark, endpoints, alone).count() == summary.written
     run = Run("tls", lease_ttl=timedelta(minutes=15))
     results = archive_fleet(spark, tls, light, concurrency=2, deadline=time.monotonic() + 600, run=run, say=print)
     for result, topic in zip(results, light, strict=True):  # one pass, read by librdkafka with the CA
         assert result.ok, result.error
         assert [s.shared_job for s in result.plans] == [len(light)]
-        assert read_back(spark, endpoints, topic).count() == written(produced[topic.kafka_topic]) > 0
+        assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic]) > 0
         committed, ends = committed_and_end(endpoints, topic)
         assert committed == ends
 

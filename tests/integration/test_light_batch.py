@@ -40,6 +40,7 @@ from tests.integration.archive_helpers import (
     audit_problems,
     committed_and_end,
     fresh,
+    good_records,
     jvm_consumers,
     keys,
     produce,
@@ -119,7 +120,7 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
         assert result.ok, result.error
         assert [s.shared_job for s in result.plans] == [HEALTHY + 1]
     for topic in healthy:
-        assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+        assert_exact(spark, endpoints, topic, good_records(good[topic.kafka_topic]))
         # read the lease, take it with the plan stored, and clear the plan with the lease released in the same write
         assert results[topic.kafka_topic].lease_requests == 3
     poison = results[poisoned.kafka_topic]
@@ -153,7 +154,7 @@ def test_light_topics_share_one_spark_job_and_a_failing_one_fails_alone(
     for topic in healthy:
         assert [s.plan for s in again[topic.kafka_topic].plans] == [{}]
         assert again[topic.kafka_topic].lease_requests == 3  # nothing to store: read, take, release
-        assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+        assert_exact(spark, endpoints, topic, good_records(good[topic.kafka_topic]))
 
 
 def read_denied(topics: list[Topic]) -> list[AclBinding]:
@@ -187,7 +188,7 @@ def test_over_sasl_topics_kafka_denies_fail_alone_and_once_allowed_share_one_pas
 
     for topic in healthy:
         assert results[topic.kafka_topic].ok, results[topic.kafka_topic].error
-        assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+        assert_exact(spark, endpoints, topic, good_records(good[topic.kafka_topic]))
     for topic in denied:
         error = results[topic.kafka_topic].error or ""
         assert f"Not authorized to access topics: [{topic.kafka_topic}]" in error, error
@@ -210,4 +211,4 @@ def test_over_sasl_topics_kafka_denies_fail_alone_and_once_allowed_share_one_pas
     for topic in denied:  # their stored plans, redone in one pass: read by the task reader with the secret's login
         [redone] = again[topic.kafka_topic].plans
         assert redone.redone_plan and redone.shared_job == len(denied) and redone.balanced()
-        assert_exact(spark, endpoints, topic, sum(v for k, v in good[topic.kafka_topic].items() if "version" in k))
+        assert_exact(spark, endpoints, topic, good_records(good[topic.kafka_topic]))
