@@ -8,9 +8,10 @@ The secret is a JSON object::
      "ca_pem": "-----BEGIN CERTIFICATE-----...",                  # optional: the brokers' CA, for SASL_SSL
      "registry_username": "...", "registry_password": "..."}      # optional: schema registry basic auth
 
-``ca_pem`` is for brokers whose certificate a private CA signed (a self-managed cluster): the clients then trust that
-CA alone (librdkafka's ``ssl.ca.pem``, the Java client's PEM truststore). Without it they trust the system's CAs, which
-is what Amazon MSK and Confluent Cloud need. The schema registry's HTTPS is not covered by it.
+``ca_pem`` is for brokers whose certificate a private CA signed (a self-managed cluster): the Kafka clients then trust
+that CA (librdkafka's ``ssl.ca.pem``, the Java client's PEM truststore), and the registry's client trusts it beside the
+system's CAs (an ``https`` registry the same CA signed). Without it every client trusts the system's CAs, which is what
+Amazon MSK and Confluent Cloud need.
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ class KafkaAccess:
         auth = None
         if self.credentials and self.credentials.registry_username:
             auth = (self.credentials.registry_username, self.credentials.registry_password or "")
-        return RegistryClient(self.registry_url, auth=auth)
+        return RegistryClient(
+            self.registry_url, auth=auth, ca_pem=self.credentials.ca_pem if self.credentials else None
+        )
 
 
 def kafka_access(endpoints: Endpoints, secrets: Any | None = None) -> KafkaAccess:

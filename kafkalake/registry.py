@@ -6,6 +6,7 @@ Works against Confluent Schema Registry and any compatible one (Apicurio's ``/ap
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -37,9 +38,20 @@ class RegisteredSchema:
 
 
 class RegistryClient:
-    def __init__(self, url: str, http: httpx.Client | None = None, auth: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        http: httpx.Client | None = None,
+        auth: tuple[str, str] | None = None,
+        ca_pem: str | None = None,
+    ) -> None:
+        """``ca_pem``: a private CA that signed the registry's HTTPS certificate, trusted beside the system's CAs."""
         self.url = url.rstrip("/")
-        self._http = http or httpx.Client(timeout=TIMEOUT_SECONDS, auth=auth)
+        verify: ssl.SSLContext | bool = True
+        if ca_pem:
+            verify = ssl.create_default_context()
+            verify.load_verify_locations(cadata=ca_pem)
+        self._http = http or httpx.Client(timeout=TIMEOUT_SECONDS, auth=auth, verify=verify)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.url}{path}"
@@ -48,7 +60,8 @@ class RegistryClient:
         except httpx.HTTPError as exc:
             raise RegistryError(
                 f"{method} {url}: the schema registry at {self.url} did not answer ({type(exc).__name__}: "
-                f"{exc or 'no detail'}); check that it runs and is reachable from the job"
+                f"{exc or 'no detail'}); check that it runs and is reachable from the job, and for an https registry "
+                "whose certificate a private CA signed, that the Kafka secret's ca_pem holds that CA"
             ) from exc
         if response.status_code >= 400:
             refusal = f"{method} {url} answered {response.status_code}: {response.text[:300]}"

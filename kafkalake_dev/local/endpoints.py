@@ -26,10 +26,12 @@ no ACL is open to all, so only a test's own ACLs deny anything (say, Read of a t
 KAFKA_TLS_PORT: Final = 19095
 """A SASL_SSL listener with SCRAM-SHA-512, as Amazon MSK's SCRAM listener and the Kafka secret's defaults
 (``kafkalake.kafka_access.Credentials``), its certificate from the stack's own CA (``kafkalake_dev.local.tls``): the
-secret's ``ca_pem`` is that CA's (``kafkalake_dev.local.stack.local_kafka_tls``)."""
+secret's ``ca_pem`` is that CA's (``kafkalake_dev.local.stack.local_tls``)."""
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 """The user both SASL listeners admit (PLAIN on one, SCRAM-SHA-512 on the other)."""
 REGISTRY_PORT: Final = 18081
+REGISTRY_TLS_PORT: Final = 18443
+"""The registry's HTTPS port, its certificate from the stack's own CA, as the broker's TLS listener's."""
 AWS_PORT: Final = 15000
 TRINO_PORT: Final = 18082
 """Trino for the interop check (``make interop``); started and stopped by that check only."""

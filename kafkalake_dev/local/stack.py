@@ -33,8 +33,9 @@ from kafkalake_dev.local.endpoints import (
     KAFKA_TLS_PORT,
     KAFKA_USER,
     REGISTRY_PORT,
+    REGISTRY_TLS_PORT,
 )
-from kafkalake_dev.local.tls import BrokerTls, broker_tls
+from kafkalake_dev.local.tls import StackTls, stack_tls
 
 KAFKA_VERSION = "3.9.1"
 APICURIO_VERSION = "3.0.9"
@@ -199,16 +200,17 @@ def _java() -> str:
     return java
 
 
-def local_kafka_tls() -> BrokerTls:
-    """The local broker's TLS certificates (made on first use): ``ca_pem()`` is what a client trusts."""
-    return broker_tls(state_dir() / "kafka-tls")
+def local_tls() -> StackTls:
+    """The certificates the broker's TLS listener and the registry's HTTPS port present (made on first use):
+    ``ca_pem()`` is what a client trusts."""
+    return stack_tls(state_dir() / "tls")
 
 
 def _prepare_kafka(work: Path) -> list[str]:
     libs = kafka_libs()
     work.mkdir(parents=True, exist_ok=True)
     data = work / "data"
-    tls = local_kafka_tls()
+    tls = local_tls()
     (work / "log4j.properties").write_text(LOG4J)
     props = work / "server.properties"
     listeners = (
@@ -266,10 +268,14 @@ def _prepare_kafka(work: Path) -> list[str]:
 def _prepare_registry(work: Path) -> list[str]:
     jar = apicurio_jar()
     work.mkdir(parents=True, exist_ok=True)
+    tls = local_tls()
     return [
         _java(),
         "-Xmx512m",
         f"-Dquarkus.http.port={REGISTRY_PORT}",
+        f"-Dquarkus.http.ssl-port={REGISTRY_TLS_PORT}",
+        f"-Dquarkus.http.ssl.certificate.files={tls.chain}",
+        f"-Dquarkus.http.ssl.certificate.key-files={tls.key}",
         "-Dquarkus.http.host=127.0.0.1",
         "-Dquarkus.log.level=WARN",
         "-jar",

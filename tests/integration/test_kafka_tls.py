@@ -1,10 +1,12 @@
-"""The archiver through the local broker's SASL_SSL listener with SCRAM-SHA-512: the Kafka secret's defaults and
-Amazon MSK's SCRAM listener, here with a certificate the stack's own CA signed, which the secret's ``ca_pem`` names.
-A plan alone (Spark's Kafka source, Java's client) and a light pass (the task reader, librdkafka) each archive exactly
-through it; without the CA the driver and the task reader each fail at once, saying the certificate is the cause."""
+"""The archiver through the local broker's SASL_SSL listener with SCRAM-SHA-512 (the Kafka secret's defaults and
+Amazon MSK's SCRAM listener) and the registry's HTTPS port, both with a certificate the stack's own CA signed, which
+the secret's ``ca_pem`` names. A plan alone (Spark's Kafka source, Java's client) and a light pass (the task reader,
+librdkafka) each archive exactly through them; without the CA the driver, the task reader and the registry's client
+each fail at once, saying the certificate is the cause."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import timedelta
 
@@ -13,9 +15,10 @@ from pyspark.sql import SparkSession
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka_access import Credentials, KafkaAccess
-from kafkalake_dev.local.endpoints import KAFKA_TLS_PORT, KAFKA_USER
+from kafkalake.registry import RegistryClient, RegistryError, value_subject
+from kafkalake_dev.local.endpoints import KAFKA_TLS_PORT, KAFKA_USER, REGISTRY_TLS_PORT
 from kafkalake_dev.local.sandbox import with_bucket
-from kafkalake_dev.local.stack import local_kafka_tls
+from kafkalake_dev.local.stack import local_tls
 from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.records import light_read_config
@@ -33,13 +36,16 @@ from tests.integration.archive_helpers import (
 
 pytestmark = pytest.mark.stack
 RECORDS = 120
+REGISTRY = f"https://127.0.0.1:{REGISTRY_TLS_PORT}/apis/ccompat/v7"
 
 
 def test_a_plan_alone_and_a_light_pass_archive_exactly_over_scram_and_tls_with_a_private_ca(
     local_stack: Endpoints, spark: SparkSession
 ) -> None:
     endpoints = with_bucket(local_stack, "kafkalake-tls-tests")
-    tls = through_kafka_secret(endpoints, KAFKA_TLS_PORT, ca_pem=local_kafka_tls().ca_pem())
+    tls = dataclasses.replace(
+        through_kafka_secret(endpoints, KAFKA_TLS_PORT, ca_pem=local_tls().ca_pem()), schema_registry_url=REGISTRY
+    )
     alone, *light = [fresh("card-authorized") for _ in range(3)]
     produced = {t.kafka_topic: produce(endpoints, t, RECORDS) for t in [alone, *light]}
 
@@ -57,7 +63,7 @@ def test_a_plan_alone_and_a_light_pass_archive_exactly_over_scram_and_tls_with_a
         assert committed == ends
 
 
-def test_without_the_private_ca_the_driver_and_the_task_reader_say_the_certificate_failed(
+def test_without_the_private_ca_the_driver_the_task_reader_and_the_registry_client_say_the_certificate_failed(
     local_stack: Endpoints, spark: SparkSession
 ) -> None:
     endpoints = with_bucket(local_stack, "kafkalake-tls-tests")
@@ -77,3 +83,11 @@ def test_without_the_private_ca_the_driver_and_the_task_reader_say_the_certifica
     message = str(unread.value)
     assert "KafkaReadFailed: the TLS handshake with Kafka failed while reading" in message
     assert "certificate verify failed" in message and KAFKA_USER[1] not in message
+    untrusting, trusting = (
+        KafkaAccess("", REGISTRY, credentials),
+        KafkaAccess("", REGISTRY, Credentials(*KAFKA_USER, ca_pem=local_tls().ca_pem())),
+    )
+    with pytest.raises(RegistryError, match=r"did not answer \(ConnectError: .*CERTIFICATE_VERIFY_FAILED.*ca_pem"):
+        untrusting.registry().versions(value_subject(topic.kafka_topic))
+    over_http = RegistryClient(endpoints.schema_registry_url).versions(value_subject(topic.kafka_topic))
+    assert trusting.registry().versions(value_subject(topic.kafka_topic)) == over_http != []
