@@ -7,27 +7,44 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.convention import is_internal
 
 T = TypeVar("T")
 SETTLE_SECONDS = 30.0
+REFUSED: frozenset[int] = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+    }
+)
+"""Answers no wait changes (an ACL or a login refused): raised at once, never retried."""
 
 
 def settled(call: Callable[[], T], wait_seconds: float = SETTLE_SECONDS) -> T:
     """``call()``, retried every half second for ``wait_seconds`` while it raises ``KafkaException``: a broker that
     just started answers NOT_LEADER_FOR_PARTITION and NOT_COORDINATOR (neither flagged retriable by librdkafka)
-    until its metadata and its group coordinator settle. The last error is raised when the time is up."""
+    until its metadata and its group coordinator settle. The last error is raised when the time is up; a refusal
+    (``REFUSED``) at once."""
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
             return call()
-        except KafkaException:
-            if time.monotonic() > deadline:
+        except KafkaException as exc:
+            if time.monotonic() > deadline or refusal(exc) is not None:
                 raise
             time.sleep(0.5)
+
+
+def refusal(exc: KafkaException) -> KafkaError | None:
+    """The Kafka error of ``exc`` when it is a refusal (``REFUSED``)."""
+    error = exc.args[0] if exc.args else None
+    return error if isinstance(error, KafkaError) and error.code() in REFUSED else None
 
 
 def watermarks(consumer: Consumer, partition: TopicPartition, wait_seconds: float = SETTLE_SECONDS) -> tuple[int, int]:

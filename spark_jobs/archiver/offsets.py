@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafkalake.kafka import settled, watermarks
+from kafkalake.kafka import refusal, settled, watermarks
 from kafkalake.kafka_access import KafkaAccess
 
 
 def consumer_group(kafka_topic: str) -> str:
     return f"kafkalake-archiver.{kafka_topic}"
+
+
+class KafkaAccessDenied(RuntimeError):
+    """Kafka's ACLs refused the archiver's user an operation on a topic's consumer group."""
 
 
 KafkaState = tuple[dict[int, int | None], dict[int, int], dict[int, int]]
@@ -89,8 +94,11 @@ class Offsets:
     def committed(self, partitions: Iterable[int]) -> dict[int, int | None]:
         """The group's committed offset per partition (None when it has none): one request."""
         request = [ConsumerGroupTopicPartitions(self.group, [TopicPartition(self.topic, p) for p in partitions])]
-        found = settled(lambda: self.clients.admin.list_consumer_group_offsets(request)[self.group].result(timeout=15))
-        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in _checked(found)}
+        with self.refusals("read the committed offsets of", "Describe"):
+            found = _checked(
+                settled(lambda: self.clients.admin.list_consumer_group_offsets(request)[self.group].result(timeout=15))
+            )
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
 
     def commit(self, ranges: dict[int, tuple[int, int]]) -> None:
         """Commit the plan's ends, never moving a partition backwards: only the plan's partitions' commits are read
@@ -101,9 +109,28 @@ class Offsets:
         ]
         if forward:
             request = [ConsumerGroupTopicPartitions(self.group, forward)]
-            _checked(
-                settled(lambda: self.clients.admin.alter_consumer_group_offsets(request)[self.group].result(timeout=15))
-            )
+            with self.refusals("commit the offsets of", "Read"):
+                _checked(
+                    settled(
+                        lambda: self.clients.admin.alter_consumer_group_offsets(request)[self.group].result(timeout=15)
+                    )
+                )
+
+    @contextmanager
+    def refusals(self, what: str, operation: str) -> Iterator[None]:
+        """A refusal from Kafka (``kafkalake.kafka.REFUSED``) as ``KafkaAccessDenied``, saying what to grant."""
+        try:
+            yield
+        except KafkaException as exc:
+            error = refusal(exc)
+            if error is None:
+                raise
+            raise KafkaAccessDenied(
+                f"topic {self.topic}: Kafka refused to {what} group {self.group} ({error.name()}: {error.str()}). "
+                f"Grant the archiver's Kafka user {operation} on the group, or on every group prefixed "
+                "kafkalake-archiver. (docs/deploying.md lists the ACLs); nothing of the plan was committed, and the "
+                "next run redoes it"
+            ) from exc
 
 
 def _checked(found: ConsumerGroupTopicPartitions) -> list[TopicPartition]:

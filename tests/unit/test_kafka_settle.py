@@ -1,4 +1,5 @@
-"""Kafka calls ride out a broker that has just started, and give up with its error when it never settles."""
+"""Kafka calls ride out a broker that has just started, give up with its error when it never settles, and never wait
+out a refusal."""
 
 from __future__ import annotations
 
@@ -36,3 +37,16 @@ def test_a_broker_that_never_settles_raises_its_last_error() -> None:
         settled(call, wait_seconds=0.6)
     assert exc.value.args[0].code() == KafkaError.NOT_COORDINATOR
     assert len(calls) >= 2
+
+
+@pytest.mark.parametrize("code", [KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED])
+def test_a_refusal_is_raised_at_once(code: int) -> None:
+    calls = []
+
+    def call() -> str:
+        calls.append(1)
+        raise KafkaException(KafkaError(code))
+
+    with pytest.raises(KafkaException):
+        settled(call, wait_seconds=10)
+    assert calls == [1]
