@@ -7,12 +7,21 @@ import dataclasses
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there, re-exported without __all__
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -67,6 +76,38 @@ def through_kafka_secret(endpoints: Endpoints, port: int, **secret: str) -> Endp
     secrets = make_client(endpoints, "secretsmanager")
     arn = secrets.create_secret(Name=f"kafkalake/test/{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
     return dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{port}", kafka_secret_arn=arn)
+
+
+def acl(
+    kind: ResourceType, name: str, operation: AclOperation, permission: AclPermissionType = AclPermissionType.ALLOW
+) -> AclBinding:
+    """One literal ACL for ``KAFKA_USER`` from any host."""
+    return AclBinding(kind, name, ResourcePatternType.LITERAL, f"User:{KAFKA_USER[0]}", "*", operation, permission)
+
+
+@contextmanager
+def kafka_acls(endpoints: Endpoints) -> Iterator[Callable[[list[AclBinding]], None]]:
+    """A ``grant`` that sets ACLs on the local broker through its plaintext listener (whose user is a super user);
+    every ACL it set is deleted when the block ends."""
+    admin, granted = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), []
+
+    def grant(acls: list[AclBinding]) -> None:
+        granted.extend(acls)
+        for future in admin.create_acls(acls).values():
+            future.result(30)
+
+    try:
+        yield grant
+    finally:
+        revoke(admin, granted)
+
+
+def revoke(admin: AdminClient, acls: list[AclBinding]) -> None:
+    """Delete exactly ``acls``."""
+    fields = ("restype", "name", "resource_pattern_type", "principal", "host", "operation", "permission_type")
+    filters = [AclBindingFilter(*(getattr(a, f) for f in fields)) for a in acls]
+    for future in admin.delete_acls(filters).values() if filters else []:
+        future.result(30)
 
 
 def topic_with_schema(endpoints: Endpoints, topic: Topic, schema: str) -> int:

@@ -12,12 +12,8 @@ from datetime import timedelta
 
 import pytest
 from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there, re-exported without __all__
-    AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
     ResourceType,
 )
 from pyspark.sql import SparkSession
@@ -35,10 +31,12 @@ from spark_jobs.archiver.records import SHARED_READ_GROUP, light_read_config
 from spark_jobs.archiver.task_reader import read_ranges
 from spark_jobs.common import Run
 from tests.integration.archive_helpers import (
+    acl,
     archive_topic,
     committed_and_end,
     fresh,
     good_records,
+    kafka_acls,
     produce,
     read_back,
     through_kafka_secret,
@@ -103,11 +101,6 @@ def test_without_the_private_ca_the_driver_the_task_reader_and_the_registry_clie
     assert trusting.registry().versions(value_subject(topic.kafka_topic)) == over_http != []
 
 
-def allow(principal: str, kind: ResourceType, name: str, *operations: AclOperation) -> list[AclBinding]:
-    literal, anywhere = ResourcePatternType.LITERAL, "*"
-    return [AclBinding(kind, name, literal, principal, anywhere, o, AclPermissionType.ALLOW) for o in operations]
-
-
 def test_the_kafka_acls_the_docs_list_are_enough_and_without_group_read_nothing_is_committed(
     local_stack: Endpoints, spark: SparkSession
 ) -> None:
@@ -120,60 +113,37 @@ def test_the_kafka_acls_the_docs_list_are_enough_and_without_group_read_nothing_
     )
     topics = [alone, *light, unread]
     produced = {t.kafka_topic: produce(endpoints, t, RECORDS) for t in topics}
-    user, describe, read = f"User:{KAFKA_USER[0]}", AclOperation.DESCRIBE, AclOperation.READ
-    acls = [  # docs/deploying.md's list, per topic: a resource with an ACL denies whatever its ACLs do not allow
-        *(a for t in topics for a in allow(user, ResourceType.TOPIC, t.kafka_topic, describe, read)),
-        *(
-            a
-            for t in [alone, *light]
-            for a in allow(user, ResourceType.GROUP, consumer_group(t.kafka_topic), describe, read)
-        ),
-        *allow(user, ResourceType.GROUP, consumer_group(unread.kafka_topic), describe),  # no Read: it cannot commit
-        AclBinding(  # the run's shared group needs nothing: every use of it is assigned partitions, never the group
-            ResourceType.GROUP,
-            SHARED_READ_GROUP,
-            ResourcePatternType.LITERAL,
-            user,
-            "*",
-            AclOperation.ALL,
-            AclPermissionType.DENY,
-        ),
+    describe, read, group = AclOperation.DESCRIBE, AclOperation.READ, ResourceType.GROUP
+    documented = [  # docs/deploying.md's list: a resource with an ACL denies whatever its ACLs do not allow
+        *(acl(ResourceType.TOPIC, t.kafka_topic, o) for t in topics for o in (describe, read)),
+        *(acl(group, consumer_group(t.kafka_topic), o) for t in [alone, *light] for o in (describe, read)),
+        acl(group, consumer_group(unread.kafka_topic), describe),  # no Read: it cannot commit
+        # the run's shared group needs nothing: every use of it is assigned partitions, never the group
+        acl(group, SHARED_READ_GROUP, AclOperation.ALL, AclPermissionType.DENY),
     ]
-    admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})  # the plaintext listener's super user
-    for future in admin.create_acls(acls).values():
-        future.result(30)
-    try:
+
+    with kafka_acls(endpoints) as grant:
+        grant(documented)
         summary = archive_topic(spark, tls, alone)
-        assert summary.written == good_records(produced[alone.kafka_topic]) > 0
         run = Run("acls", lease_ttl=timedelta(minutes=15))
         results = archive_fleet(spark, tls, light, concurrency=2, deadline=time.monotonic() + 600, run=run, say=print)
-        assert [r.ok for r in results] == [True, True], [r.error for r in results]
-        for topic in [alone, *light]:
-            assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic])
-            committed, ends = committed_and_end(endpoints, topic)
-            assert committed == ends
-
         with pytest.raises(KafkaAccessDenied) as refused:
             archive_topic(spark, tls, unread)
-        assert str(refused.value).startswith(
-            f"topic {unread.kafka_topic}: Kafka refused to commit the offsets of group "
-            f"{consumer_group(unread.kafka_topic)} (GROUP_AUTHORIZATION_FAILED: Broker: Group authorization failed). "
-            "Grant the archiver's Kafka user Read on the group"
-        )
-        assert all(offset < 0 for offset in committed_and_end(endpoints, unread)[0].values())
-        for future in admin.create_acls(
-            allow(user, ResourceType.GROUP, consumer_group(unread.kafka_topic), read)
-        ).values():
-            future.result(30)
+        nothing = committed_and_end(endpoints, unread)[0]
+        grant([acl(group, consumer_group(unread.kafka_topic), read)])
         redone = archive_topic(spark, tls, unread)
-        assert redone.redone_plan and redone.written == good_records(produced[unread.kafka_topic])
-        assert read_back(spark, endpoints, unread).count() == redone.written
-    finally:
-        filters = [
-            AclBindingFilter(
-                a.restype, a.name, a.resource_pattern_type, a.principal, a.host, a.operation, a.permission_type
-            )
-            for a in acls
-        ]
-        for future in admin.delete_acls(filters).values():
-            future.result(30)
+
+    assert summary.written == good_records(produced[alone.kafka_topic]) > 0
+    assert [r.ok for r in results] == [True, True], [r.error for r in results]
+    for topic in [alone, *light]:
+        assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic])
+        committed, ends = committed_and_end(endpoints, topic)
+        assert committed == ends
+    assert str(refused.value).startswith(
+        f"topic {unread.kafka_topic}: Kafka refused to commit the offsets of group "
+        f"{consumer_group(unread.kafka_topic)} (GROUP_AUTHORIZATION_FAILED: Broker: Group authorization failed). "
+        "Grant the archiver's Kafka user Read on the group"
+    )
+    assert all(offset < 0 for offset in nothing.values())
+    assert redone.redone_plan and redone.written == good_records(produced[unread.kafka_topic])
+    assert read_back(spark, endpoints, unread).count() == redone.written
