@@ -25,6 +25,7 @@ from pathlib import Path
 
 from infra.assets import cached_folder, fetch, maven
 from infra.repo import REPO_ROOT, cache_dir
+from kafkalake.kafka import settled
 from kafkalake_dev.local.endpoints import (
     AWS_PORT,
     CONTROLLER_PORT,
@@ -348,8 +349,12 @@ def _scram_user() -> None:
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}"})
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
     upsert = UserScramCredentialUpsertion(KAFKA_USER[0], info, KAFKA_USER[1].encode())
-    for future in admin.alter_user_scram_credentials([upsert]).values():
-        future.result(30)
+
+    def request() -> None:
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(30)
+
+    settled(request)  # a broker that just started may not take it yet
 
 
 def down(names: list[str] | None = None) -> None:
