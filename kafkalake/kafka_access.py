@@ -1,12 +1,19 @@
 """How the jobs reach Kafka and the schema registry: addresses from configuration, credentials from AWS Secrets
 Manager (the secret ``kafka_secret_arn`` in environments.yaml names), never from code.
 
-The secret is a JSON object::
+The secret is a JSON object, for SASL::
 
     {"username": "...", "password": "...",                      # Kafka SASL
      "mechanism": "SCRAM-SHA-512", "security_protocol": "SASL_SSL", # optional; these are the defaults
-     "ca_pem": "-----BEGIN CERTIFICATE-----...",                  # optional: the brokers' CA, for SASL_SSL
+     "ca_pem": "-----BEGIN CERTIFICATE-----...",                  # optional: the brokers' CA, with TLS
      "registry_username": "...", "registry_password": "..."}      # optional: schema registry basic auth
+
+or, for TLS with a client certificate (mutual TLS, as Amazon MSK's TLS client authentication)::
+
+    {"security_protocol": "SSL",
+     "certificate_pem": "-----BEGIN CERTIFICATE-----...",         # the client's certificate, then its chain
+     "key_pem": "-----BEGIN PRIVATE KEY-----...",                 # its key: PKCS#8, unencrypted
+     "ca_pem": "...", "registry_username": "...", "registry_password": "..."}   # optional, as above
 
 ``ca_pem`` is for brokers whose certificate a private CA signed (a self-managed cluster): the Kafka clients then trust
 that CA (librdkafka's ``ssl.ca.pem``, the Java client's PEM truststore), and the registry's client trusts it beside the
@@ -29,8 +36,12 @@ LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
-PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT")
+SASL_PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT")
+MUTUAL_TLS = "SSL"
 PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
+PEM_KEY = "-----BEGIN PRIVATE KEY-----"
+SASL_FIELDS = ("username", "password", "mechanism")
+MUTUAL_TLS_FIELDS = ("certificate_pem", "key_pem")
 
 
 class CredentialsInvalid(ValueError):
@@ -39,13 +50,19 @@ class CredentialsInvalid(ValueError):
 
 @dataclass(frozen=True)
 class Credentials:
-    username: str
-    password: str
+    username: str = ""
+    password: str = ""
     mechanism: str = "SCRAM-SHA-512"
     security_protocol: str = "SASL_SSL"
     ca_pem: str | None = None
+    certificate_pem: str | None = None
+    key_pem: str | None = None
     registry_username: str | None = None
     registry_password: str | None = None
+
+    @property
+    def mutual_tls(self) -> bool:
+        return self.security_protocol == MUTUAL_TLS
 
     @classmethod
     def from_secret(cls, secret_string: str, source: str) -> Credentials:
@@ -55,31 +72,42 @@ class Credentials:
             raise CredentialsInvalid(f"secret {source} is not JSON ({exc}); store a JSON object") from exc
         if not isinstance(fields, dict):
             raise CredentialsInvalid(f"secret {source} must be a JSON object, not {type(fields).__name__}")
-        missing = [k for k in ("username", "password") if not fields.get(k)]
-        unknown = sorted(set(fields) - set(cls.__dataclass_fields__))
+        mutual = fields.get("security_protocol") == MUTUAL_TLS
+        needed, foreign = (MUTUAL_TLS_FIELDS, SASL_FIELDS) if mutual else (("username", "password"), MUTUAL_TLS_FIELDS)
+        missing = [k for k in needed if not fields.get(k)]
+        unknown = sorted((set(fields) - set(cls.__dataclass_fields__)) | (set(fields) & set(foreign)))
         if missing or unknown:
+            kind = "TLS with a client certificate" if mutual else "SASL"
             raise CredentialsInvalid(
-                f"secret {source}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; "
-                f"expected keys: {', '.join(cls.__dataclass_fields__)}"
+                f"secret {source} ({kind}): missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; "
+                f"expected keys: {', '.join(k for k in cls.__dataclass_fields__ if k not in foreign)}"
             )
-        credentials = cls(**fields)
-        if credentials.mechanism not in LOGIN_MODULES:
+        return cls(**fields).checked(source)
+
+    def checked(self, source: str) -> Credentials:
+        """These credentials, or ``CredentialsInvalid`` saying which value kafkalake cannot use."""
+        if self.security_protocol not in (*SASL_PROTOCOLS, MUTUAL_TLS):
             raise CredentialsInvalid(
-                f"secret {source}: mechanism {credentials.mechanism!r} is not one of {', '.join(LOGIN_MODULES)}"
+                f"secret {source}: security_protocol {self.security_protocol!r} is not one of "
+                f"{', '.join((*SASL_PROTOCOLS, MUTUAL_TLS))}"
             )
-        if credentials.security_protocol not in PROTOCOLS:
+        if not self.mutual_tls and self.mechanism not in LOGIN_MODULES:
             raise CredentialsInvalid(
-                f"secret {source}: security_protocol {credentials.security_protocol!r} is not one of "
-                f"{', '.join(PROTOCOLS)}"
+                f"secret {source}: mechanism {self.mechanism!r} is not one of {', '.join(LOGIN_MODULES)}"
             )
-        if credentials.ca_pem is not None and (
-            credentials.security_protocol != "SASL_SSL" or not credentials.ca_pem.lstrip().startswith(PEM_CERTIFICATE)
-        ):
+        tls = self.security_protocol in ("SASL_SSL", MUTUAL_TLS)
+        if self.ca_pem is not None and (not tls or not _pem(self.ca_pem, PEM_CERTIFICATE)):
             raise CredentialsInvalid(
                 f"secret {source}: ca_pem must be the brokers' CA certificate in PEM (beginning {PEM_CERTIFICATE}), "
-                "with security_protocol SASL_SSL; leave it out to trust the system's CAs"
+                "with security_protocol SASL_SSL or SSL; leave it out to trust the system's CAs"
             )
-        return credentials
+        if self.mutual_tls and not (_pem(self.certificate_pem, PEM_CERTIFICATE) and _pem(self.key_pem, PEM_KEY)):
+            raise CredentialsInvalid(
+                f"secret {source}: certificate_pem must be the client's certificate in PEM (beginning "
+                f"{PEM_CERTIFICATE}) and key_pem its unencrypted PKCS#8 key (beginning {PEM_KEY}; "
+                "`openssl pkcs8 -topk8 -nocrypt` converts one)"
+            )
+        return self
 
     def jaas(self) -> str:
         def quoted(value: str) -> str:
@@ -87,6 +115,10 @@ class Credentials:
 
         module = LOGIN_MODULES[self.mechanism]
         return f"{module} required username={quoted(self.username)} password={quoted(self.password)};"
+
+
+def _pem(value: str | None, begins: str) -> bool:
+    return value is not None and value.lstrip().startswith(begins)
 
 
 @dataclass(frozen=True)
@@ -98,31 +130,39 @@ class KafkaAccess:
     def client_config(self) -> dict[str, str]:
         """librdkafka (confluent-kafka) settings."""
         config = {"bootstrap.servers": self.bootstrap}
-        if self.credentials:
+        found = self.credentials
+        if found is None:
+            return config
+        config["security.protocol"] = found.security_protocol
+        if found.mutual_tls:
+            config |= {"ssl.certificate.pem": found.certificate_pem or "", "ssl.key.pem": found.key_pem or ""}
+        else:
             config |= {
-                "security.protocol": self.credentials.security_protocol,
-                "sasl.mechanisms": self.credentials.mechanism,
-                "sasl.username": self.credentials.username,
-                "sasl.password": self.credentials.password,
+                "sasl.mechanisms": found.mechanism,
+                "sasl.username": found.username,
+                "sasl.password": found.password,
             }
-            if self.credentials.ca_pem:
-                config["ssl.ca.pem"] = self.credentials.ca_pem
+        if found.ca_pem:
+            config["ssl.ca.pem"] = found.ca_pem
         return config
 
     def spark_options(self) -> dict[str, str]:
         """Options of Spark's Kafka source (the Java client's settings, prefixed ``kafka.``)."""
         options = {"kafka.bootstrap.servers": self.bootstrap}
-        if self.credentials:
+        found = self.credentials
+        if found is None:
+            return options
+        options["kafka.security.protocol"] = found.security_protocol
+        if found.mutual_tls:
             options |= {
-                "kafka.security.protocol": self.credentials.security_protocol,
-                "kafka.sasl.mechanism": self.credentials.mechanism,
-                "kafka.sasl.jaas.config": self.credentials.jaas(),
+                "kafka.ssl.keystore.type": "PEM",
+                "kafka.ssl.keystore.certificate.chain": found.certificate_pem or "",
+                "kafka.ssl.keystore.key": found.key_pem or "",
             }
-            if self.credentials.ca_pem:
-                options |= {
-                    "kafka.ssl.truststore.type": "PEM",
-                    "kafka.ssl.truststore.certificates": self.credentials.ca_pem,
-                }
+        else:
+            options |= {"kafka.sasl.mechanism": found.mechanism, "kafka.sasl.jaas.config": found.jaas()}
+        if found.ca_pem:
+            options |= {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.certificates": found.ca_pem}
         return options
 
     def registry(self) -> RegistryClient:

@@ -27,6 +27,9 @@ KAFKA_TLS_PORT: Final = 19095
 """A SASL_SSL listener with SCRAM-SHA-512, as Amazon MSK's SCRAM listener and the Kafka secret's defaults
 (``kafkalake.kafka_access.Credentials``), its certificate from the stack's own CA (``kafkalake_dev.local.tls``): the
 secret's ``ca_pem`` is that CA's (``kafkalake_dev.local.stack.local_tls``)."""
+KAFKA_MTLS_PORT: Final = 19096
+"""A TLS listener that requires a client certificate (mutual TLS, as Amazon MSK's TLS client authentication): the
+stack's client certificate (``kafkalake_dev.local.tls``) is the principal ``User:CN=kafkalake``."""
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 """The user both SASL listeners admit (PLAIN on one, SCRAM-SHA-512 on the other)."""
 REGISTRY_PORT: Final = 18081

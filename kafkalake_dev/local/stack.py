@@ -29,6 +29,7 @@ from kafkalake.kafka import settled
 from kafkalake_dev.local.endpoints import (
     AWS_PORT,
     CONTROLLER_PORT,
+    KAFKA_MTLS_PORT,
     KAFKA_PORT,
     KAFKA_SASL_PORT,
     KAFKA_TLS_PORT,
@@ -202,46 +203,58 @@ def _java() -> str:
 
 
 def local_tls() -> StackTls:
-    """The certificates the broker's TLS listener and the registry's HTTPS port present (made on first use):
-    ``ca_pem()`` is what a client trusts."""
+    """The certificates the broker's TLS listeners and the registry's HTTPS port present, and the mutual TLS
+    listener's client certificate (made on first use): ``ca_pem()`` is what a client trusts."""
     return stack_tls(state_dir() / "tls")
+
+
+def _kafka_listeners(tls: StackTls) -> list[str]:
+    """The broker's listeners: plaintext (its ANONYMOUS a super user), SASL PLAIN, SCRAM over TLS and mutual TLS;
+    ACLs decide, and a resource without ACLs is open."""
+    listeners = (
+        f"PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT},"
+        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT},SSL://127.0.0.1:{KAFKA_MTLS_PORT}"
+    )
+    return [
+        f"listeners={listeners},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
+        f"advertised.listeners={listeners}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL,SSL:SSL",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_{KAFKA_USER[0]}="{KAFKA_USER[1]}";',
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_ssl.ssl.keystore.type=PEM",
+        f"listener.name.sasl_ssl.ssl.keystore.location={tls.keystore}",
+        "listener.name.ssl.ssl.keystore.type=PEM",
+        f"listener.name.ssl.ssl.keystore.location={tls.keystore}",
+        "listener.name.ssl.ssl.truststore.type=PEM",
+        f"listener.name.ssl.ssl.truststore.location={tls.ca}",
+        "listener.name.ssl.ssl.client.auth=required",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found=true",
+    ]
 
 
 def _prepare_kafka(work: Path) -> list[str]:
     libs = kafka_libs()
     work.mkdir(parents=True, exist_ok=True)
     data = work / "data"
-    tls = local_tls()
     (work / "log4j.properties").write_text(LOG4J)
     props = work / "server.properties"
-    listeners = (
-        f"PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT},"
-        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT}"
-    )
     props.write_text(
         "\n".join(
             [
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{CONTROLLER_PORT}",
-                f"listeners={listeners},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
-                f"advertised.listeners={listeners}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                "SASL_SSL:SASL_SSL",
-                "sasl.enabled.mechanisms=PLAIN",
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config="
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'user_{KAFKA_USER[0]}="{KAFKA_USER[1]}";',
-                "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
-                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-                "listener.name.sasl_ssl.ssl.keystore.type=PEM",
-                f"listener.name.sasl_ssl.ssl.keystore.location={tls.keystore}",
-                "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                "super.users=User:ANONYMOUS",
-                "allow.everyone.if.no.acl.found=true",
+                *_kafka_listeners(local_tls()),
                 f"log.dirs={data}",
                 "num.partitions=3",
                 "offsets.topic.replication.factor=1",

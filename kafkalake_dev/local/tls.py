@@ -1,7 +1,8 @@
-"""The local stack's TLS certificates: a certificate authority of the stack's own and the server certificate it
-signs, which the broker's SASL_SSL listener and the registry's HTTPS port present, as a self-managed cluster's private
-CA would sign them (Amazon MSK's certificates are publicly trusted, so its clients need no CA of their own; a private
-CA's goes in the Kafka secret's ``ca_pem``, ``kafkalake.kafka_access``).
+"""The local stack's TLS certificates: a certificate authority of the stack's own, the server certificate it signs
+(which the broker's TLS listeners and the registry's HTTPS port present) and a client certificate (for the broker's
+mutual TLS listener), as a self-managed cluster's private CA would sign them. Amazon MSK's server certificates are
+publicly trusted, so its clients need no CA of their own; a private CA's goes in the Kafka secret's ``ca_pem``
+(``kafkalake.kafka_access``).
 
 Made once under the stack's state folder (``stack_tls``) and read back after: an EC P-256 key each, the server
 certificate for 127.0.0.1 and localhost (every client checks the name: librdkafka's and Java's
@@ -21,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALID_FOR = datetime.timedelta(days=3650)
+CLIENT = "kafkalake"
+"""The client certificate's common name: the broker's principal for it is ``User:CN=kafkalake``."""
 
 
 @dataclass(frozen=True)
@@ -33,45 +36,87 @@ class StackTls:
     """The server's certificate and the CA's (PEM), as the registry's HTTPS port presents them."""
     keystore: Path
     """The key and the chain in one file, as Kafka's PEM keystore reads them."""
+    client_key: Path
+    """A client's private key (PKCS#8, PEM), for the broker's mutual TLS listener."""
+    client_chain: Path
+    """That client's certificate (CN=``CLIENT``) and the CA's (PEM)."""
 
     def ca_pem(self) -> str:
         return self.ca.read_text()
 
 
 def stack_tls(folder: Path) -> StackTls:
-    """The stack's CA and server certificate under ``folder``, made on first use."""
-    found = StackTls(folder / "ca.pem", folder / "server-key.pem", folder / "server-chain.pem", folder / "keystore.pem")
-    if all(path.exists() for path in (found.ca, found.key, found.chain, found.keystore)):
+    """The stack's CA, server and client certificates under ``folder``, made on first use (all again when one is
+    missing)."""
+    found = StackTls(
+        *(folder / name for name in ("ca.pem", "server-key.pem", "server-chain.pem", "keystore.pem")),
+        *(folder / name for name in ("client-key.pem", "client-chain.pem")),
+    )
+    if all(path.exists() for path in vars(found).values()):
         return found
     folder.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
-    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kafkalake local CA")])
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("kafkalake local CA")
     ca = (
         _builder(ca_name, ca_name, ca_key.public_key(), now)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_usage(cert_sign=True), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    server_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    server = (
-        _builder(server_name, ca_name, server_key.public_key(), now)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_usage(cert_sign=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(ca_key, hashes.SHA256())
+    server_key, server = _signed(
+        ca, ca_key, now, common_name="127.0.0.1", usage=ExtendedKeyUsageOID.SERVER_AUTH, names=names
     )
-    key = server_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    chain = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in (server, ca))
-    for path, content in ((found.key, key), (found.chain, chain), (found.keystore, key + chain)):
+    client_key, client = _signed(ca, ca_key, now, common_name=CLIENT, usage=ExtendedKeyUsageOID.CLIENT_AUTH, names=[])
+    written = {
+        found.key: _pkcs8(server_key),
+        found.chain: _pems(server, ca),
+        found.keystore: _pkcs8(server_key) + _pems(server, ca),
+        found.client_key: _pkcs8(client_key),
+        found.client_chain: _pems(client, ca),
+    }
+    for path, content in written.items():
         path.write_bytes(content)
         path.chmod(0o600)
-    found.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    found.ca.write_bytes(_pems(ca))
     return found
+
+
+def _signed(
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    now: datetime.datetime,
+    *,
+    common_name: str,
+    usage: x509.ObjectIdentifier,
+    names: list[x509.GeneralName],
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A new key and its certificate for ``common_name``, signed by the CA, for ``usage`` (server or client)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        _builder(_name(common_name), ca.subject, key.public_key(), now)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _pkcs8(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _pems(*certificates: x509.Certificate) -> bytes:
+    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certificates)
 
 
 def _builder(

@@ -71,8 +71,10 @@ def good_records(counts: Counter[str]) -> int:
 
 def through_kafka_secret(endpoints: Endpoints, port: int, **secret: str) -> Endpoints:
     """``endpoints`` reaching Kafka on the local broker's listener at ``port`` with a Kafka secret of their own in the
-    local Secrets Manager (``kafkalake.kafka_access``): ``KAFKA_USER``'s username and password, and ``secret``."""
-    value = {"username": KAFKA_USER[0], "password": KAFKA_USER[1], **secret}
+    local Secrets Manager (``kafkalake.kafka_access``): ``secret``, with ``KAFKA_USER``'s username and password unless
+    it is mutual TLS's (``security_protocol`` SSL)."""
+    login = {} if secret.get("security_protocol") == "SSL" else {"username": KAFKA_USER[0], "password": KAFKA_USER[1]}
+    value = {**login, **secret}
     secrets = make_client(endpoints, "secretsmanager")
     arn = secrets.create_secret(Name=f"kafkalake/test/{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
     return dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{port}", kafka_secret_arn=arn)

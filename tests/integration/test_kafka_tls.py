@@ -7,6 +7,7 @@ each fail at once, saying the certificate is the cause."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from datetime import timedelta
 
@@ -21,13 +22,13 @@ from pyspark.sql import SparkSession
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka_access import Credentials, KafkaAccess
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
-from kafkalake_dev.local.endpoints import KAFKA_TLS_PORT, KAFKA_USER, REGISTRY_TLS_PORT
+from kafkalake_dev.local.endpoints import KAFKA_MTLS_PORT, KAFKA_TLS_PORT, KAFKA_USER, REGISTRY_TLS_PORT
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.stack import local_tls
 from spark_jobs.archiver.job import archive_fleet
 from spark_jobs.archiver.offsets import KafkaAccessDenied, consumer_group
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import SHARED_READ_GROUP, light_read_config
+from spark_jobs.archiver.records import SHARED_READ_GROUP, light_read_config, read_kafka
 from spark_jobs.archiver.task_reader import read_ranges
 from spark_jobs.common import Run
 from tests.integration.archive_helpers import (
@@ -41,6 +42,7 @@ from tests.integration.archive_helpers import (
     read_back,
     through_kafka_secret,
 )
+from tests.plans import plan_renderings
 
 pytestmark = pytest.mark.stack
 RECORDS = 120
@@ -147,3 +149,32 @@ def test_the_kafka_acls_the_docs_list_are_enough_and_without_group_read_nothing_
     assert all(offset < 0 for offset in nothing.values())
     assert redone.redone_plan and redone.written == good_records(produced[unread.kafka_topic])
     assert read_back(spark, endpoints, unread).count() == redone.written
+
+
+def test_a_plan_alone_and_a_light_pass_archive_exactly_over_mutual_tls_and_no_plan_shows_the_key(
+    local_stack: Endpoints, spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoints = with_bucket(local_stack, "kafkalake-tls-tests")
+    tls = local_tls()
+    client = {"certificate_pem": tls.client_chain.read_text(), "key_pem": tls.client_key.read_text()}
+    mine = {"security_protocol": "SSL", "ca_pem": tls.ca_pem()}
+    mutual = through_kafka_secret(endpoints, KAFKA_MTLS_PORT, **mine, **client)
+    alone, *light = [fresh("card-authorized") for _ in range(3)]
+    produced = {t.kafka_topic: produce(endpoints, t, RECORDS) for t in [alone, *light]}
+
+    summary = archive_topic(spark, mutual, alone)  # Java's client with its PEM keystore
+    run = Run("mtls", lease_ttl=timedelta(minutes=15))
+    results = archive_fleet(spark, mutual, light, concurrency=2, deadline=time.monotonic() + 600, run=run, say=print)
+
+    assert summary.written == good_records(produced[alone.kafka_topic]) > 0
+    assert [s.shared_job for r in results for s in r.plans] == [len(light)] * len(light), [r.error for r in results]
+    for topic in [alone, *light]:
+        assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic])
+        committed, ends = committed_and_end(endpoints, topic)
+        assert committed == ends
+    access = KafkaAccess(mutual.kafka_bootstrap, REGISTRY, Credentials.from_secret(json.dumps(client | mine), "test"))
+    key = client["key_pem"].splitlines()[1]  # the key's first line of base64
+    read = Plan(alone.kafka_topic, "2026-11-28T00:00:00+00:00", {0: (0, 1)})
+    for frame in (read_kafka(spark, access, read, True), read_ranges(spark, light_read_config(access), [read], True)):
+        assert frame.count() == 1
+        assert [name for name, text in plan_renderings(frame, capsys).items() if key in text] == []

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from kafkalake.personal import PseudonymKey
 from spark_jobs.erasure.index import index_digest, partitions_holding
 from spark_jobs.erasure.matching import subject_matches
+from tests.plans import plan_renderings
 
 KEY = PseudonymKey("k1", bytes(range(32)))
 ERASED, KEPT = KEY.digest("customer-1"), KEY.digest("customer-2")
@@ -20,12 +21,7 @@ def plans(frame: DataFrame, capsys: pytest.CaptureFixture[str]) -> str:
     """Every rendering of ``frame``'s plan once it has run: as the event log records it (the executed plan, the
     optimized plan as JSON) and as ``explain`` prints it in each mode."""
     frame.collect()
-    execution = frame._jdf.queryExecution()
-    renderings = [execution.toString(), execution.executedPlan().toString(), execution.optimizedPlan().toJSON()]
-    for mode in ("simple", "extended", "codegen", "cost", "formatted"):
-        frame.explain(mode=mode)
-        renderings.append(capsys.readouterr().out)
-    return "\n".join(renderings)
+    return "\n".join(plan_renderings(frame, capsys).values())
 
 
 def test_the_scan_joins_the_digests_it_looks_for(bare_spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,7 +56,18 @@ def test_secret_gives_sasl_settings_to_both_kafka_clients_and_the_registry() -> 
         ('{"username": "svc"}', "missing ['password']"),
         ('{"username": "u", "password": "p", "user": "x"}', "unknown ['user']"),
         ('{"username": "u", "password": "p", "mechanism": "GSSAPI"}', "mechanism 'GSSAPI' is not one of"),
-        ('{"username": "u", "password": "p", "security_protocol": "SSL"}', "security_protocol 'SSL' is not one of"),
+        (
+            '{"username": "u", "password": "p", "security_protocol": "PLAINTEXT"}',
+            "security_protocol 'PLAINTEXT' is not one of SASL_SSL, SASL_PLAINTEXT, SSL",
+        ),
+        (
+            '{"username": "u", "password": "p", "security_protocol": "SSL"}',
+            "(TLS with a client certificate): missing ['certificate_pem', 'key_pem'], unknown ['password', 'username']",
+        ),
+        (
+            '{"security_protocol": "SSL", "certificate_pem": "' + CA + '", "key_pem": "MIIE..."}',
+            "key_pem its unencrypted PKCS#8 key",
+        ),
         (
             '{"username": "u", "password": "p", "ca_pem": "MIIB..."}',
             "ca_pem must be the brokers' CA certificate in PEM",
@@ -81,3 +92,25 @@ def test_a_private_ca_goes_to_both_kafka_clients_and_nothing_else() -> None:
     assert (options["kafka.ssl.truststore.type"], options["kafka.ssl.truststore.certificates"]) == ("PEM", "\n" + PEM)
     without = KafkaAccess("b:9096", "https://registry", Credentials("u", "p"))
     assert "ssl.ca.pem" not in without.client_config() and not any("truststore" in k for k in without.spark_options())
+
+
+def test_a_client_certificate_goes_to_both_kafka_clients_without_sasl() -> None:
+    key = "-----BEGIN PRIVATE KEY-----\nMIGH...\n-----END PRIVATE KEY-----\n"
+    secret = {"security_protocol": "SSL", "certificate_pem": PEM, "key_pem": key, "ca_pem": PEM}
+    access = KafkaAccess("b:9094", "https://registry", Credentials.from_secret(json.dumps(secret), "x"))
+    assert access.client_config() == {
+        "bootstrap.servers": "b:9094",
+        "security.protocol": "SSL",
+        "ssl.certificate.pem": PEM,
+        "ssl.key.pem": key,
+        "ssl.ca.pem": PEM,
+    }
+    assert access.spark_options() == {
+        "kafka.bootstrap.servers": "b:9094",
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.keystore.type": "PEM",
+        "kafka.ssl.keystore.certificate.chain": PEM,
+        "kafka.ssl.keystore.key": key,
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.certificates": PEM,
+    }

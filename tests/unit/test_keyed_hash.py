@@ -17,12 +17,12 @@ from pyspark.sql import functions as F
 from kafkalake.personal import PiiAction, PseudonymKey
 from spark_jobs.archiver.pseudonyms import pseudonymise
 from spark_jobs.keyed_hash import keyed_hash
+from tests.plans import plan_renderings
 
 KEYS = {
     "short key": PseudonymKey("k-short", random.Random(1).randbytes(32)),
     "key over one block": PseudonymKey("k-long", random.Random(2).randbytes(100)),
 }
-EXPLAIN_MODES = ("simple", "extended", "codegen", "cost", "formatted")
 WINDOW_BYTES = 8
 """Any run of this many bytes of the key or of its padded blocks, printed in hex, counts as a leak."""
 
@@ -59,15 +59,7 @@ def test_no_rendering_of_the_plan_holds_key_material(
 ) -> None:
     frame = hashed(bare_spark, key)
     assert frame.collect()[0]["_value_v1"]["email"] == key.digest("ann@example.com")
-    execution = frame._jdf.queryExecution()
-    renderings = {
-        "queryExecution": execution.toString(),
-        "executedPlan": execution.executedPlan().toString(),
-        "optimizedPlan JSON": execution.optimizedPlan().toJSON(),
-    }
-    for mode in EXPLAIN_MODES:
-        frame.explain(mode=mode)
-        renderings[f"explain {mode}"] = capsys.readouterr().out
+    renderings = plan_renderings(frame, capsys)
     assert {name: leaks(text, key) for name, text in renderings.items()} == {name: [] for name in renderings}
     assert all("keyed_hash(" in text for name, text in renderings.items() if "JSON" not in name), renderings
 

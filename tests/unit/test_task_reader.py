@@ -25,9 +25,9 @@ from spark_jobs.archiver.task_reader import (
     read_ranges,
     task_ranges,
 )
+from tests.plans import plan_renderings
 
 CREATED = "2026-11-28T00:00:00+00:00"
-EXPLAIN_MODES = ("simple", "extended", "codegen", "cost", "formatted")
 
 
 def plans() -> list[Plan]:
@@ -65,21 +65,28 @@ def test_fewer_ranges_than_cores_take_a_task_each_and_no_ranges_one_empty_task()
     assert task_ranges([Plan("t", CREATED, {0: (7, 7)})], 8) == [[]]
 
 
+KEY_PEM = "-----BEGIN PRIVATE KEY-----\ns3cr3t-Kafka-client-key\n-----END PRIVATE KEY-----\n"
+CREDENTIALS = {
+    "a SASL password": (Credentials("archiver", "s3cr3t-Kafka-password"), "s3cr3t-Kafka-password"),
+    "a client key": (
+        Credentials(security_protocol="SSL", certificate_pem="-----BEGIN CERTIFICATE-----\n", key_pem=KEY_PEM),
+        "s3cr3t-Kafka-client-key",
+    ),
+}
+
+
 @pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize("credentials", CREDENTIALS.values(), ids=CREDENTIALS.keys())
 def test_the_plan_has_the_kafka_sources_columns_and_no_rendering_shows_the_credentials(
-    bare_spark: SparkSession, headers: bool, capsys: pytest.CaptureFixture[str]
+    bare_spark: SparkSession, headers: bool, credentials: tuple[Credentials, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    secret = "s3cr3t-Kafka-password"
-    access = KafkaAccess("broker:9096", "http://registry", Credentials("archiver", secret))
+    given, secret = credentials
+    access = KafkaAccess("broker:9096", "http://registry", given)
     frame = read_ranges(bare_spark, access.client_config(), plans(), headers)
 
     expected = f"{KAFKA_COLUMNS}, {HEADERS}" if headers else KAFKA_COLUMNS
     assert frame.schema.simpleString() == bare_spark.createDataFrame([], expected).schema.simpleString()
-    execution = frame._jdf.queryExecution()
-    renderings = {"queryExecution": execution.toString(), "optimizedPlan JSON": execution.optimizedPlan().toJSON()}
-    for mode in EXPLAIN_MODES:
-        frame.explain(mode=mode)
-        renderings[f"explain {mode}"] = capsys.readouterr().out
+    renderings = plan_renderings(frame, capsys)
     assert [name for name, text in renderings.items() if secret in text] == []
     # every rendering but codegen's (the generated code of the stages around it) names the reader by its class
     assert [name for name, text in renderings.items() if "RangeReader" not in text] == ["explain codegen"]
