@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.kafka import refusal, settled, watermarks
@@ -19,7 +19,8 @@ def consumer_group(kafka_topic: str) -> str:
 
 
 class KafkaAccessDenied(RuntimeError):
-    """Kafka's ACLs refused the archiver's user an operation on a topic's consumer group."""
+    """Kafka refused the archiver's user an operation on a topic's consumer group's offsets (an ACL of the group or
+    of the topic, or its login)."""
 
 
 KafkaState = tuple[dict[int, int | None], dict[int, int], dict[int, int]]
@@ -125,11 +126,15 @@ class Offsets:
             error = refusal(exc)
             if error is None:
                 raise
+            on = {
+                KafkaError.GROUP_AUTHORIZATION_FAILED: "the group, or on every group prefixed kafkalake-archiver.",
+                KafkaError.TOPIC_AUTHORIZATION_FAILED: f"the topic {self.topic}",
+            }.get(error.code())
+            fix = f"Grant the archiver's Kafka user {operation} on {on}" if on else "Check the secret's credentials"
             raise KafkaAccessDenied(
                 f"topic {self.topic}: Kafka refused to {what} group {self.group} ({error.name()}: {error.str()}). "
-                f"Grant the archiver's Kafka user {operation} on the group, or on every group prefixed "
-                "kafkalake-archiver. (docs/deploying.md lists the ACLs); nothing of the plan was committed, and the "
-                "next run redoes it"
+                f"{fix} (docs/deploying.md lists the ACLs); nothing of the plan was committed, and the next run "
+                "redoes it"
             ) from exc
 
 
