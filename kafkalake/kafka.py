@@ -14,16 +14,16 @@ from kafkalake.convention import is_internal
 
 T = TypeVar("T")
 SETTLE_SECONDS = 30.0
-REFUSED: frozenset[int] = frozenset(
-    {
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-        KafkaError._AUTHENTICATION,
-    }
-)
-"""Answers no wait changes (an ACL or a login refused): raised at once, never retried."""
+REFUSED: dict[int, str] = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "Kafka's ACLs refused the archiver's user",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "Kafka's ACLs refused the archiver's user",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "Kafka's ACLs refused the archiver's user",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka refused the archiver's credentials",
+    KafkaError._AUTHENTICATION: "Kafka refused the archiver's credentials",
+    KafkaError._SSL: "the TLS handshake with Kafka failed",
+}
+"""Answers no wait changes (an ACL or a login refused, a broker certificate the client cannot verify), and what
+each means: raised at once, never retried."""
 
 
 def settled(call: Callable[[], T], wait_seconds: float = SETTLE_SECONDS) -> T:

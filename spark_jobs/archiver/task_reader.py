@@ -31,6 +31,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
+from kafkalake.kafka import REFUSED
 from spark_jobs.archiver.plan import Plan
 
 KAFKA_COLUMNS = (
@@ -79,15 +80,6 @@ READER_SETTINGS: dict[str, Any] = {
 librdkafka's default is read_committed); the end-of-partition event ends a range whose last offsets hold no record."""
 
 
-UNRECOVERABLE: dict[int, str] = {
-    KafkaError._AUTHENTICATION: "Kafka refused the archiver's credentials",
-    KafkaError.SASL_AUTHENTICATION_FAILED: "Kafka refused the archiver's credentials",
-    KafkaError._SSL: "the TLS handshake with Kafka failed",
-}
-"""The client errors no wait makes succeed (a refused login, a broker certificate the client cannot verify), and
-what each means."""
-
-
 class KafkaReadFailed(RuntimeError):
     """A range of a light pass could not be read to its end."""
 
@@ -103,8 +95,8 @@ class ClientErrors:
         self.last = error
 
     def unrecoverable(self) -> str | None:
-        """What the last error means when no wait would make the read succeed."""
-        return UNRECOVERABLE.get(self.last.code()) if self.last is not None else None
+        """What the last error means when no wait would make the read succeed (``kafkalake.kafka.REFUSED``)."""
+        return REFUSED.get(self.last.code()) if self.last is not None else None
 
     def said(self) -> str:
         return f" (the Kafka client's last error: {self.last.str()})" if self.last is not None else ""
@@ -188,7 +180,8 @@ def read(
             if failed := errors.unrecoverable():
                 raise KafkaReadFailed(
                     f"{failed} while reading {waiting()}{errors.said()}: check the secret that kafka_secret_arn names "
-                    "in environments.yaml (its username and password, and with a private CA its ca_pem)"
+                    "in environments.yaml (its username and password, and with a private CA its ca_pem) and the "
+                    "user's ACLs (docs/deploying.md)"
                 )
             for message in messages:
                 where = (str(message.topic()), int(message.partition() or 0))

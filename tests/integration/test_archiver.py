@@ -15,7 +15,6 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.lease import Held
 from kafkalake.topic_catalog import Topic, load_topic_catalog
@@ -35,6 +34,7 @@ from tests.integration.archive_helpers import (
     produce,
     read_back,
     state_beyond_receipts,
+    through_kafka_secret,
     topic_with_schema,
 )
 
@@ -296,28 +296,17 @@ def test_chaos_records_are_counted_per_reason(spark: SparkSession, endpoints: En
 
 def test_reads_kafka_with_credentials_from_secrets_manager(spark: SparkSession, endpoints: Endpoints) -> None:
     """The broker's SASL listener admits only the user in the secret; the archiver reads the secret itself."""
-    from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT, KAFKA_USER
+    from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT
 
     topic = fresh("refund-issued")
     counts = produce(endpoints, topic, 200)
-    secrets = make_client(endpoints, "secretsmanager")
+    plain = {"mechanism": "PLAIN", "security_protocol": "SASL_PLAINTEXT"}
 
-    def secret(password: str) -> str:
-        value = {
-            "username": KAFKA_USER[0],
-            "password": password,
-            "mechanism": "PLAIN",
-            "security_protocol": "SASL_PLAINTEXT",
-        }
-        name = f"kafkalake/test/{uuid.uuid4().hex[:8]}"
-        return str(secrets.create_secret(Name=name, SecretString=json.dumps(value))["ARN"])
-
-    sasl = dataclasses.replace(endpoints, kafka_bootstrap=f"127.0.0.1:{KAFKA_SASL_PORT}")
-    wrong = dataclasses.replace(sasl, kafka_secret_arn=secret("not-the-password"))
+    wrong = through_kafka_secret(endpoints, KAFKA_SASL_PORT, password="not-the-password", **plain)
     with pytest.raises(RuntimeError, match=r"SASL authentication error: Authentication failed"):
         archive_topic(spark, wrong, topic)
     assert not keys(endpoints, topic.prefix.data_prefix()), "wrote data without being admitted"
-    summary = archive_topic(spark, dataclasses.replace(sasl, kafka_secret_arn=secret(KAFKA_USER[1])), topic)
+    summary = archive_topic(spark, through_kafka_secret(endpoints, KAFKA_SASL_PORT, **plain), topic)
     assert summary.written == counts["schema_version_1"] > 0
     assert read_back(spark, endpoints, topic).count() == summary.written
 
