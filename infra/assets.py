@@ -43,6 +43,10 @@ JOB_REQUIREMENTS = (
     "pydantic",
     "PyYAML",
     "fastavro",
+    "grpcio-tools",
+    "grpcio",
+    "protobuf",
+    "fastjsonschema",
     "confluent-kafka",
     "httpx",
     "pyiceberg",
@@ -97,7 +101,9 @@ JAR_SETS = {"connector-jars": SPARK_CONNECTORS, "platform-jars": PLATFORM_JARS, 
 
 
 def _jar_folder(name: str) -> Path:
-    return cache_dir() / f"{name}-{SPARK_VERSION}"
+    """A jar set's folder, named by its coordinates too: a set that gains a jar is fetched again, not read stale."""
+    coordinates = hashlib.sha256("\n".join(JAR_SETS[name]).encode()).hexdigest()[:8]
+    return cache_dir() / f"{name}-{SPARK_VERSION}-{coordinates}"
 
 
 def _maven_copy(coordinates: tuple[str, ...], folder: Path) -> None:
@@ -120,19 +126,26 @@ def _jars(name: str) -> list[Path]:
     return sorted(folder.glob("*.jar"))
 
 
-JOBS_JAVA_SOURCE = REPO_ROOT / "infra" / "java" / "KeyedHash.java"
-"""The jobs' own JVM function (the keyed hash: ``spark_jobs.keyed_hash`` says why it is Java)."""
+JOBS_JAVA_SOURCES = (
+    REPO_ROOT / "infra" / "java" / "KeyedHash.java",
+    REPO_ROOT / "infra" / "java" / "ProtobufDecoder.java",
+)
+"""The jobs' own JVM functions: the keyed hash (``spark_jobs.keyed_hash`` says why it is Java) and the Protobuf
+decoder (``spark_jobs.protobuf_decoder`` says why it is ours)."""
 JAVA_RELEASE = "17"
 """The Java release the jobs' classes target: EMR Serverless 7.x runs Spark on Java 17."""
 
 
-def compiled_jar(source: Path, folder: str, classpath: list[Path]) -> Path:
-    """One Java source compiled against ``classpath`` and pyspark's own jars, once per source, in the cache under
-    ``folder``: a reproducible jar (``_zip``), so the same source gives the same asset."""
+def compiled_jar(sources: Path | tuple[Path, ...], folder: str, classpath: list[Path]) -> Path:
+    """Java sources compiled together against ``classpath`` and pyspark's own jars, once per content of the sources,
+    in the cache under ``folder``: a reproducible jar (``_zip``), so the same sources give the same asset."""
     import pyspark
 
-    content = source.read_bytes()
-    jar = cache_dir() / folder / hashlib.sha256(content).hexdigest()[:16] / f"{source.stem}.jar"
+    files = (sources,) if isinstance(sources, Path) else sources
+    digest = hashlib.sha256()
+    for source in files:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    jar = cache_dir() / folder / digest.hexdigest()[:16] / f"{files[0].stem}.jar"
     if jar.exists():
         return jar
     full_classpath = [str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, classpath)]
@@ -140,7 +153,7 @@ def compiled_jar(source: Path, folder: str, classpath: list[Path]) -> Path:
     with tempfile.TemporaryDirectory(dir=jar.parent) as scratch:  # beside the jar: the rename is atomic
         classes, built = Path(scratch) / "classes", Path(scratch) / "built.jar"
         subprocess.run(
-            ["javac", "--release", JAVA_RELEASE, "-d", str(classes), "-cp", ":".join(full_classpath), str(source)],
+            ["javac", "--release", JAVA_RELEASE, "-d", str(classes), "-cp", ":".join(full_classpath), *map(str, files)],
             check=True,
             capture_output=True,
         )
@@ -151,8 +164,8 @@ def compiled_jar(source: Path, folder: str, classpath: list[Path]) -> Path:
 
 def connector_jars() -> list[Path]:
     """What the jobs ship beyond Spark (``spark.jars``): the Kafka and Avro connectors for the pinned Spark, and
-    the jobs' own JVM function, compiled here from the source (no download at build or run time)."""
-    return [*_jars("connector-jars"), compiled_jar(JOBS_JAVA_SOURCE, "jobs-jar", [])]
+    the jobs' own JVM functions, compiled here from their sources (no download at build or run time)."""
+    return [*_jars("connector-jars"), compiled_jar(JOBS_JAVA_SOURCES, "jobs-jar", [])]
 
 
 def platform_jars() -> list[Path]:

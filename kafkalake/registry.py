@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -30,11 +31,28 @@ class SubjectNotFound(RegistryError):
 
 
 @dataclass(frozen=True)
+class Reference:
+    """An import of a registered schema, registered as a subject of its own (Protobuf, JSON Schema)."""
+
+    name: str
+    """How the schema names it: a Protobuf import path, a JSON Schema ``$ref``."""
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
 class RegisteredSchema:
     subject: str
     version: int
     schema_id: int
     schema: str
+    """The table's columns as an Avro schema: the registered schema itself for Avro, its rendering for Protobuf and
+    JSON Schema (``kafkalake.registered_formats``)."""
+    schema_type: str = "AVRO"
+    """The registry's ``schemaType``: ``AVRO``, ``PROTOBUF`` or ``JSON``."""
+    references: tuple[Reference, ...] = ()
+    decoding: Any = None
+    """For Protobuf and JSON Schema, what decodes the version's records (``kafkalake.registered_formats``)."""
 
 
 class RegistryClient:
@@ -70,23 +88,50 @@ class RegistryClient:
             raise RegistryError(refusal)
         return response.json()
 
-    def register(self, subject: str, schema: str) -> int:
+    def register(
+        self, subject: str, schema: str, schema_type: str = "AVRO", references: Sequence[Reference] = ()
+    ) -> int:
         """Register (idempotently) and return the schema id."""
-        body = {"schema": schema, "schemaType": "AVRO"}
+        body: dict[str, Any] = {"schema": schema, "schemaType": schema_type}
+        if references:
+            body["references"] = [{"name": r.name, "subject": r.subject, "version": r.version} for r in references]
         return int(self._call("POST", f"{subject_path(subject)}/versions", body)["id"])
 
-    def versions(self, subject: str) -> list[RegisteredSchema]:
+    def versions(self, subject: str, message: str | None = None) -> list[RegisteredSchema]:
         """Every version of a subject, oldest first, looked up by its name (a registry's listing of all subjects
-        may be capped or paged); empty when the registry answers that it holds no such subject, ``RegistryError``
-        for any other failure."""
+        may be capped or paged), each with its table's columns (``RegisteredSchema.schema``; of a Protobuf schema,
+        message ``message``'s, else the file's first); empty when the registry answers that it holds no such
+        subject, ``RegistryError`` for any other failure."""
+        from kafkalake.registered_formats import registered  # it renders with this client's answers
+
         try:
             numbers = self._call("GET", f"{subject_path(subject)}/versions")
         except SubjectNotFound:
             return []
-        found = []
-        for number in numbers:
-            item = self._call("GET", f"{subject_path(subject)}/versions/{number}")
-            found.append(RegisteredSchema(subject, int(item["version"]), int(item["id"]), str(item["schema"])))
+        return [registered(self, self.version(subject, int(number)), message) for number in numbers]
+
+    def version(self, subject: str, number: int) -> RegisteredSchema:
+        """One version of a subject as the registry holds it (``schema`` the registered text, not yet rendered)."""
+        item = self._call("GET", f"{subject_path(subject)}/versions/{number}")
+        references = tuple(
+            Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in item.get("references") or ()
+        )
+        schema_type = str(item.get("schemaType") or "AVRO")
+        return RegisteredSchema(
+            subject, int(item["version"]), int(item["id"]), str(item["schema"]), schema_type, references
+        )
+
+    def referenced_texts(self, references: Sequence[Reference]) -> dict[str, str]:
+        """The schemas ``references`` name, and theirs, by the name they are imported under."""
+        found: dict[str, str] = {}
+        pending = list(references)
+        while pending:
+            reference = pending.pop()
+            if reference.name in found:
+                continue
+            item = self.version(reference.subject, reference.version)
+            found[reference.name] = item.schema
+            pending.extend(item.references)
         return found
 
 

@@ -15,8 +15,21 @@ from kafkalake.personal import PiiAction, QuarantineMode
 
 
 class ValueFormat(StrEnum):
+    """How a topic's values are written (``value_format``; docs/formats.md)."""
+
     AVRO = "avro"
+    """Confluent-framed Avro, its schemas in the registry."""
+    PROTOBUF = "protobuf"
+    """Confluent-framed Protobuf (a message index after the schema id), its ``.proto`` files in the registry."""
+    JSON_SCHEMA = "json_schema"
+    """Confluent-framed JSON, validated against its JSON Schema in the registry."""
     JSON = "json"
+    """Plain JSON, no framing and no registry: its columns are the catalog's ``.avsc``."""
+
+    @property
+    def schema_type(self) -> str | None:
+        """The registry's ``schemaType`` of the format's schemas (None: the format uses no registry)."""
+        return {"avro": "AVRO", "protobuf": "PROTOBUF", "json_schema": "JSON"}.get(self.value)
 
 
 class TableFormat(StrEnum):
@@ -104,6 +117,9 @@ class TopicSpec(BaseModel):
 
     kafka_topic: str | None = None
     value_format: ValueFormat = ValueFormat.AVRO
+    message: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    """Protobuf: the full name of the records' message type (``package.Message``, nested ones ``package.Outer.Inner``),
+    looked up in every version's file, so its index may change between versions; by default each file's first."""
     time_fields: tuple[TimeCandidate, ...] = ()
     tombstones: Literal["drop", "keep"] = "drop"
     retention_days: int | None = Field(default=None, ge=1)
@@ -129,6 +145,15 @@ class TopicSpec(BaseModel):
     """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
     erasure_within_days: int = Field(default=1, ge=1)
     """The deadline of an erasure request: rows and their object versions physically gone within this many days."""
+
+    @model_validator(mode="after")
+    def _message_for_protobuf(self) -> TopicSpec:
+        if self.message is not None and self.value_format != ValueFormat.PROTOBUF:
+            raise ValueError(
+                f"message names a Protobuf message type, and this topic's value_format is {self.value_format}: "
+                "remove message, or set value_format: protobuf"
+            )
+        return self
 
     @model_validator(mode="after")
     def _iceberg_needs_no_crawler(self) -> TopicSpec:

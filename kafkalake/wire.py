@@ -1,7 +1,8 @@
-"""The Confluent wire format: magic byte 0, a 4-byte big-endian schema id, then the Avro binary payload.
+"""The Confluent wire format: magic byte 0, a 4-byte big-endian schema id, then the payload (Avro binary; for
+Protobuf the message index first, ``kafkalake.protobuf_schema.index_bytes``; JSON Schema's JSON text).
 
-One definition for the producer side (``encode``), the Python reader (``split_header``) and the Spark decoder,
-which slices the same header with column expressions (``HEADER_SIZE``, ``MAGIC_BYTE``).
+One definition for the producer side (``encode``, ``frame``), the Python reader (``split_header``) and the Spark
+decoder, which slices the same header with column expressions (``HEADER_SIZE``, ``MAGIC_BYTE``).
 """
 
 from __future__ import annotations
@@ -26,11 +27,15 @@ def _parsed(schema: str) -> Any:
 
 
 def encode(schema_id: int, schema: str, record: dict[str, Any]) -> bytes:
-    """A record in Confluent wire format."""
+    """An Avro record in Confluent wire format."""
     out = io.BytesIO()
-    out.write(HEADER.pack(MAGIC_BYTE, schema_id))
     fastavro.schemaless_writer(out, _parsed(schema), record)
-    return out.getvalue()
+    return frame(schema_id, out.getvalue())
+
+
+def frame(schema_id: int, payload: bytes, index: bytes = b"") -> bytes:
+    """A payload in Confluent wire format (``index``: a Protobuf message's, ``protobuf_schema.index_bytes``)."""
+    return HEADER.pack(MAGIC_BYTE, schema_id) + index + payload
 
 
 def split_header(value: bytes) -> tuple[int, bytes]:

@@ -4,6 +4,7 @@ few poison records."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -22,6 +23,7 @@ from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
+from kafkalake_dev.local.producers import ProducerSchemas
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
@@ -90,8 +92,13 @@ def sample_value(schema: Any, name: str, i: int) -> Any:
     if isinstance(schema, list):
         return sample_value(next(s for s in schema if s != "null"), name, i)
     if isinstance(schema, dict):
-        if schema.get("type") == "record":
-            return {f["name"]: sample_value(f["type"], f["name"], i) for f in schema["fields"]}
+        containers: dict[str, Callable[[], Any]] = {
+            "record": lambda: {f["name"]: sample_value(f["type"], f["name"], i) for f in schema["fields"]},
+            "array": lambda: [sample_value(schema["items"], name, i)],
+            "map": lambda: {f"{name}-key": sample_value(schema["values"], name, i)},
+        }
+        if schema.get("type") in containers:
+            return containers[schema["type"]]()
         if schema.get("logicalType", "").startswith("timestamp"):
             return datetime(2026, 1, 1, tzinfo=UTC)
         return sample_value(schema["type"], name, i)
@@ -126,6 +133,10 @@ def business_time(candidate: TimeCandidate, moment: datetime) -> Any:
     if candidate.format == TimeFormat.ISO8601:
         return moment.isoformat()
     return moment  # an Avro timestamp logical type
+
+
+def _avro(schema_id: int, schema: str, record: dict[str, Any], _: int) -> bytes:
+    return encode(schema_id, schema, record)
 
 
 def topic_size(bootstrap: str, name: str) -> int:
@@ -207,7 +218,12 @@ def produce_topic(
         result.skipped = True
         progress(records)
         return result
-    ids = [registry.register(value_subject(topic.kafka_topic), s) for s in topic.schemas]
+    subject = value_subject(topic.kafka_topic)
+    if topic.spec.value_format in (ValueFormat.PROTOBUF, ValueFormat.JSON_SCHEMA):
+        encoders = ProducerSchemas(topic).register(registry, subject)
+    else:
+        ids = [registry.register(subject, s) for s in topic.schemas]
+        encoders = [functools.partial(_avro, i, s) for i, s in zip(ids, topic.schemas, strict=True)]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     for item in planned:
         key = item.key(topic)
@@ -215,10 +231,10 @@ def produce_topic(
             value = None
         elif item.kind == "poison":
             value = b"\x07not a framed value"
-        elif topic.spec.value_format == ValueFormat.AVRO:
-            value = encode(ids[item.version], topic.schemas[item.version], item.record)
-        else:
+        elif topic.spec.value_format == ValueFormat.JSON:
             value = json.dumps(item.record, default=str).encode()
+        else:
+            value = encoders[item.version](item.record, item.index)
         producer.produce(topic.kafka_topic, key=key, value=value)
         producer.poll(0)
         if item.index % 500 == 0:

@@ -17,8 +17,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from kafkalake.json_schema import JsonSchemaError
 from kafkalake.kafka_access import KafkaAccess
 from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, PseudonymKey, kafka_hashed
+from kafkalake.protobuf_schema import ProtobufSchemaError
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, ValueFormat
@@ -41,7 +43,14 @@ both, and no topic's own (parentheses are not allowed in a Kafka topic's name)."
 
 
 class SubjectMissing(RuntimeError):
-    """An Avro topic has records but its value subject has no schema in the registry."""
+    """A registry format's topic has records but its value subject has no schema in the registry."""
+
+
+class FormatMismatch(RuntimeError):
+    """The registry's schemas of a topic are of another format than its catalog file says."""
+
+
+_FORMATS = {f.schema_type: f.value for f in ValueFormat if f.schema_type}
 
 
 @dataclass(frozen=True)
@@ -89,7 +98,7 @@ def pass_columns(members: Sequence[PassMember]) -> list[dict[int, str]]:
         found.append(
             {
                 v.version: columns.setdefault(
-                    (fmt, v.avro_schema, tuple(sorted(v.personal.items())), v.held is not None),
+                    (fmt, v.avro_schema, v.decoding, tuple(sorted(v.personal.items())), v.held is not None),
                     transform.value_column(len(columns) + 1),
                 )
                 for v in member.versions
@@ -150,9 +159,13 @@ def hashed_kafka_columns(topic: Topic) -> tuple[str, ...]:
 
 def _decoding(member: PassMember, columns: dict[int, str], spark: SparkSession) -> transform.Decoding:
     versions = tuple((v, columns[v.version]) for v in member.versions)
-    if member.topic.spec.value_format == ValueFormat.AVRO:
-        return transform.Decoding(ValueFormat.AVRO, versions)
-    return transform.Decoding(ValueFormat.JSON, versions[-1:], _spark_schema(spark, member.versions[-1].avro_schema))
+    fmt = member.topic.spec.value_format
+    if fmt == ValueFormat.AVRO:
+        return transform.Decoding(fmt, versions)
+    if fmt in transform.REGISTRY_FORMATS:
+        structs = {v.version: _spark_schema(spark, v.avro_schema) for v in member.versions if v.held is None}
+        return transform.Decoding(fmt, versions, structs=structs)
+    return transform.Decoding(fmt, versions[-1:], _spark_schema(spark, member.versions[-1].avro_schema))
 
 
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
@@ -184,15 +197,20 @@ def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_hea
 
 
 def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -> list[transform.VersionSchema]:
-    """Avro: every registered version of the topic's value subject (the registry's version number is the
-    layout's schema_version), with its personal fields, and held when the catalog lacks it and it is not vetted
-    (``kafkalake.undeclared``; ``key_at_hand``: the run has the pseudonym key). JSON: the catalog's newest
-    schema."""
+    """Avro, Protobuf, JSON Schema: every registered version of the topic's value subject (the registry's version
+    number is the layout's schema_version), its columns rendered (``kafkalake.registered_formats``), with its personal
+    fields, and held when the catalog lacks it and it is not vetted (``kafkalake.undeclared``; ``key_at_hand``: the
+    run has the pseudonym key). JSON: the catalog's newest schema."""
     if topic.spec.value_format == ValueFormat.JSON:
         return [transform.VersionSchema(len(topic.schemas), None, topic.schemas[-1], topic.personal_fields)]
     subject = value_subject(topic.kafka_topic)
     try:
-        registered = registry.versions(subject)
+        registered = registry.versions(subject, topic.spec.message)
+    except (ProtobufSchemaError, JsonSchemaError) as exc:
+        raise RegistryError(
+            f"topic {topic.kafka_topic}: a schema of subject {subject!r} at {registry.url} cannot be the table's "
+            f"columns, so the plan's records cannot be decoded; the plan stays stored for the next run. {exc}"
+        ) from exc
     except RegistryError as exc:
         raise RegistryError(
             f"topic {topic.kafka_topic}: cannot read the schema versions of subject {subject!r} from the registry "
@@ -201,9 +219,17 @@ def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -
         ) from exc
     versions = []
     for found in registered:
+        if found.schema_type != topic.spec.value_format.schema_type:
+            raise FormatMismatch(
+                f"topic {topic.kafka_topic}: subject {subject!r} holds {found.schema_type} schemas (version "
+                f"{found.version}), and {topic.source} says value_format: {topic.spec.value_format}; set "
+                f"value_format: {_FORMATS.get(found.schema_type, 'avro')} there"
+            )
         rule = protection(topic, found.schema)
         held = rule.held(key_at_hand)
-        versions.append(transform.VersionSchema(found.version, found.schema_id, found.schema, rule.personal, held))
+        versions.append(
+            transform.VersionSchema(found.version, found.schema_id, found.schema, rule.personal, held, found.decoding)
+        )
     if not versions:
         raise SubjectMissing(
             f"topic {topic.kafka_topic}: the registry at {registry.url} has no schema under subject {subject!r}, "

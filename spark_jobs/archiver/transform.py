@@ -26,9 +26,12 @@ from pyspark.sql.types import BooleanType, DataType, StructType
 
 from kafkalake.iceberg import TIME_COLUMN
 from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, KEY_ID_COLUMN, PiiAction
+from kafkalake.registered_formats import JsonSchemaDecoding, ProtobufDecoding
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from kafkalake.wire import HEADER, HEADER_SIZE, MAGIC_BYTE, SCHEMA_ID_BYTES
+from spark_jobs.archiver.json_schema_check import violations as json_violations
+from spark_jobs.protobuf_decoder import protobuf_value
 
 EPOCH_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 MAX_EPOCH_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: beyond it the declared unit must be wrong
@@ -100,12 +103,20 @@ def by_member(choices: Sequence[Choice], members: int) -> Column:
 class VersionSchema:
     version: int
     schema_id: int | None
-    """The registry id for Avro topics; None for JSON topics."""
+    """The registry id (Avro, Protobuf, JSON Schema); None for JSON topics."""
     avro_schema: str
+    """The version's columns as an Avro schema (``kafkalake.registry.RegisteredSchema.schema``)."""
     personal: Mapping[str, PiiAction] = field(default_factory=dict)
     """The personal fields protected in the version's records (``kafkalake.undeclared.protection``)."""
     held: str | None = None
     """Why the version's records are held in the restricted quarantine (``UNDECLARED_VERSION``), or None."""
+    decoding: ProtobufDecoding | JsonSchemaDecoding | None = None
+    """Protobuf and JSON Schema: what decodes the version's records (``kafkalake.registered_formats``)."""
+
+    @property
+    def index(self) -> bytes:
+        """What follows the schema id in the version's frame before the payload: a Protobuf message's index."""
+        return self.decoding.index if isinstance(self.decoding, ProtobufDecoding) else b""
 
 
 def with_metadata(raw: DataFrame, kafka_topics: Sequence[str] = ()) -> DataFrame:
@@ -136,49 +147,68 @@ class Decoding:
     versions: tuple[tuple[VersionSchema, str], ...]
     json_schema: StructType | None = None
     """JSON: the Spark struct of the catalog's newest schema (``records._spark_schema``)."""
+    structs: Mapping[int, StructType] = field(default_factory=dict)
+    """Protobuf and JSON Schema: each version's Spark struct (its rendering's, ``records._spark_schema``)."""
 
     @property
     def value_columns(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(column for _, column in self.versions))
 
 
-def avro_classification(known_ids: Sequence[int], held_ids: Sequence[int] = ()) -> dict[str, Column]:
-    """``_schema_id`` and ``_error`` (null, tombstone, truncated, bad_magic_byte, unknown_schema_id, and
-    ``UNDECLARED_VERSION`` for a value of a schema in ``held_ids``: a version the catalog lacks whose records are
-    held, ``kafkalake.undeclared``).
+def framed_classification(
+    known: Sequence[tuple[int, bytes]], held_ids: Sequence[int] = (), others: Sequence[tuple[int, bytes]] = ()
+) -> dict[str, Column]:
+    """``_schema_id`` and ``_error`` of Confluent-framed values (Avro, Protobuf, JSON Schema): null, tombstone,
+    truncated, bad_magic_byte, unknown_schema_id, ``UNDECLARED_VERSION`` for a value of a schema in ``held_ids`` (a
+    version the catalog lacks whose records are held, ``kafkalake.undeclared``), and for Protobuf
+    ``other_message_type`` (the index names another message of the file than the table's: ``others``) or
+    ``unknown_message_index`` (it names none).
 
-    A value's start is compared with each known schema's header as bytes, in place (``startswith``: a copy of each
-    value's header cost ~4% of the Spark side's CPU, measured); only a header that matches none is parsed into its
-    schema id (for the quarantine)."""
+    ``known``: each version's schema id and what follows it before the payload (a Protobuf message's index; nothing
+    for the others). A value's start is compared with each known frame as bytes, in place (``startswith``: a copy of
+    each value's header cost ~4% of the Spark side's CPU, measured); only a header that matches none is parsed into
+    its schema id (for the quarantine)."""
     value = F.col("_raw_value")
-    known = [F.when(F.startswith(value, F.lit(bytearray(HEADER.pack(MAGIC_BYTE, i)))), F.lit(i)) for i in known_ids]
-    matched = F.coalesce(*known) if known else F.lit(None).cast("long")
+    frame = [F.when(F.startswith(value, F.lit(bytearray(HEADER.pack(MAGIC_BYTE, i) + x))), F.lit(i)) for i, x in known]
+    matched = F.coalesce(*frame) if frame else F.lit(None).cast("long")
     parsed = F.conv(F.hex(F.substring(value, 2, SCHEMA_ID_BYTES)), 16, 10).cast("long")
     error = (
         F.when(value.isNull(), F.lit(TOMBSTONE))
         .when(F.length(value) < HEADER_SIZE, F.lit("truncated"))
         .when(~F.startswith(value, F.lit(bytearray([MAGIC_BYTE]))), F.lit("bad_magic_byte"))
-        .when(matched.isNull(), F.lit("unknown_schema_id"))
-        .when(matched.isin(*held_ids), F.lit(UNDECLARED_VERSION))
+        .when(matched.isNull() & ~parsed.isin(*[i for i, _ in known]), F.lit("unknown_schema_id"))
     )
+    if others:
+        other = [F.startswith(value, F.lit(bytearray(HEADER.pack(MAGIC_BYTE, i) + x))) for i, x in others]
+        error = error.when(matched.isNull() & functools.reduce(operator.or_, other), F.lit("other_message_type"))
+    if any(x for _, x in known):
+        error = error.when(matched.isNull(), F.lit("unknown_message_index"))
+    error = error.when(matched.isin(*held_ids), F.lit(UNDECLARED_VERSION))
     schema_id = F.when(F.length(value) >= HEADER_SIZE, F.coalesce(matched.cast("long"), parsed))
     return {"_schema_id": schema_id, "_error": error}
 
 
 def classify(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
-    """Add ``_schema_id`` and ``_error`` to each row as its member's format says: Avro by its frame against the
-    member's schema ids (``avro_classification``), JSON only tombstones (its schema id null). Each distinct
-    classification is built once, not once per member: every ``pyspark.sql.functions`` call is a few Py4J round
-    trips, and on the JVM a class lookup through every jar that fails before the one that finds it."""
+    """Add ``_schema_id`` and ``_error`` to each row as its member's format says: a registry format's by its frame
+    against the member's versions (``framed_classification``), JSON only tombstones (its schema id null). Each
+    distinct classification is built once, not once per member: every ``pyspark.sql.functions`` call is a few Py4J
+    round trips, and on the JVM a class lookup through every jar that fails before the one that finds it."""
     found: dict[int, tuple[Hashable, dict[str, Column]]] = {}
     made: dict[Hashable, dict[str, Column]] = {}
     for index, member in enumerate(members):
-        if member.value_format == ValueFormat.AVRO:
-            ids = [(v.schema_id, v.held is not None) for v, _ in member.versions if v.schema_id is not None]
-            key: Hashable = tuple(ids)
+        if member.value_format in REGISTRY_FORMATS:
+            versions = [v for v, _ in member.versions if v.schema_id is not None]
+            known = tuple((v.schema_id, v.index) for v in versions if v.schema_id is not None)
+            held = tuple(v.schema_id for v in versions if v.held is not None and v.schema_id is not None)
+            others = tuple(
+                (v.schema_id, x)
+                for v in versions
+                if isinstance(v.decoding, ProtobufDecoding) and v.schema_id is not None
+                for x in v.decoding.others
+            )
+            key: Hashable = (known, held, others)
             if key not in made:
-                known, held = [i for i, _ in ids], [i for i, is_held in ids if is_held]
-                made[key] = avro_classification(known, held)
+                made[key] = framed_classification(known, held, others)
         else:
             key = "json"
             if key not in made:
@@ -203,13 +233,14 @@ def value_column(number: int) -> str:
 
 def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
     """Every member's records decoded in one pass, each version's into its value column, with
-    ``_schema_version``; a payload its version cannot decode becomes ``corrupt_avro`` (Avro) or ``bad_json``.
+    ``_schema_version``; a payload its version cannot decode becomes ``corrupt_avro``, ``corrupt_protobuf``,
+    ``bad_json`` or (refused by its JSON Schema) ``json_schema_invalid: <where>: <rule>``.
 
     spark-avro's PERMISSIVE mode gives a corrupt payload a struct of nulls, not a null: a decode failed when a
     field the schema requires (not a union with null) is null. A schema without required fields cannot tell a
-    corrupt payload from a record whose fields are all null."""
+    corrupt payload from a record whose fields are all null. The Protobuf decoder gives a payload that does not parse
+    a null."""
     good, schema_id = F.col("_error").isNull(), F.col("_schema_id")
-    payload = F.expr(f"substring(_raw_value, {HEADER_SIZE + 1}, length(_raw_value) - {HEADER_SIZE})")
     users: dict[str, tuple[Column, list[int]]] = {}
     versions: dict[int, tuple[Hashable, Column]] = {}
     failed: dict[int, tuple[Hashable, Column]] = {}
@@ -222,16 +253,21 @@ def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
         return built[key]
 
     for index, member in enumerate(members):
-        if member.value_format == ValueFormat.AVRO:
+        if member.value_format in REGISTRY_FORMATS:
             for v, column in member.versions:
-                if column not in users:  # the first member's decoding of the column serves every member's
-                    value = from_avro(payload, v.avro_schema, PERMISSIVE)
-                    users[column] = (F.when(good & (schema_id == F.lit(v.schema_id)), value), [])
-                users[column][1].append(index)
+                name = column if member.value_format != ValueFormat.JSON_SCHEMA else f"_parsed{column}"
+                if name not in users:  # the first member's decoding of the column serves every member's
+                    mine = good & (schema_id == F.lit(v.schema_id))
+                    users[name] = (F.when(mine, _framed_value(member, v)), [])
+                    if isinstance(v.decoding, JsonSchemaDecoding):
+                        users[f"_refused{column}"] = (json_violations(F.when(mine, _payload(v)), v.decoding), [])
+                users[name][1].append(index)
+                if member.value_format == ValueFormat.JSON_SCHEMA:
+                    users[f"_refused{column}"][1].append(index)
             pairs = tuple((v.schema_id, v.version) for v, _ in member.versions)
             versions[index] = (pairs, once(pairs, functools.partial(_version_of, schema_id, pairs)))
-            key: Hashable = ("avro", tuple((v.schema_id, column) for v, column in member.versions))
-            failed[index] = (key, once(key, functools.partial(_corrupt_avro, member, good)))
+            key: Hashable = (member.value_format, tuple((v.schema_id, column) for v, column in member.versions))
+            failed[index] = (key, once(key, functools.partial(_undecodable, member, good)))
         else:
             v, column = member.versions[-1]
             parsed = f"_parsed{column}"
@@ -258,7 +294,28 @@ def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
                 for c in parsed_columns
             },
         }
-    ).drop(*parsed_columns)
+    ).drop(*parsed_columns, *[c for c in users if c.startswith("_refused")])
+
+
+REGISTRY_FORMATS = frozenset({ValueFormat.AVRO, ValueFormat.PROTOBUF, ValueFormat.JSON_SCHEMA})
+"""The formats whose values are Confluent-framed, their schemas in the registry."""
+
+
+def _payload(v: VersionSchema) -> Column:
+    """The bytes of a value of version ``v`` after its frame (the header and, for Protobuf, the message index)."""
+    start = HEADER_SIZE + len(v.index)
+    return F.expr(f"substring(_raw_value, {start + 1}, length(_raw_value) - {start})")
+
+
+def _framed_value(member: Decoding, v: VersionSchema) -> Column:
+    """A value of version ``v`` decoded into its struct (JSON Schema: with ``_corrupt_record``)."""
+    if isinstance(v.decoding, ProtobufDecoding):
+        return protobuf_value(_payload(v), v.decoding.descriptor_set, v.decoding.message, member.structs[v.version])
+    if isinstance(v.decoding, JsonSchemaDecoding):
+        with_corrupt = StructType([*member.structs[v.version].fields]).add("_corrupt_record", "string")
+        options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+        return F.from_json(_payload(v).cast("string"), with_corrupt, options)
+    return from_avro(_payload(v), v.avro_schema, PERMISSIVE)
 
 
 def _version_of(schema_id: Column, pairs: Sequence[tuple[int | None, int]]) -> Column:
@@ -266,8 +323,18 @@ def _version_of(schema_id: Column, pairs: Sequence[tuple[int | None, int]]) -> C
     return F.coalesce(*[F.when(schema_id == F.lit(i), F.lit(n)) for i, n in pairs])
 
 
-def _corrupt_avro(member: Decoding, good: Column) -> Column:
-    """``corrupt_avro`` on a row of ``member`` its version could not decode."""
+def _undecodable(member: Decoding, good: Column) -> Column:
+    """Why a good row of ``member`` its version could not decode (null when it could)."""
+    if member.value_format == ValueFormat.PROTOBUF:
+        corrupt = [F.col(column).isNull() for _, column in member.versions]
+        return F.when(functools.reduce(operator.and_, corrupt, good), F.lit("corrupt_protobuf"))
+    if member.value_format == ValueFormat.JSON_SCHEMA:
+        mine = F.col("_schema_id")
+        reasons = [
+            F.when(mine == F.lit(v.schema_id), F.coalesce(F.col(f"_refused{c}"), _bad_json(f"_parsed{c}", F.lit(True))))
+            for v, c in member.versions
+        ]
+        return F.when(good, F.coalesce(*reasons))
     corrupt = [_decode_failed(column, v.avro_schema) for v, column in member.versions]
     return F.when(functools.reduce(operator.and_, corrupt, good), F.lit("corrupt_avro"))
 

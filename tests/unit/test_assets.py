@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.assets import JOBS_JAVA_SOURCE, compiled_jar, jobs_bundle, maintainer_bundle
+from infra.assets import JOBS_JAVA_SOURCES, compiled_jar, jobs_bundle, maintainer_bundle
 from infra.repo import catalog_dir
 from kafkalake.topic_catalog import load_topic_catalog
 
@@ -166,7 +166,7 @@ def test_the_jobs_jar_holds_the_keyed_hash_and_is_the_same_whichever_cache_built
     jars = []
     for cache in ("one", "two"):
         monkeypatch.setenv("KAFKALAKE_CACHE", str(tmp_path / cache))
-        jars.append(compiled_jar(JOBS_JAVA_SOURCE, "jobs-jar", []))
+        jars.append(compiled_jar(JOBS_JAVA_SOURCES, "jobs-jar", []))
     assert jars[0] != jars[1] and jars[0].read_bytes() == jars[1].read_bytes()
     with zipfile.ZipFile(jars[0]) as archive:
         assert archive.namelist() == ["kafkalake/jobs/KeyedHash.class"]
