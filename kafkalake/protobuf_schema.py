@@ -34,8 +34,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from kafkalake.personal import CONFLUENT_TAGS
 
-BUNDLED = Path(__file__).parent / "proto"
-"""kafkalake's own copies of imports every registry resolves without a reference (``confluent/meta.proto``)."""
+BUNDLED = ("confluent/meta.proto",)
+"""kafkalake's own copies of imports every registry resolves without a reference (``kafkalake/proto``), read as
+package resources: the jobs import kafkalake from a zip."""
 FIELD_META = 1088
 """The number of Confluent's ``field_meta`` extension of ``google.protobuf.FieldOptions`` (``confluent/meta.proto``)."""
 TIMESTAMP = "google.protobuf.Timestamp"
@@ -74,12 +75,13 @@ def compile_files(files: Mapping[str, str], root: str) -> bytes:
     from grpc_tools import _protoc_compiler, protoc  # imported here: protoc is only needed where schemas compile
 
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
+    bundled = {name: (importlib.resources.files("kafkalake") / "proto" / name).read_text() for name in BUNDLED}
     with tempfile.TemporaryDirectory(prefix="kafkalake-proto-") as scratch:
-        for name, text in files.items():
+        for name, text in {**bundled, **files}.items():
             path = Path(scratch, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        includes = [scratch, str(BUNDLED), well_known]
+        includes = [scratch, well_known]
         out = Path(scratch, ".descriptor-set")
         args = ["protoc", *(f"-I{i}" for i in includes), f"--descriptor_set_out={out}", "--include_imports", root]
         if protoc.main(args) != 0:

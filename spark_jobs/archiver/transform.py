@@ -254,16 +254,7 @@ def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
 
     for index, member in enumerate(members):
         if member.value_format in REGISTRY_FORMATS:
-            for v, column in member.versions:
-                name = column if member.value_format != ValueFormat.JSON_SCHEMA else f"_parsed{column}"
-                if name not in users:  # the first member's decoding of the column serves every member's
-                    mine = good & (schema_id == F.lit(v.schema_id))
-                    users[name] = (F.when(mine, _framed_value(member, v)), [])
-                    if isinstance(v.decoding, JsonSchemaDecoding):
-                        users[f"_refused{column}"] = (json_violations(F.when(mine, _payload(v)), v.decoding), [])
-                users[name][1].append(index)
-                if member.value_format == ValueFormat.JSON_SCHEMA:
-                    users[f"_refused{column}"][1].append(index)
+            _framed_columns(member, index, users)
             pairs = tuple((v.schema_id, v.version) for v, _ in member.versions)
             versions[index] = (pairs, once(pairs, functools.partial(_version_of, schema_id, pairs)))
             key: Hashable = (member.value_format, tuple((v.schema_id, column) for v, column in member.versions))
@@ -295,6 +286,23 @@ def decode(rows: DataFrame, members: Sequence[Decoding]) -> DataFrame:
             },
         }
     ).drop(*parsed_columns, *[c for c in users if c.startswith("_refused")])
+
+
+def _framed_columns(member: Decoding, index: int, users: dict[str, tuple[Column, list[int]]]) -> None:
+    """The value column of each version of a registry format's ``member`` (the pass's ``index``-th) in ``users``;
+    JSON Schema's parsed (``_parsed``: with ``_corrupt_record``) and its schema's verdict (``_refused``). The first
+    member's decoding of a column serves every member's."""
+    good, schema_id = F.col("_error").isNull(), F.col("_schema_id")
+    for v, column in member.versions:
+        name = column if member.value_format != ValueFormat.JSON_SCHEMA else f"_parsed{column}"
+        if name not in users:
+            mine = good & (schema_id == F.lit(v.schema_id))
+            users[name] = (F.when(mine, _framed_value(member, v)), [])
+            if isinstance(v.decoding, JsonSchemaDecoding):
+                users[f"_refused{column}"] = (json_violations(F.when(mine, _payload(v)), v.decoding), [])
+        users[name][1].append(index)
+        if member.value_format == ValueFormat.JSON_SCHEMA:
+            users[f"_refused{column}"][1].append(index)
 
 
 REGISTRY_FORMATS = frozenset({ValueFormat.AVRO, ValueFormat.PROTOBUF, ValueFormat.JSON_SCHEMA})

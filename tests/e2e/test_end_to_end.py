@@ -66,7 +66,9 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
         )
 
     first = run(run_job)  # the jobs' specifications with spark-submit, as EMR Serverless runs them
-    assert len(first.tables) == len(catalog.for_env(settings.name)) == 5
+    assert len(first.tables) == len(catalog.for_env(settings.name)) == 7
+    formats = {t.topic.spec.value_format.value for t in first.tables}
+    assert formats == {"avro", "protobuf", "json_schema", "json"}, "the demo has a topic of every format"
     assert sum(t.produced.counts["late"] for t in first.tables) > 0, "the workload has no late events"
     assert any(t.produced.counts["schema_version_2"] for t in first.tables), "no topic with two schema versions"
     s3 = make_client(local_stack, "s3")
@@ -116,7 +118,7 @@ def test_the_pipeline_end_to_end(local_stack: Endpoints, tmp_path: Path, monkeyp
     page.write_text(render_html([t.inventory for t in first.tables], "end-to-end"))
     seen = rendered(page)
     assert [row[1] for row in seen["rows"]] == [t.topic.table for t in first.tables]
-    assert len(seen["charts"]) == 5
+    assert len(seen["charts"]) == 7
     for chart, table in zip(seen["charts"], first.tables, strict=True):
         assert len(chart["bars"]) == 2 * len(table.inventory.partitions)
         assert all(bar["height"] > 0 and bar["width"] > 0 for bar in chart["bars"])

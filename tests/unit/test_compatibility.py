@@ -153,6 +153,6 @@ def test_catalog_check_refuses_an_incompatible_change_naming_field_versions_and_
         "int→long→float→double and string↔bytes"
     ) in result.output
     assert f"{where}: v2 → v3: field amount_cents: Glue refuses the column type change bigint → string" in result.output
-    assert "5 topics checked (backward): 2 refusals" in result.output
+    assert "7 topics checked (backward): 2 refusals" in result.output
     clean = CliRunner().invoke(app, ["catalog", "check", "--catalog", str(catalog_dir())])
-    assert clean.exit_code == 0 and "8 topics checked (backward): 0 refusals" in clean.output
+    assert clean.exit_code == 0 and "10 topics checked (backward): 0 refusals" in clean.output

@@ -130,7 +130,7 @@ def test_maintainer_lambda_schedule_and_least_privilege(stacks: Any, env: str) -
     assert xray == [["xray:PutTelemetryRecords", "xray:PutTraceSegments"]]
 
 
-@pytest.mark.parametrize(("env", "crawlers"), [("staging", 2), ("production", 1)])  # staging's Iceberg topic: none
+@pytest.mark.parametrize(("env", "crawlers"), [("staging", 4), ("production", 1)])  # staging's Iceberg topic: none
 def test_glue_databases_and_one_crawler_per_crawler_mode_topic(stacks: Any, env: str, crawlers: int) -> None:
     tpl = template(stacks, env)
     tpl.resource_count_is("AWS::Glue::Crawler", crawlers)

@@ -182,7 +182,7 @@ def test_topics_that_decode_alike_share_each_expression_built_once(
     from spark_jobs.archiver import transform
 
     calls: dict[str, int] = {}
-    for name in ("avro_classification", "_business_time", "_corrupt_avro", "_version_of"):
+    for name in ("framed_classification", "_business_time", "_undecodable", "_version_of"):
         real = getattr(transform, name)
 
         def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
@@ -191,4 +191,4 @@ def test_topics_that_decode_alike_share_each_expression_built_once(
 
         monkeypatch.setattr(transform, name, counted)
     prepared(raw(bare_spark), many(30), key=KEY)
-    assert calls == {"avro_classification": 1, "_business_time": 1, "_corrupt_avro": 1, "_version_of": 1}
+    assert calls == {"framed_classification": 1, "_business_time": 1, "_undecodable": 1, "_version_of": 1}

@@ -33,7 +33,7 @@ def test_example_catalog_derives_everything() -> None:
     catalog = load_topic_catalog(EXAMPLE)
     assert catalog.environments() == ["production", "staging"]
     assert {t.company for t in catalog.topics} == {"acme", "globex"}
-    assert len(catalog.for_env("staging")) == 5
+    assert len(catalog.for_env("staging")) == 7
     assert len(catalog.for_env("production")) == 3
     card = catalog.get("card-authorized", "staging")
     assert card.kafka_topic == "staging.acme.payments.card-authorized"
@@ -68,7 +68,7 @@ def test_two_topics_mapping_to_one_table(tmp_path: Path) -> None:
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
-    write_topic(tmp_path, "acme/payments/staging/a.yaml", "value_format: protobuf\n")
+    write_topic(tmp_path, "acme/payments/staging/a.yaml", "value_format: thrift\n")
     write_topic(tmp_path, "acme/payments/staging/b.yaml", "time_fields:\n  - {path: ts, format: epoch}\n")
     write_topic(tmp_path, "acme/payments/staging/c.yaml", "value_format: json\n", schemas=0)
     write_topic(tmp_path, "acme/payments/staging/d.yaml", "colour: red\n")
@@ -78,7 +78,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     write_topic(tmp_path, "acme/payments/staging/h.yaml", "key: [unclosed\n")
     write_topic(tmp_path, "acme/payments/staging/i.yaml", "time_fields:\n  - {path: ts, format: iso8601, unit: s}\n")
     found = "\n".join(problems(tmp_path))
-    assert "a.yaml: value_format: Input should be 'avro' or 'json'" in found
+    assert "a.yaml: value_format: Input should be 'avro', 'protobuf', 'json_schema' or 'json'" in found
     assert "b.yaml: time_fields.0: Value error, epoch candidates must declare unit: s, ms, us or ns" in found
     assert "c.yaml: schemas: no Avro schema beside the topic file (fix: add c.v1.avsc next to c.yaml" in found
     assert "d.yaml: colour: Extra inputs are not permitted" in found
@@ -105,7 +105,7 @@ def test_cli_validate_and_show() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["catalog", "validate"])
     assert result.exit_code == 0, result.output
-    assert "8 topics in environments production, staging: OK" in result.output
+    assert "10 topics in environments production, staging: OK" in result.output
     shown = runner.invoke(app, ["catalog", "show", "sensor-readings", "--env", "production"])
     assert shown.exit_code == 0, shown.output
     derived = json.loads(shown.output)

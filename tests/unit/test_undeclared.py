@@ -107,7 +107,7 @@ class Registry:
 
     url = "http://registry"
 
-    def versions(self, subject: str) -> list[RegisteredSchema]:
+    def versions(self, subject: str, message: str | None = None) -> list[RegisteredSchema]:
         return [RegisteredSchema(subject, n, 10 + n, json.dumps(s)) for n, s in ((1, V1), (2, V2), (3, V3))]
 
 
