@@ -6,7 +6,7 @@ archiver run publishes the comparison as metrics (``metric_data``), and ``kafkal
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,18 +35,23 @@ class ClusterView:
     versions: dict[str, tuple[RegisteredSchema, ...]] = field(default_factory=dict)
 
 
-def observe(access: KafkaAccess) -> ClusterView:
-    """Read the cluster's topics (Kafka admin) and their value subjects' versions (the registry)."""
-    return cluster_view(list_topics(AdminClient(dict(access.client_config()))), access.registry())
+def observe(access: KafkaAccess, catalogued: Iterable[Topic] = ()) -> ClusterView:
+    """Read the cluster's topics (Kafka admin) and their value subjects' versions (the registry), a ``catalogued``
+    Protobuf topic's rendered with its ``message``."""
+    messages = {t.kafka_topic: t.spec.message for t in catalogued if t.spec.message}
+    return cluster_view(list_topics(AdminClient(dict(access.client_config()))), access.registry(), messages)
 
 
-def cluster_view(topics: Iterable[str], registry: RegistryClient) -> ClusterView:
+def cluster_view(
+    topics: Iterable[str], registry: RegistryClient, messages: Mapping[str, str | None] | None = None
+) -> ClusterView:
     """``topics`` with the versions of their value subjects, each subject looked up by its name: the registry's
     listing of all subjects may be incomplete (capped or paged), so it cannot tell that a subject is missing. A topic
-    without one has no entry; a registry that fails raises ``RegistryError`` (never taken for a missing subject)."""
-    names = tuple(topics)
+    without one has no entry; a registry that fails raises ``RegistryError`` (never taken for a missing subject).
+    ``messages``: the Protobuf message each topic's versions are rendered with (by default each file's first)."""
+    names, chosen = tuple(topics), messages or {}
     with ThreadPoolExecutor(max_workers=REGISTRY_LOOKUPS, thread_name_prefix="registry") as pool:
-        looked_up = pool.map(lambda topic: tuple(registry.versions(value_subject(topic))), names)
+        looked_up = pool.map(lambda topic: tuple(registry.versions(value_subject(topic), chosen.get(topic))), names)
         found = dict(zip(names, looked_up, strict=True))
     return ClusterView(names, {topic: versions for topic, versions in found.items() if versions})
 

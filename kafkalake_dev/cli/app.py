@@ -252,7 +252,7 @@ def inventory(
     endpoints = on_local_stack(ctx)
     settings = environment(env)
     loaded = load_topic_catalog(catalog)
-    drift = compare(observe(kafka_access(endpoints)), loaded.topics, env, settings.topic_naming)
+    drift = compare(observe(kafka_access(endpoints), loaded.topics), loaded.topics, env, settings.topic_naming)
     s3, glue = make_client(endpoints, "s3"), make_client(endpoints, "glue")
     tables = table_catalog(dataclasses.replace(endpoints, bucket=settings.bucket))
     found = take_inventory(s3, glue, settings.bucket, loaded.for_env(env), drift=drift, tables=tables)

@@ -65,7 +65,8 @@ def catalog_drift(ctx: typer.Context, env: EnvOption = LOCAL_ENV, catalog: Catal
     from kafkalake.metrics import NAMESPACE
 
     endpoints = on_local_stack(ctx)
-    drift = compare(observe(kafka_access(endpoints)), _loaded(catalog).topics, env, environment(env).topic_naming)
+    topics = _loaded(catalog).topics
+    drift = compare(observe(kafka_access(endpoints), topics), topics, env, environment(env).topic_naming)
     for line in drift.lines():
         typer.echo(f"  {line}")
     data = metric_data(drift, datetime.now(UTC))
@@ -91,7 +92,9 @@ def catalog_check(
         where = f"{topic.source.parent}/{topic.name}.v*.avsc"
         problems = [str(r) for r in [*check_versions(topic.schemas, mode), *glue_refusals(topic.schemas)]]
         if client is not None:
-            problems += registry_differences(topic.schemas, client.versions(value_subject(topic.kafka_topic)))
+            problems += registry_differences(
+                topic.schemas, client.versions(value_subject(topic.kafka_topic), topic.spec.message)
+            )
         refused += len(problems)
         typer.echo(f"{topic.env:<11} {topic.kafka_topic:<45} {'ok' if not problems else 'REFUSED'}")
         for problem in problems:

@@ -335,7 +335,7 @@ def drift_metrics(
     archive itself does not depend on it."""
     secrets = make_client(endpoints, "secretsmanager") if endpoints.kafka_secret_arn else None
     try:
-        view = observe(kafka_access(endpoints, secrets))
+        view = observe(kafka_access(endpoints, secrets), catalog.topics)
     except (RegistryError, KafkaException) as exc:
         print(f"warning: catalog drift not measured: {exc}", file=sys.stderr, flush=True)
         return []
