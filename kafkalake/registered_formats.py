@@ -1,25 +1,19 @@
 """What a registered schema version gives its table, whatever the registry's format (docs/formats.md): its columns as
-an Avro schema (``RegisteredSchema.schema``), and for Protobuf and JSON Schema what decodes its records
-(``ProtobufDecoding``, ``JsonSchemaDecoding``). Rendered once per schema id and message in a process: a run asks for
-the same versions topic after topic."""
+an Avro schema (``kafkalake.registry.RegisteredSchema.schema``), and for Protobuf and JSON Schema what decodes its
+records (``ProtobufDecoding``, ``JsonSchemaDecoding``). Rendered once per schema text, references and message in a
+process: a run asks for the same versions topic after topic."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from kafkalake.json_schema import render as render_json_schema
 from kafkalake.protobuf_schema import ProtoSchema, compile_files, index_bytes
 
-if TYPE_CHECKING:
-    from kafkalake.registry import RegisteredSchema, RegistryClient
-
 PROTOBUF = "PROTOBUF"
 JSON_SCHEMA = "JSON"
-AVRO = "AVRO"
 ROOT_NAME = "registered.proto"
 """The import name the registered ``.proto`` file is compiled under (its references keep theirs)."""
 
@@ -41,15 +35,6 @@ class JsonSchemaDecoding:
 
     schema: str
     references: tuple[tuple[str, str], ...]
-
-
-def registered(registry: RegistryClient, found: RegisteredSchema, message: str | None) -> RegisteredSchema:
-    """``found`` (as the registry holds it) with its table's columns and decoding."""
-    if found.schema_type == AVRO:
-        return found
-    texts = registry.referenced_texts(found.references)
-    columns, decoding = rendered(found.schema_type, found.schema, json.dumps(texts, sort_keys=True), message)
-    return dataclasses.replace(found, schema=columns, decoding=decoding)
 
 
 @lru_cache(maxsize=1024)

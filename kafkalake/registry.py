@@ -5,6 +5,7 @@ Works against Confluent Schema Registry and any compatible one (Apicurio's ``/ap
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import ssl
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ from urllib.parse import quote
 import httpx
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+AVRO = "AVRO"
+"""The registry's ``schemaType`` of Avro schemas (its default when an answer names none)."""
 TIMEOUT_SECONDS = 10.0
 """Per connect, read and write: a registry that hangs fails the call (and the topic's plan) instead of the run."""
 SUBJECT_NOT_FOUND = 40401
@@ -47,8 +50,8 @@ class RegisteredSchema:
     schema_id: int
     schema: str
     """The table's columns as an Avro schema: the registered schema itself for Avro, its rendering for Protobuf and
-    JSON Schema (``kafkalake.registered_formats``)."""
-    schema_type: str = "AVRO"
+    JSON Schema (``kafkalake.registered_formats.rendered``)."""
+    schema_type: str = AVRO
     """The registry's ``schemaType``: ``AVRO``, ``PROTOBUF`` or ``JSON``."""
     references: tuple[Reference, ...] = ()
     decoding: Any = None
@@ -102,13 +105,23 @@ class RegistryClient:
         may be capped or paged), each with its table's columns (``RegisteredSchema.schema``; of a Protobuf schema,
         message ``message``'s, else the file's first); empty when the registry answers that it holds no such
         subject, ``RegistryError`` for any other failure."""
-        from kafkalake.registered_formats import registered  # it renders with this client's answers
-
         try:
             numbers = self._call("GET", f"{subject_path(subject)}/versions")
         except SubjectNotFound:
             return []
-        return [registered(self, self.version(subject, int(number)), message) for number in numbers]
+        return [self._with_columns(self.version(subject, int(number)), message) for number in numbers]
+
+    def _with_columns(self, found: RegisteredSchema, message: str | None) -> RegisteredSchema:
+        """``found`` (as the registry holds it) with its table's columns and decoding."""
+        if found.schema_type == AVRO:
+            return found
+        # imported here: protoc and the protobuf runtime are needed only where such schemas are read (the Lambdas
+        # read none)
+        from kafkalake.registered_formats import rendered
+
+        texts = json.dumps(self.referenced_texts(found.references), sort_keys=True)
+        columns, decoding = rendered(found.schema_type, found.schema, texts, message)
+        return dataclasses.replace(found, schema=columns, decoding=decoding)
 
     def version(self, subject: str, number: int) -> RegisteredSchema:
         """One version of a subject as the registry holds it (``schema`` the registered text, not yet rendered)."""
@@ -116,7 +129,7 @@ class RegistryClient:
         references = tuple(
             Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in item.get("references") or ()
         )
-        schema_type = str(item.get("schemaType") or "AVRO")
+        schema_type = str(item.get("schemaType") or AVRO)
         return RegisteredSchema(
             subject, int(item["version"]), int(item["id"]), str(item["schema"]), schema_type, references
         )

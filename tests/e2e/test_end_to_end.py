@@ -163,14 +163,15 @@ def assert_iceberg_maintained(report: DemoReport, table: TableResult) -> None:
 
 
 def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
-    """One receipt for the demo's request, one row removed from each table with subject fields; the tombstone
+    """One receipt for the demo's request, one row removed from each table with subject fields (ticket-opened's
+    JSON Schema table among them); the tombstone
     requests' receipts remove exactly the by_key table's tombstoned rows; on the versioned bucket, the receipts count
     the object versions deleted; no subject in clear under erasure/."""
     erasure = report.erasure
     assert erasure is not None and erasure.recorded
     tables = {f"{t.topic.database}.{t.topic.table}": t for t in report.tables}
     with_subjects = {n for n, t in tables.items() if t.topic.spec.subject_fields}
-    assert len(with_subjects) == 2, "the demo's request is meant to span two tables"
+    assert len(with_subjects) == 3, "the demo's request is meant to span three tables (a JSON Schema one among them)"
     receipt = erasure.receipts[erasure.request_id]
     assert {n: t["rows_removed"] for n, t in receipt["tables"].items()} == dict.fromkeys(with_subjects, 1)
     [keyed] = [n for n, t in tables.items() if t.topic.spec.erasure == "by_key"]

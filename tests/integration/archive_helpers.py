@@ -30,7 +30,7 @@ from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.kafka import watermarks
-from kafkalake.personal import Keyring, PseudonymKey
+from kafkalake.personal import Keyring, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import S3Location
 from kafkalake.topic_catalog import Topic, load_topic_catalog
@@ -38,6 +38,7 @@ from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.audit import audit, committed_offsets, read_lake
 from kafkalake_dev.checks.iceberg_audit import audit_topic
 from kafkalake_dev.local.endpoints import KAFKA_USER
+from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.workload import ensure_topic, produce_topic
 from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.summary import Summary
@@ -67,6 +68,14 @@ def good_records(counts: Counter[str]) -> int:
     """The records of ``produce``'s counts that decode into data rows (every schema version's; not poison, not
     tombstones)."""
     return sum(v for k, v in counts.items() if "version" in k)
+
+
+def keyring(endpoints: Endpoints) -> Keyring:
+    """The local environment's pseudonym key (made when missing), as the archiver's job reads it for topics that hash
+    a field."""
+    secrets = make_client(endpoints, "secretsmanager")
+    ensure_pseudonym_key(secrets)
+    return Keyring(load_key(secrets, endpoints.pseudonym_secret_arn))
 
 
 def through_kafka_secret(endpoints: Endpoints, port: int, **secret: str) -> Endpoints:

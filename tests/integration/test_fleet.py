@@ -51,10 +51,11 @@ LEASE_TTL_SECONDS = 3
 class Fleet:
     """An isolated environment (its own catalog copy, bucket and Kafka topic names) for CLI and subprocess runs."""
 
-    def __init__(self, local_stack: Endpoints, folder: Path, archive: str = "") -> None:
+    def __init__(self, local_stack: Endpoints, folder: Path, archive: str = "", name: str = "card-authorized") -> None:
+        """``archive``: settings added to topic ``name``'s file."""
         self.env, self.catalog_dir, self.environments = isolated_env(folder)
         if archive:
-            path = self.catalog_dir / "acme" / "payments" / self.env.name / "card-authorized.yaml"
+            path = load_topic_catalog(self.catalog_dir).get(name, self.env.name).source
             own = path.read_text()
             if (
                 "table_format: iceberg" in archive
@@ -171,17 +172,19 @@ def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
     assert [p["Maximum"] for p in failed] == [0.0]
 
 
-@pytest.mark.parametrize("table_format", ["hive", "iceberg"])
+@pytest.mark.parametrize(
+    ("name", "table_format"), [("card-authorized", "hive"), ("card-authorized", "iceberg"), ("order-placed", "hive")]
+)  # order-placed: a Protobuf topic
 def test_sigkill_at_random_moments_then_a_clean_run(
-    local_stack: Endpoints, spark: SparkSession, tmp_path: Path, table_format: str
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path, name: str, table_format: str
 ) -> None:
     """The archiver's process group is killed with SIGKILL up to three times while it works (until a run ends by itself,
     having done all that was left), each time a random number of objects into its own run (plans of 300 records, 9 or
     more objects each) and up to 2 s later, so kills land while reading, writing and committing (for an Iceberg table,
     its table commits too); then it is left to finish."""
     settings = f"archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\ntable_format: {table_format}\n"
-    fleet = Fleet(local_stack, tmp_path, settings)
-    topic = fleet.topic("card-authorized")
+    fleet = Fleet(local_stack, tmp_path, settings, name)
+    topic = fleet.topic(name)
     counts = produce(fleet.endpoints, topic, RECORDS)
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}

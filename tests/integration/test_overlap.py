@@ -29,6 +29,7 @@ from tests.integration.archive_helpers import (
     contents,
     differing_rows,
     fresh,
+    keyring,
     keys,
     produce,
 )
@@ -45,7 +46,8 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
 def run(spark: SparkSession, endpoints: Endpoints, topic: Topic, name: str, ttl: float = 30) -> TopicResult:
     lease_ttl = timedelta(seconds=ttl)
     deadline = time.monotonic() + 600
-    return catch_up(spark, endpoints, topic, run=Run(name, lease_ttl), deadline=deadline, say=lambda _: None)
+    keys = keyring(endpoints) if topic.needs_key else None
+    return catch_up(spark, endpoints, topic, run=Run(name, lease_ttl), deadline=deadline, keys=keys, say=lambda _: None)
 
 
 def arrived(endpoints: Endpoints, topic: Topic) -> list[int]:
@@ -63,11 +65,13 @@ def kept_as(endpoints: Endpoints, topic: Topic, table_format: str) -> Topic:
     return dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat(table_format)}))
 
 
-@pytest.mark.parametrize("table_format", ["hive", "iceberg"])
+@pytest.mark.parametrize(
+    ("name", "table_format"), [("card-authorized", "hive"), ("card-authorized", "iceberg"), ("order-placed", "hive")]
+)  # order-placed: a Protobuf topic
 def test_two_runs_started_seconds_apart_while_records_arrive_then_a_third_catches_up(
-    spark: SparkSession, endpoints: Endpoints, table_format: str
+    spark: SparkSession, endpoints: Endpoints, name: str, table_format: str
 ) -> None:
-    topic = kept_as(endpoints, fresh("card-authorized", max_records_per_run=120, max_records_per_file=40), table_format)
+    topic = kept_as(endpoints, fresh(name, max_records_per_run=120, max_records_per_file=40), table_format)
     produced: list[dict[str, int]] = []
     producing = threading.Thread(target=lambda: produced.append(dict(produce(endpoints, topic, RECORDS))))
     producing.start()
@@ -98,9 +102,7 @@ def test_two_runs_started_seconds_apart_while_records_arrive_then_a_third_catche
     assert rows.count() == good == RECORDS - counts["poison"] - counts["tombstones"]
     assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0
 
-    reference = kept_as(
-        endpoints, fresh("card-authorized", max_records_per_run=RECORDS, max_records_per_file=40), table_format
-    )
+    reference = kept_as(endpoints, fresh(name, max_records_per_run=RECORDS, max_records_per_file=40), table_format)
     produce(endpoints, reference, RECORDS)
     run(spark, endpoints, reference, "single-run")
     assert differing_rows(rows, contents(spark, endpoints, reference)) == 0

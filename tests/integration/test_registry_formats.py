@@ -15,15 +15,12 @@ from confluent_kafka import Producer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.personal import Keyring, load_key
 from kafkalake.protobuf_schema import index_bytes
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.wire import frame
 from kafkalake_dev.local.producers import ProducerSchemas
-from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import ensure_topic
 from spark_jobs.archiver.job import archive_fleet
@@ -34,6 +31,7 @@ from tests.integration.archive_helpers import (
     committed_and_end,
     fresh,
     good_records,
+    keyring,
     keys,
     produce,
     read_back,
@@ -46,7 +44,6 @@ HEX64 = r"^[0-9a-f]{64}$"
 
 @pytest.fixture(scope="module")
 def endpoints(local_stack: Endpoints) -> Endpoints:
-    ensure_pseudonym_key(make_client(local_stack, "secretsmanager"))
     return with_bucket(local_stack, BUCKET)
 
 
@@ -55,11 +52,6 @@ def send(endpoints: Endpoints, topic: Topic, values: list[bytes | None]) -> None
     for i, value in enumerate(values):
         producer.produce(topic.kafka_topic, key=f"k{i}".encode(), value=value, partition=i % 3)
     assert producer.flush(30) == 0
-
-
-def keyring(endpoints: Endpoints) -> Keyring:
-    """The local environment's pseudonym key, as the archiver's job reads it for topics that hash a field."""
-    return Keyring(load_key(make_client(endpoints, "secretsmanager"), endpoints.pseudonym_secret_arn))
 
 
 def quarantine(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> DataFrame:
