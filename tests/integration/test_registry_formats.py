@@ -31,10 +31,12 @@ from tests.integration.archive_helpers import (
     committed_and_end,
     fresh,
     good_records,
+    iceberg_topic,
     keyring,
     keys,
     produce,
     read_back,
+    table_rows,
 )
 
 pytestmark = pytest.mark.stack
@@ -246,3 +248,17 @@ def test_a_light_pass_decodes_protobuf_and_json_schema_beside_avro(spark: SparkS
         assert [s.shared_job for s in result.plans] == [len(topics)]
         assert read_back(spark, endpoints, topic).count() == good_records(counts[topic.kafka_topic])
         assert audit_problems(endpoints, topic) == []
+
+
+def test_protobuf_and_json_schema_topics_kept_as_iceberg_tables_land_exactly(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    for name in ("order-placed", "ticket-opened"):
+        topic = iceberg_topic(endpoints, name)
+        counts = produce(endpoints, topic, 400)
+        summary = archive_topic(spark, endpoints, topic, keys=keyring(endpoints))
+        assert summary.read == 400 and summary.balanced(), name
+        rows = table_rows(spark, endpoints, topic)
+        assert rows.count() == good_records(counts), name
+        assert rows.groupBy("_kafka_partition", "_kafka_offset").count().filter("count > 1").count() == 0, name
+        assert audit_problems(endpoints, topic) == [], name
