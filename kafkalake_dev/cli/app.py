@@ -126,7 +126,7 @@ def maintain(
     native: Annotated[bool, typer.Option(help="Infer every table natively (local endpoints run no crawlers).")] = False,
 ) -> None:
     """Run the metastore maintainer's Lambda handler once against the configured endpoints."""
-    from kafkalake_dev.local.maintainer import invoke_locally
+    from kafkalake_dev.local.maintainer import invoke_locally, lambda_log
 
     if not once:
         raise typer.BadParameter(
@@ -139,6 +139,7 @@ def maintain(
     for error in report["errors"]:
         typer.echo(f"  error: {error}", err=True)
     typer.echo(f"maintainer run done: {len(report['events'])} events published to bus {settings.event_bus_name}")
+    typer.echo(f"its structured logs and metrics: {lambda_log()}")
 
 
 @app.command("reconcile")

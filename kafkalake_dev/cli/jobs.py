@@ -53,6 +53,7 @@ def demo(
     from rich.progress import Progress
 
     from kafkalake_dev.demo import default_html_path, run_demo
+    from kafkalake_dev.local.maintainer import lambda_log
 
     console = render.wide_console()
     endpoints = on_local_stack(ctx)
@@ -93,7 +94,8 @@ def demo(
         f"S3 (moto at {endpoints.aws_endpoint_url}): s3://{report.bucket}/data/ (raw files; compacted ones in each "
         f"table's _compacted/), /quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, "
         f"late-data markers), /erasure/{env}/ (requests, receipts for `kafkalake erase status`, the tables' subject "
-        f"indexes)."
+        f"indexes).\n"
+        f"The Lambdas' structured logs and metrics (what CloudWatch would hold): {lambda_log()}"
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
     console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")

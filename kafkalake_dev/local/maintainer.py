@@ -4,16 +4,21 @@ AWS gives each function configuration execution environments of its own, each re
 local process plays several configurations in turn, so it builds each handler's runtime from the configuration it
 means (``local_environment``) and keeps one warm runtime per configuration, caches included. The process's own
 environment is never changed.
+
+What the handlers print (Powertools' JSON log lines and the metrics' EMF documents: in AWS, the function's CloudWatch
+Logs) goes to ``lambda_log()``, appended, never to the terminal between the lines a person reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from kafkalake.aws import make_client
@@ -83,8 +88,30 @@ def warm_runtime(environment: MaintainerEnvironment) -> handler.Runtime:
     return handler.Runtime.build(environment, dataclasses.replace(clients, sqs=as_s3_sends(clients.sqs)))
 
 
+def lambda_log() -> Path:
+    """Where the local invocations' structured logs and metrics go (the stack's ``logs/lambdas.log``)."""
+    return state_dir() / "logs" / "lambdas.log"
+
+
+@contextlib.contextmanager
+def into_lambda_log() -> Iterator[Path]:
+    """The handlers' output (their Powertools loggers' lines, and whatever they print: the EMF documents) appended
+    to ``lambda_log()`` while the block runs."""
+    path = lambda_log()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    loggers = [handler.logger.registered_handler, reconciler.logger.registered_handler]
+    with path.open("a") as out, contextlib.redirect_stdout(out):
+        before = [h.setStream(out) for h in loggers]  # type: ignore[attr-defined]
+        try:
+            yield path
+        finally:
+            for logged, stream in zip(loggers, before, strict=True):
+                logged.setStream(stream)  # type: ignore[attr-defined]
+
+
 def _scheduled_invocation(entry: Callable[[dict[str, Any], Any], dict[str, Any]]) -> dict[str, Any]:
-    return entry(SCHEDULED_EVENT, LocalContext(aws_request_id=str(uuid.uuid4())))
+    with into_lambda_log():
+        return entry(SCHEDULED_EVENT, LocalContext(aws_request_id=str(uuid.uuid4())))
 
 
 def invoke_reconciler_locally(endpoints: Endpoints, env: EnvironmentConfig, catalog: TopicCatalog) -> dict[str, Any]:
