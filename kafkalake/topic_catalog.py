@@ -11,6 +11,7 @@ lines for that reason: splitting the loader from its messages would put one chec
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable
@@ -309,7 +310,8 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     except ValidationError as exc:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "-"
-            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], "see the catalog keys in docs/catalog.md"))
+            problems.append(TopicCatalogProblem(str(path), loc, err["msg"], _key_fix(err)))
+        _load_schemas(path, name, problems)  # the file's schema problems too, not only its first kind
         return None
     schemas = _load_schemas(path, name, problems)
     topic = Topic(name, company, domain, env, spec, schemas, path)
@@ -324,6 +326,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
         )
     _check_personal_fields(topic, problems)
     _check_erasure(topic, problems)
+    _check_time_fields(topic, problems)
     for field_name, value in (("database", topic.database), ("table", topic.table)):
         if not ATHENA_NAME.match(value):
             problems.append(
@@ -397,6 +400,38 @@ def _check_actions(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
                 refused.add(place.path)
                 where = f"pii.{place.path}" if source == "catalog" else f"schemas (v{version}: {place.path})"
                 problems.append(TopicCatalogProblem(str(topic.source), where, refusal[0], refusal[1]))
+
+
+def _key_fix(error: Any) -> str:
+    """The fix of a topic file's refused key: for an unknown key, the nearest one the catalog takes at its place."""
+    default = "see the catalog keys in docs/catalog.md"
+    if error["type"] != "extra_forbidden":
+        return default
+    *parents, key = (str(p) for p in error["loc"])
+    model: Any = TopicSpec
+    for parent in parents:
+        annotation = model.model_fields[parent].annotation if parent in model.model_fields else None
+        model = annotation if isinstance(annotation, type) and hasattr(annotation, "model_fields") else None
+        if model is None:
+            return default
+    near = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+    return f"did you mean `{near[0]}`? ({default})" if near else default
+
+
+def _check_time_fields(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
+    """A business-time candidate no schema version has would never be found: every record would fall back to its
+    Kafka time without a word."""
+    known = topic.field_paths() if topic.schemas else set()
+    for index, candidate in enumerate(topic.spec.time_fields):
+        if topic.schemas and candidate.path not in known:
+            problems.append(
+                TopicCatalogProblem(
+                    str(topic.source),
+                    f"time_fields.{index}.path",
+                    f"no schema version has the field {candidate.path}, so every record would take its Kafka time",
+                    "use a dotted path of a field in one of the topic's .avsc files, or remove the candidate",
+                )
+            )
 
 
 def _check_erasure(topic: Topic, problems: list[TopicCatalogProblem]) -> None:

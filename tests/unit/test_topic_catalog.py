@@ -137,3 +137,29 @@ def test_an_iceberg_topic_has_no_crawler_and_refuses_crawler_settings(tmp_path: 
     write_topic(tmp_path, "acme/payments/staging/orders.yaml", "table_format: iceberg\ntable_inference: crawler\n")
     [problem] = problems(tmp_path)
     assert "table_inference apply to Hive tables only" in problem and "remove table_inference" in problem
+
+
+def test_two_problems_of_one_file_are_both_reported(tmp_path: Path) -> None:
+    topic = write_topic(tmp_path, "acme/payments/staging/a.yaml", "retention_days: 0\n", schemas=0)
+    (topic.parent / "a.v1.avsc").write_text('{"type": "record", "name": "R", "fields": [{"name": "x", "type": "no"}]}')
+    found = problems(tmp_path)
+    assert [p.split(": ")[1] for p in found] == ["retention_days", "schema"], found
+
+
+def test_an_unknown_key_is_answered_with_the_nearest_one_at_its_place(tmp_path: Path) -> None:
+    write_topic(tmp_path, "acme/payments/staging/a.yaml", "retention_day: 3\n")
+    write_topic(tmp_path, "acme/payments/staging/b.yaml", "archive: {compresion: zstd}\n")
+    write_topic(tmp_path, "acme/payments/staging/c.yaml", "colour: red\n")
+    found = "\n".join(problems(tmp_path))
+    assert "a.yaml: retention_day: Extra inputs are not permitted (fix: did you mean `retention_days`?" in found
+    assert "b.yaml: archive.compresion: Extra inputs are not permitted (fix: did you mean `compression`?" in found
+    assert "c.yaml: colour: Extra inputs are not permitted (fix: see the catalog keys in docs/catalog.md)" in found
+
+
+def test_a_time_candidate_no_schema_version_has_is_a_problem(tmp_path: Path) -> None:
+    write_topic(tmp_path, "acme/payments/staging/a.yaml", "time_fields:\n  - {path: created_at, format: iso8601}\n")
+    assert problems(tmp_path) == [
+        f"{tmp_path / 'acme/payments/staging/a.yaml'}: time_fields.0.path: no schema version has the field "
+        "created_at, so every record would take its Kafka time (fix: use a dotted path of a field in one of the "
+        "topic's .avsc files, or remove the candidate)"
+    ]
