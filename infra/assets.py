@@ -312,7 +312,11 @@ def build_job_environment() -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         print(f"[assets] building the EMR job environment ({len(requirements)} requirements) into {cached}")
         platforms = [arg for platform in EMR_WHEEL_PLATFORMS for arg in ("--platform", platform)]
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(staging / "site-packages")]
+        # --no-warn-conflicts: pip compares the target's packages with this virtualenv's, where AWS SDK for pandas
+        # (installed without its pyarrow pin, see the Makefile) would make it print an ERROR about a different
+        # environment than the one it builds
+        target = ["--target", str(staging / "site-packages"), "--no-warn-conflicts"]
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", *target]
         wheels = [*platforms, "--python-version", "3.11", "--implementation", "cp", "--only-binary=:all:"]
         subprocess.run([*pip, *wheels, *requirements], check=True)
         _drop_scripts(staging / "site-packages")
