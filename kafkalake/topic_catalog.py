@@ -327,17 +327,21 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     _check_personal_fields(topic, problems)
     _check_erasure(topic, problems)
     _check_time_fields(topic, problems)
+    _check_glue_names(topic, problems)
+    return topic
+
+
+def _check_glue_names(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
     for field_name, value in (("database", topic.database), ("table", topic.table)):
         if not ATHENA_NAME.match(value):
             problems.append(
                 TopicCatalogProblem(
-                    str(path),
+                    str(topic.source),
                     field_name,
                     f"{value!r} is not legal in Athena",
                     "use lower case letters, digits and underscores, starting with a letter",
                 )
             )
-    return topic
 
 
 def _check_personal_fields(topic: Topic, problems: list[TopicCatalogProblem]) -> None:

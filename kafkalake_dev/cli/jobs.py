@@ -83,13 +83,11 @@ def demo(
     for line in render.erasure_lines(report):
         console.print(line)
     console.print(render.demo_results(report))
-    inventories = [t.inventory for t in report.tables]
+    inventories, page = [t.inventory for t in report.tables], html or default_html_path(env)
     console.print(render.inventory_table(inventories, f"Inventory of {env}"))
-    page = html or default_html_path(env)
     render.write_inventory_page(inventories, f"kafkalake inventory: {env}", page)
-    console.print(f"inventory page: {page}")
     console.print(
-        f"Next: `kafkalake inventory --env {env}`, `kafkalake catalog show <topic>`, "
+        f"inventory page: {page}\nNext: `kafkalake inventory --env {env}`, `kafkalake catalog show <topic>`, "
         f"`kafkalake compact run --table <topic>`, `kafkalake maintain --once`.\n"
         f"S3 (moto at {endpoints.aws_endpoint_url}): s3://{report.bucket}/data/ (raw files; compacted ones in each "
         f"table's _compacted/), /quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, "
