@@ -45,13 +45,17 @@ def rendered(
     Avro schema's JSON) and what decodes its records; ``message``: Protobuf's message, else the file's first."""
     texts: dict[str, str] = json.loads(references)
     if schema_type == PROTOBUF:
-        schema = ProtoSchema(compile_files({**texts, ROOT_NAME: text}, ROOT_NAME), ROOT_NAME)
-        name = schema.message(message)
-        others = tuple(index_bytes(path) for other, path in schema.messages.items() if other != name)
-        decoding = ProtobufDecoding(schema.descriptor_set, name, index_bytes(schema.messages[name]), others)
-        return json.dumps(schema.render(name)), decoding
+        return protobuf_columns(ProtoSchema(compile_files({**texts, ROOT_NAME: text}, ROOT_NAME), ROOT_NAME), message)
     if schema_type == JSON_SCHEMA:
         parsed = {n: json.loads(t) for n, t in texts.items()}
         columns = render_json_schema(json.loads(text), parsed, "value")
         return json.dumps(columns), JsonSchemaDecoding(text, tuple(sorted(texts.items())))
     raise ValueError(f"schemaType {schema_type} is not one kafkalake knows (AVRO, PROTOBUF, JSON)")
+
+
+def protobuf_columns(schema: ProtoSchema, message: str | None) -> tuple[str, ProtobufDecoding]:
+    """A compiled Protobuf file's message ``message`` (else its first) as the table's columns, and its decoding."""
+    name = schema.message(message)
+    others = tuple(index_bytes(path) for other, path in schema.messages.items() if other != name)
+    decoding = ProtobufDecoding(schema.descriptor_set, name, index_bytes(schema.messages[name]), others)
+    return json.dumps(schema.render(name)), decoding

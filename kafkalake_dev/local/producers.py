@@ -64,13 +64,14 @@ class ProducerSchemas:
         encoders = []
         for text in self.versions:
             schema_id = registry.register(subject, text, self.schema_type, self._references(text))
-            encoders.append(self._encoder(schema_id, text))
+            encoders.append(self.encoder(schema_id, text))
         return encoders
 
     def _references(self, text: str) -> list[Reference]:
         return [Reference(name, name, 1) for name in self.used(text) if f'"{name}' in text]
 
-    def _encoder(self, schema_id: int, text: str) -> Encoder:
+    def encoder(self, schema_id: int, text: str) -> Encoder:
+        """Records of version ``text``, registered under ``schema_id``, in Confluent's wire format."""
         if self.schema_type == JSON_SCHEMA:
             return lambda record, _: frame(schema_id, json.dumps(record, default=str).encode())
         schema = ProtoSchema(compile_files({**self.used(text), ROOT_NAME: text}, ROOT_NAME), ROOT_NAME)

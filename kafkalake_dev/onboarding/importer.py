@@ -2,7 +2,8 @@
 
 Per Kafka topic of the environment: its place in the catalog by the environment's naming convention
 (``kafkalake.convention``), its value format from the bytes of a sample (``onboarding.infer.sampled_format``: most
-values Confluent-framed → Avro, most JSON → JSON; the registry decides only when nothing was sampled), its schemas
+values Confluent-framed → the registry's schemaType for their ids, most JSON → JSON; the registry decides only when
+nothing was sampled; a Protobuf topic's message from the sampled indexes, ``sampled_message``), its schemas
 (every version of a registered value subject; for JSON without one, an Avro schema inferred from the sample), its
 ranked business-time candidates with their evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had
 keys and tombstones. Topics off the convention are summarised by reason (``off_convention_lines``). The sample is
@@ -13,12 +14,14 @@ diff.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -27,16 +30,27 @@ from typing import Any, Final
 import fastavro
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
 
 from kafkalake.convention import OffConvention, TopicName, parse_topic_name
 from kafkalake.drift import ClusterView
 from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import KafkaAccess
+from kafkalake.protobuf_schema import ProtoSchema, read_index
+from kafkalake.registered_formats import ROOT_NAME, protobuf_columns
 from kafkalake.registry import RegisteredSchema, value_subject
 from kafkalake.topic_catalog import TopicCatalog
 from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import split_header
-from kafkalake_dev.onboarding.infer import NotInferable, RankedTime, infer_avro, rank_time_fields, sampled_format
+from kafkalake_dev.onboarding.infer import (
+    REGISTRY_FORMATS,
+    NotInferable,
+    RankedTime,
+    infer_avro,
+    rank_time_fields,
+    sampled_format,
+)
 
 SAMPLE_RECORDS: Final = 200
 """Records sampled per topic (spread over its partitions)."""
@@ -98,18 +112,63 @@ def _count(sample: Sample, key: bytes | None, value: bytes | None) -> None:
         sample.values.append(value)
 
 
-def decode_avro(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -> list[Any]:
-    """The sampled values written with one of ``registered``, decoded (others left out)."""
-    schemas = {r.schema_id: fastavro.parse_schema(json.loads(r.schema)) for r in registered}
+def decode_framed(
+    values: list[bytes], registered: tuple[RegisteredSchema, ...], value_format: ValueFormat
+) -> list[Any]:
+    """The sampled values written with one of ``registered``, decoded (others left out): Avro with fastavro, Protobuf
+    as its message (``RegisteredSchema.decoding``) in JSON form with the fields' own names, JSON Schema's JSON."""
+    readers = {r.schema_id: _reader(r, value_format) for r in registered}
     decoded = []
     for value in values:
         try:
             schema_id, payload = split_header(value)
-            if schema_id in schemas:
-                decoded.append(fastavro.schemaless_reader(io.BytesIO(payload), schemas[schema_id], None))
-        except (ValueError, EOFError, StopIteration):
+            if schema_id in readers:
+                decoded.append(readers[schema_id](payload))
+        except (ValueError, EOFError, StopIteration, DecodeError):
             continue
     return decoded
+
+
+def _reader(version: RegisteredSchema, value_format: ValueFormat) -> Callable[[bytes], Any]:
+    if value_format == ValueFormat.JSON_SCHEMA:
+        return json.loads
+    if value_format == ValueFormat.PROTOBUF:
+        schema, message = ProtoSchema(version.decoding.descriptor_set, ROOT_NAME), version.decoding.message
+        message_class, index = schema.message_class(message), version.decoding.index
+
+        def protobuf(payload: bytes) -> Any:
+            if not payload.startswith(index):
+                raise ValueError("another message's index")
+            return MessageToDict(message_class.FromString(payload[len(index) :]), preserving_proto_field_name=True)
+
+        return protobuf
+    parsed = fastavro.parse_schema(json.loads(version.schema))
+    return lambda payload: fastavro.schemaless_reader(io.BytesIO(payload), parsed, None)
+
+
+def sampled_message(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -> str | None:
+    """The message type most sampled Protobuf values carry, by the index after their schema id (None: each file's
+    first message, the registry's default rendering)."""
+    names: Counter[str] = Counter()
+    for value in values:
+        try:
+            schema_id, payload = split_header(value)
+            version = next(r for r in registered if r.schema_id == schema_id)
+            by_path = {p: n for n, p in ProtoSchema(version.decoding.descriptor_set, ROOT_NAME).messages.items()}
+            names[by_path[read_index(payload)[0]]] += 1
+        except (ValueError, StopIteration, KeyError):
+            continue
+    if not names:
+        return None
+    name = names.most_common(1)[0][0]
+    return None if all(r.decoding.message == name for r in registered) else name
+
+
+def with_message(version: RegisteredSchema, message: str) -> RegisteredSchema:
+    """A Protobuf version's columns and decoding for message ``message`` (as the archiver renders them for a topic
+    whose catalog names it)."""
+    columns, decoding = protobuf_columns(ProtoSchema(version.decoding.descriptor_set, ROOT_NAME), message)
+    return dataclasses.replace(version, schema=columns, decoding=decoding)
 
 
 class WriteOutcome(StrEnum):
@@ -156,16 +215,17 @@ def propose(
     folder = known.source.parent if known else root / name.company / name.domain / env
     stem = known.name if known else name.topic
     namespace = f"{name.company}.{name.domain}".replace("-", "_")
-    found = sampled_format(sample.values)
+    found = sampled_format(sample.values, registered)
     if found.value_format is None and sample.values:
         if not (registered or found.framed or found.json_values):
             return Flagged(name.kafka_topic, "no value subject in the registry, and the values are not JSON")
         return Flagged(name.kafka_topic, f"the sampled bytes show no one format ({found.evidence()})")
     subject = f"a value subject with {len(registered)} version(s)" if registered else "no value subject"
     evidence = f"{found.evidence()}; {subject} in the registry"
-    value_format = found.value_format or (ValueFormat.AVRO if registered else ValueFormat.JSON)
-    schemas = [json.loads(r.schema) for r in registered]
-    if value_format == ValueFormat.AVRO:
+    newest = REGISTRY_FORMATS.get(registered[-1].schema_type) if registered else None
+    value_format = found.value_format or newest or ValueFormat.JSON
+    message = None
+    if value_format != ValueFormat.JSON:
         if not registered:
             return Flagged(
                 name.kafka_topic,
@@ -173,17 +233,22 @@ def propose(
                 f"topic's value schema under subject {value_subject(name.kafka_topic)!r} (TopicNameStrategy), then "
                 "import again",
             )
-        records = decode_avro(sample.values, registered)
+        if value_format == ValueFormat.PROTOBUF:
+            message = sampled_message(sample.values, registered)
+            registered = tuple(with_message(r, message) for r in registered) if message else registered
+        records = decode_framed(sample.values, registered, value_format)
     else:
         records = list(found.json_values)
+    schemas = [json.loads(r.schema) for r in registered]
+    if not schemas:
         try:
-            schemas = schemas or [infer_avro(records, name.topic, namespace)]
+            schemas = [infer_avro(records, name.topic, namespace)]
         except NotInferable as exc:
             return Flagged(name.kafka_topic, f"JSON without a registered schema, and {exc}: write its .avsc by hand")
     times = tuple(rank_time_fields(schemas[-1], records))
     files = {
         folder / f"{stem}.yaml": topic_yaml(
-            name, env, value_format=value_format, format_evidence=evidence, times=times, sample=sample
+            name, env, value_format=value_format, format_evidence=evidence, times=times, sample=sample, message=message
         )
     }
     for number, schema in enumerate(schemas, 1):
@@ -199,12 +264,15 @@ def topic_yaml(
     format_evidence: str,
     times: tuple[RankedTime, ...],
     sample: Sample,
+    message: str | None = None,
 ) -> str:
     """The topic file, with what the import saw as comments for the reviewer."""
     spec: dict[str, Any] = {"description": f"Imported from Kafka topic {name.kafka_topic}; describe it."}
     if name.kafka_topic != f"{env}.{name.company}.{name.domain}.{name.topic}":
         spec["kafka_topic"] = name.kafka_topic
     spec["value_format"] = value_format.value
+    if message:
+        spec["message"] = message
     spec["time_fields"] = [t.candidate.model_dump(mode="json", exclude_defaults=True) for t in times]
     if sample.tombstones:
         spec["tombstones"] = "keep"

@@ -2,8 +2,9 @@
 its bytes show, an Avro schema inferred from JSON values, and the business-time candidates ranked with the evidence
 for each. Pure: the sample is read by ``kafkalake_dev.onboarding.importer``.
 
-Format: a value in Confluent framing (magic byte 0, then a 4-byte schema id) is Avro, a value that parses as JSON is
-JSON (no JSON text starts with byte 0, so no value is both); the topic's format is the one most sampled values have.
+Format: a value in Confluent framing (magic byte 0, then a 4-byte schema id) is of the registry's ``schemaType`` for
+that id (Avro, Protobuf or JSON Schema; Avro when the registry holds no such id), a value that parses as JSON is JSON
+(no JSON text starts with byte 0, so no value is both); the topic's format is the one most sampled values have.
 
 Ranking: an Avro timestamp logical type first (score 3), then a field whose name says time (``*_at``, ``*_at_ms``,
 ``*time*``, ``timestamp``, ``ts``, ``*date*``, ``created*``, ``occurred*``, ...) and whose sampled values are all
@@ -17,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from kafkalake.personal import schema_fields, within_collection
+from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import split_header
 
@@ -54,13 +56,17 @@ class SampledFormat:
     json_values: tuple[Any, ...]
     """The values that parse as JSON, parsed."""
     neither: int
+    schema_types: tuple[str, ...] = ()
+    """The registry's ``schemaType`` of the sampled schema ids it holds, distinct, sorted."""
 
     @property
     def value_format(self) -> ValueFormat | None:
-        """The format most sampled values have; None when no value was sampled, none is framed or JSON, or as many
-        are framed as are JSON."""
+        """The format most sampled values have; None when no value was sampled, none is framed or JSON, as many are
+        framed as are JSON, or the framed ones name schemas of several types."""
         if self.framed > len(self.json_values):
-            return ValueFormat.AVRO
+            if len(self.schema_types) > 1:
+                return None
+            return REGISTRY_FORMATS.get(self.schema_types[0]) if self.schema_types else ValueFormat.AVRO
         if len(self.json_values) > self.framed:
             return ValueFormat.JSON
         return None
@@ -72,15 +78,23 @@ class SampledFormat:
             return "no sampled value"
         ids = ", ".join(map(str, self.schema_ids))
         counts = [
-            f"{self.framed} Confluent-framed (schema ids {ids})" if self.framed else "",
+            f"{self.framed} Confluent-framed (schema ids {ids}{self._types()})" if self.framed else "",
             f"{len(self.json_values)} JSON" if self.json_values else "",
             f"{self.neither} neither framed nor JSON" if self.neither else "",
         ]
         return f"{total} sampled values: {', '.join(c for c in counts if c)}"
 
+    def _types(self) -> str:
+        return f", registry schemaType {' and '.join(self.schema_types)}" if self.schema_types else ""
 
-def sampled_format(values: list[bytes]) -> SampledFormat:
-    """Each sampled value classified by its bytes: Confluent-framed, JSON, or neither."""
+
+REGISTRY_FORMATS: Final = {f.schema_type: f for f in ValueFormat if f.schema_type}
+"""The value format of each registry ``schemaType``."""
+
+
+def sampled_format(values: list[bytes], registered: Sequence[RegisteredSchema] = ()) -> SampledFormat:
+    """Each sampled value classified by its bytes: Confluent-framed (of the ``registered`` version's type its schema
+    id names), JSON, or neither."""
     ids: list[int] = []
     parsed: list[Any] = []
     for value in values:
@@ -90,7 +104,8 @@ def sampled_format(values: list[bytes]) -> SampledFormat:
             with contextlib.suppress(UnicodeDecodeError, json.JSONDecodeError):
                 parsed.append(json.loads(value))
     neither = len(values) - len(ids) - len(parsed)
-    return SampledFormat(len(ids), tuple(sorted(set(ids))), tuple(parsed), neither)
+    types = tuple(sorted({r.schema_type for r in registered if r.schema_id in ids}))
+    return SampledFormat(len(ids), tuple(sorted(set(ids))), tuple(parsed), neither, types)
 
 
 @dataclass(frozen=True)

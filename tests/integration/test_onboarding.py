@@ -26,6 +26,8 @@ from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
 from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
+from kafkalake_dev.local.producers import ProducerSchemas
+from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
 from kafkalake_dev.local.workload import ensure_topic
 from kafkalake_dev.onboarding.importer import SAMPLE_GROUP
@@ -232,3 +234,46 @@ def test_a_json_topic_with_a_registered_subject_is_imported_as_json(
     assert topic.spec.time_fields[0].path == "scanned_at"
     assert f"{RECORDS} sampled values parse as ISO 8601" in topic.source.read_text()  # the JSON values were read
     cli("catalog", "check", "--catalog", str(catalog), "--env", env.name, "--registry")
+
+
+def test_protobuf_and_json_schema_topics_are_imported_in_their_format_and_archived(
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The format comes from the sampled bytes and the registry's schemaType for the ids they carry: the demo
+    producers' Protobuf topic (its version 2's records name OrderPlaced at index [1]) is imported as protobuf with its
+    message, the JSON Schema one as json_schema; both with the registry's renderings, and both archive exactly."""
+    env, _, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    catalog = tmp_path / "fleet-catalog"
+    catalog.mkdir()
+    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    cluster = Cluster(local_stack, env.name)
+    ensure_pseudonym_key(make_client(local_stack, "secretsmanager"))  # both hash a field the registry tags
+    demo = load_topic_catalog(catalog_dir())
+    expected: dict[str, tuple[ValueFormat, str | None, tuple[str, ...]]] = {}
+    for name, pattern in (("order-placed", "{env}.acme.shop.orders"), ("ticket-opened", "{env}.globex.help.tickets")):
+        source = demo.get(name, "staging")
+        kafka_topic = pattern.format(env=env.name)
+        producers = ProducerSchemas(source)
+        encoders = producers.register(cluster.registry, value_subject(kafka_topic))
+        newest = encoders[-1]
+        moment = cluster.moment(0)
+        time_field = source.spec.time_fields[0].path
+        stamp: Any = moment if source.spec.value_format == ValueFormat.PROTOBUF else moment.isoformat()
+        records = [{"id": f"r{i}", "customer_id": "c", "priority": 1, time_field: stamp} for i in range(RECORDS)]
+        cluster.topic(kafka_topic, [newest(r, i) for i, r in enumerate(records)])
+        expected[kafka_topic] = (source.spec.value_format, source.spec.message, source.schemas)
+
+    for kafka_topic in expected:
+        cli("catalog", "import", "--env", env.name, "--catalog", str(catalog), "--match", kafka_topic)
+
+    imported = load_topic_catalog(catalog)
+    for kafka_topic, (value_format, message, schemas) in expected.items():
+        topic = imported.get(kafka_topic)
+        assert (topic.spec.value_format, topic.spec.message) == (value_format, message), kafka_topic
+        assert [json.loads(s) for s in topic.schemas] == [json.loads(s) for s in schemas], kafka_topic
+    cli("catalog", "check", "--catalog", str(catalog), "--env", env.name, "--registry")
+    endpoints = with_bucket(local_stack, env.bucket)  # the stack makes the bucket
+    cli("archive", "--env", env.name, "--catalog", str(catalog))
+    for kafka_topic in expected:
+        assert read_back(spark, endpoints, imported.get(kafka_topic)).count() == RECORDS, kafka_topic

@@ -304,7 +304,8 @@ def test_framed_values_are_avro_and_the_subject_decides_only_an_empty_sample(tmp
     framed = [encode(5, AVRO, {"id": f"o{i}", "placed_at": NOW_S * 1000}) for i in range(3)]
     avro = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=Sample(framed, 3))
     assert isinstance(avro, Proposal) and avro.value_format == ValueFormat.AVRO
-    assert avro.format_evidence.startswith("3 sampled values: 3 Confluent-framed (schema ids 5); a value subject")
+    evidence = "3 sampled values: 3 Confluent-framed (schema ids 5, registry schemaType AVRO); a value subject"
+    assert avro.format_evidence.startswith(evidence)
     unregistered = propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=(), sample=Sample(framed))
     assert unregistered == Flagged(
         NAME.kafka_topic,
@@ -319,7 +320,8 @@ def test_framed_values_are_avro_and_the_subject_decides_only_an_empty_sample(tmp
     assert propose(NAME, env="staging", root=tmp_path, catalog=catalog, registered=registered, sample=mixed) == (
         Flagged(
             NAME.kafka_topic,
-            "the sampled bytes show no one format (2 sampled values: 1 Confluent-framed (schema ids 5), 1 JSON)",
+            "the sampled bytes show no one format (2 sampled values: 1 Confluent-framed (schema ids 5, registry "
+            "schemaType AVRO), 1 JSON)",
         )
     )
 
