@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, report, uploads
+from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, protobuf, report, uploads
 from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
     "maintainer": maintainer.main,
     "archiver": archiver.main,
+    "archiver-protobuf": protobuf.main,
     "archiver-fleet": fleet.main,
     "compactor": compactor.main,
     "compactor-fleet": compactor.fleet,

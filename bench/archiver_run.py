@@ -20,11 +20,12 @@ from bench.calls import count_every_client, delay_every_s3_request
 from bench.common import started_session
 from bench.hashing import hash_in_use, topic_pii, topic_schema
 from bench.proc import cpu_since, tree_cpu
+from bench.protobuf import payment, protobuf_child
 from kafkalake.aws import list_objects, make_client
 from kafkalake.jobspec import Job
 from kafkalake.naming import TableInference
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import ArchivePolicy, TableFormat, TopicSpec
+from kafkalake.topic_spec import ArchivePolicy, TableFormat, TopicSpec, ValueFormat
 from kafkalake_dev.local.endpoints import local_credentials
 from spark_jobs.archiver.job import archive_fleet, read_pseudonym_key
 from spark_jobs.archiver.summary import PHASES
@@ -55,6 +56,10 @@ def bench_topic(argument: str, per_run: int) -> Topic:
     table_format = TableFormat(os.environ.get(TABLE_FORMAT, TableFormat.HIVE.value))
     settings = {"table_format": table_format} if table_format == TableFormat.ICEBERG else {}
     inference = {} if settings else {"table_inference": TableInference.NATIVE}
+    if protobuf_child():  # the table's columns are the registered Protobuf message's rendering
+        protobuf = {"value_format": ValueFormat.PROTOBUF}
+        spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, **protobuf, **settings, **inference)
+        return Topic(name, company, domain, env, spec, (payment()[0],), Path(SCHEMA_FILE))
     spec = TopicSpec(kafka_topic=kafka_topic, archive=archive, pii=topic_pii(), **settings, **inference)
     return Topic(name, company, domain, env, spec, (topic_schema(),), Path(SCHEMA_FILE))
 

@@ -11,7 +11,8 @@ the archiver's own work (classification, business time, routing, quarantine, lay
   offsets, through the workers' S3 client (``spark_jobs.common.worker_s3_client``), as the archiver's writer does:
   no S3A, no rename.
 
-The decode is ``from_avro`` past the Confluent header (of the topic's schema: ``bench.hashing.topic_schema``); no
+The decode is ``from_avro`` past the Confluent header (of the topic's schema: ``bench.hashing.topic_schema``; for the
+Protobuf topic of ``bench.protobuf``, the archiver's Protobuf decoder past the message index); no
 field is hashed (``bench.hashing`` says why). Reports the Spark start, the run's time, the records written
 and the CPU seconds the process tree used after the Spark start (``bench.proc``)."""
 
@@ -37,14 +38,17 @@ from bench.archiver import PARTITIONS
 from bench.common import started_session
 from bench.hashing import topic_schema
 from bench.proc import cpu_since, tree_cpu
+from bench.protobuf import payment, protobuf_child
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import Job
 from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import kafka_access
+from kafkalake.wire import HEADER_SIZE
 from kafkalake_dev.local.endpoints import local_credentials
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import read_kafka
+from spark_jobs.archiver.records import read_kafka, spark_schema
 from spark_jobs.common import worker_s3_client
+from spark_jobs.protobuf_decoder import protobuf_value
 
 WRITTEN_SCHEMA = "key string, rows long"
 WRITTEN = pa.schema([("key", pa.string()), ("rows", pa.int64())])
@@ -61,8 +65,16 @@ def plans(ends: list[int], per_plan: int) -> list[tuple[list[int], list[int]]]:
 
 
 def decoded(records: DataFrame) -> DataFrame:
-    """The records decoded past their Confluent header, with the Kafka partition and offset."""
-    value = from_avro(F.expr("substring(value, 6, length(value) - 5)"), topic_schema()).alias("value")
+    """The records decoded past their Confluent header, with the Kafka partition and offset: ``from_avro``, or for the
+    Protobuf topic (``bench.protobuf``) the archiver's Protobuf decoder past the message index too."""
+    if protobuf_child():
+        columns, decoding = payment()
+        start = HEADER_SIZE + len(decoding.index)
+        payload = F.expr(f"substring(value, {start + 1}, length(value) - {start})")
+        struct = spark_schema(records.sparkSession, columns)
+        value = protobuf_value(payload, decoding.descriptor_set, decoding.message, struct).alias("value")
+    else:
+        value = from_avro(F.expr("substring(value, 6, length(value) - 5)"), topic_schema()).alias("value")
     return records.select(value, "partition", "offset", "timestamp").select(
         "value.*", F.col("partition").alias("_kafka_partition"), F.col("offset").alias("_kafka_offset"), "timestamp"
     )

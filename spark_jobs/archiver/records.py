@@ -163,9 +163,9 @@ def _decoding(member: PassMember, columns: dict[int, str], spark: SparkSession) 
     if fmt == ValueFormat.AVRO:
         return transform.Decoding(fmt, versions)
     if fmt in transform.REGISTRY_FORMATS:
-        structs = {v.version: _spark_schema(spark, v.avro_schema) for v in member.versions if v.held is None}
+        structs = {v.version: spark_schema(spark, v.avro_schema) for v in member.versions if v.held is None}
         return transform.Decoding(fmt, versions, structs=structs)
-    return transform.Decoding(fmt, versions[-1:], _spark_schema(spark, member.versions[-1].avro_schema))
+    return transform.Decoding(fmt, versions[-1:], spark_schema(spark, member.versions[-1].avro_schema))
 
 
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
@@ -239,7 +239,7 @@ def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -
     return versions
 
 
-def _spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
+def spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
     """The Spark struct spark-avro maps an Avro schema to (the same mapping ``from_avro`` uses)."""
     jvm: Any = spark.sparkContext._jvm
     parsed = jvm.org.apache.avro.Schema.Parser().parse(avro_schema)

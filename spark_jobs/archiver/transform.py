@@ -146,9 +146,9 @@ class Decoding:
     value_format: ValueFormat
     versions: tuple[tuple[VersionSchema, str], ...]
     json_schema: StructType | None = None
-    """JSON: the Spark struct of the catalog's newest schema (``records._spark_schema``)."""
+    """JSON: the Spark struct of the catalog's newest schema (``records.spark_schema``)."""
     structs: Mapping[int, StructType] = field(default_factory=dict)
-    """Protobuf and JSON Schema: each version's Spark struct (its rendering's, ``records._spark_schema``)."""
+    """Protobuf and JSON Schema: each version's Spark struct (its rendering's, ``records.spark_schema``)."""
 
     @property
     def value_columns(self) -> tuple[str, ...]:
