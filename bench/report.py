@@ -31,6 +31,7 @@ from bench.rows import (
     maintainer_rows,
     memory_lines,
     need,
+    protobuf_rows,
     table,
     uploads_rows,
 )
@@ -187,7 +188,8 @@ def derived_worker_sizes(results: Results) -> dict[str, dict[str, str]]:
 def render(results: Results) -> str:
     files = ", ".join(f"`{r['file']}`" for _, r in sorted(results.items()))
     header = ["benchmark", "our figure", "baseline (same run)", "ratio"]
-    rows = archiver_rows(results) + (fleet_rows(results) if "archiver-fleet" in results else [])
+    rows = archiver_rows(results) + protobuf_rows(results)
+    rows += fleet_rows(results) if "archiver-fleet" in results else []
     rows += maintainer_rows(results) + compactor_rows(results) + erasure_rows(results)
     rows += full_fleet_rows(results) + hashing_rows(results) + uploads_rows(results)
     lines = [

@@ -194,6 +194,36 @@ def uploads_rows(results: Results) -> list[list[str]]:
     return rows
 
 
+def protobuf_rows(results: Results) -> list[list[str]]:
+    """The Protobuf benchmark's rows, when it has a result: the archiver against Spark alone with the same decoder,
+    then that decoder against ``from_avro`` on the same records."""
+    if "archiver-protobuf" not in results:
+        return []
+    p = results["archiver-protobuf"]["protobuf"]
+    low, high = p["ratio_spread"]
+    avro = p["ratio_protobuf_to_avro_pairs"]
+    what = f"archiver, {number(p['records'])} Protobuf records of ~{p['avg_value_bytes']:.0f} B, one plan"
+    runs = ", ".join(number(r) for r in p["archiver"]["rates_after_start"])
+    return [
+        [
+            f"{what}: records/s after the Spark start (median run; runs {runs})",
+            number(rate_after_start(p["archiver"])),
+            "Spark alone, same read, the same JVM Protobuf decoder and committer, each run right after one of ours: "
+            f"{number(rate_after_start(p['spark_alone']))}",
+            f"**{p['ratio_archiver_to_spark_alone_after_start']:.2f}** (median of {len(p['ratio_pairs'])} pairs' "
+            f"ratios, {low:.2f}-{high:.2f})",
+        ],
+        [
+            "Spark alone on those Protobuf records (the JVM decoder): records/s after the Spark start (median run)",
+            number(rate_after_start(p["spark_alone"])),
+            f"Spark alone on the same records in Avro (`from_avro`), same rounds: "
+            f"{number(rate_after_start(p['spark_alone_avro']))}",
+            f"**{p['ratio_protobuf_to_avro_spark_alone']:.2f}** (median of {len(avro)} pairs' ratios, "
+            f"{min(avro):.2f}-{max(avro):.2f})",
+        ],
+    ]
+
+
 def hashing_rows(results: Results) -> list[list[str]]:
     """The hashing benchmark's rows, when it has a result: each variant against Spark alone, then the variants
     against each other round by round."""
