@@ -2,8 +2,8 @@
 
 Per Kafka topic of the environment: its place in the catalog by the environment's naming convention
 (``kafkalake.convention``), its value format from the bytes of a sample (``onboarding.infer.sampled_format``: most
-values Confluent-framed → the registry's schemaType for their ids, most JSON → JSON; the registry decides only when
-nothing was sampled; a Protobuf topic's message from the sampled indexes, ``sampled_message``), its schemas
+values Confluent-framed → the registry's schemaType for their ids (``framed_problem``), most JSON → JSON; the
+registry decides only when nothing was sampled; a Protobuf topic's message from the sampled indexes), its schemas
 (every version of a registered value subject; for JSON without one, an Avro schema inferred from the sample), its
 ranked business-time candidates with their evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had
 keys and tombstones. Topics off the convention are summarised by reason (``off_convention_lines``). The sample is
@@ -47,6 +47,7 @@ from kafkalake_dev.onboarding.infer import (
     REGISTRY_FORMATS,
     NotInferable,
     RankedTime,
+    SampledFormat,
     infer_avro,
     rank_time_fields,
     sampled_format,
@@ -147,28 +148,62 @@ def _reader(version: RegisteredSchema, value_format: ValueFormat) -> Callable[[b
 
 
 def sampled_message(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -> str | None:
-    """The message type most sampled Protobuf values carry, by the index after their schema id (None: each file's
-    first message, the registry's default rendering)."""
+    """The message type most sampled Protobuf values carry, by the index after their schema id (None: each version's
+    file's first message, the registry's default rendering, whatever message ``registered`` were rendered with)."""
+    schemas = {r.schema_id: ProtoSchema(r.decoding.descriptor_set, ROOT_NAME) for r in registered}
+    by_path = {i: {p: n for n, p in schema.messages.items()} for i, schema in schemas.items()}
     names: Counter[str] = Counter()
     for value in values:
         try:
             schema_id, payload = split_header(value)
-            version = next(r for r in registered if r.schema_id == schema_id)
-            by_path = {p: n for n, p in ProtoSchema(version.decoding.descriptor_set, ROOT_NAME).messages.items()}
-            names[by_path[read_index(payload)[0]]] += 1
-        except (ValueError, StopIteration, KeyError):
+            names[by_path[schema_id][read_index(payload)[0]]] += 1
+        except (ValueError, KeyError):
             continue
     if not names:
         return None
     name = names.most_common(1)[0][0]
-    return None if all(r.decoding.message == name for r in registered) else name
+    return None if all(next(iter(s.messages), None) == name for s in schemas.values()) else name
 
 
-def with_message(version: RegisteredSchema, message: str) -> RegisteredSchema:
-    """A Protobuf version's columns and decoding for message ``message`` (as the archiver renders them for a topic
-    whose catalog names it)."""
+def with_message(version: RegisteredSchema, message: str | None) -> RegisteredSchema:
+    """A Protobuf version's columns and decoding for message ``message`` (else its file's first), as the archiver
+    renders them for a topic whose catalog names it (or names none)."""
     columns, decoding = protobuf_columns(ProtoSchema(version.decoding.descriptor_set, ROOT_NAME), message)
     return dataclasses.replace(version, schema=columns, decoding=decoding)
+
+
+def framed_problem(kafka_topic: str, found: SampledFormat, registered: tuple[RegisteredSchema, ...]) -> str | None:
+    """Why mostly framed values give no format: no value subject, or schema ids it does not hold (None: neither)."""
+    subject = value_subject(kafka_topic)
+    if found.mostly_framed and not registered:
+        return (
+            f"Confluent-framed values ({found.evidence()}), but no value subject in the registry: register the "
+            f"topic's value schema under subject {subject!r} (TopicNameStrategy), then import again"
+        )
+    if found.mostly_framed and found.unregistered:
+        return (
+            f"Confluent-framed values carry schema ids {', '.join(map(str, found.unregistered))} that no version of "
+            f"value subject {subject!r} has ({', '.join(f'v{r.version} id {r.schema_id}' for r in registered)}), so "
+            f"the registry gives no format for them and the archiver would quarantine them as unknown_schema_id "
+            f"({found.evidence()}): register their schemas under {subject!r} (TopicNameStrategy), then import again"
+        )
+    return None
+
+
+def protobuf_versions(
+    values: list[bytes], registered: tuple[RegisteredSchema, ...]
+) -> tuple[str | None, tuple[RegisteredSchema, ...]] | str:
+    """The sampled values' message (None: each file's first) and ``registered`` rendered with it, or why not: a
+    version whose file lacks the message."""
+    message = sampled_message(values, registered)
+    messages = {r.version: ProtoSchema(r.decoding.descriptor_set, ROOT_NAME).messages for r in registered}
+    lacking = [f"v{number}" for number, declared in messages.items() if message and message not in declared]
+    if lacking:
+        return (
+            f"the sampled records are {message} messages, which the file of {', '.join(lacking)} does not declare: "
+            "one topic's versions must all declare its message; write the topic's catalog files by hand"
+        )
+    return message, tuple(with_message(r, message) for r in registered)
 
 
 class WriteOutcome(StrEnum):
@@ -216,6 +251,9 @@ def propose(
     stem = known.name if known else name.topic
     namespace = f"{name.company}.{name.domain}".replace("-", "_")
     found = sampled_format(sample.values, registered)
+    problem = framed_problem(name.kafka_topic, found, registered)
+    if problem:
+        return Flagged(name.kafka_topic, problem)
     if found.value_format is None and sample.values:
         if not (registered or found.framed or found.json_values):
             return Flagged(name.kafka_topic, "no value subject in the registry, and the values are not JSON")
@@ -226,16 +264,11 @@ def propose(
     value_format = found.value_format or newest or ValueFormat.JSON
     message = None
     if value_format != ValueFormat.JSON:
-        if not registered:
-            return Flagged(
-                name.kafka_topic,
-                f"Confluent-framed values ({found.evidence()}), but no value subject in the registry: register the "
-                f"topic's value schema under subject {value_subject(name.kafka_topic)!r} (TopicNameStrategy), then "
-                "import again",
-            )
         if value_format == ValueFormat.PROTOBUF:
-            message = sampled_message(sample.values, registered)
-            registered = tuple(with_message(r, message) for r in registered) if message else registered
+            chosen = protobuf_versions(sample.values, registered)
+            if isinstance(chosen, str):
+                return Flagged(name.kafka_topic, chosen)
+            message, registered = chosen
         records = decode_framed(sample.values, registered, value_format)
     else:
         records = list(found.json_values)

@@ -3,8 +3,9 @@ its bytes show, an Avro schema inferred from JSON values, and the business-time 
 for each. Pure: the sample is read by ``kafkalake_dev.onboarding.importer``.
 
 Format: a value in Confluent framing (magic byte 0, then a 4-byte schema id) is of the registry's ``schemaType`` for
-that id (Avro, Protobuf or JSON Schema; Avro when the registry holds no such id), a value that parses as JSON is JSON
-(no JSON text starts with byte 0, so no value is both); the topic's format is the one most sampled values have.
+that id (Avro, Protobuf or JSON Schema; no format when the value subject holds no such id: never a guess from the
+subject alone), a value that parses as JSON is JSON (no JSON text starts with byte 0, so no value is both); the
+topic's format is the one most sampled values have.
 
 Ranking: an Avro timestamp logical type first (score 3), then a field whose name says time (``*_at``, ``*_at_ms``,
 ``*time*``, ``timestamp``, ``ts``, ``*date*``, ``created*``, ``occurred*``, ...) and whose sampled values are all
@@ -58,15 +59,22 @@ class SampledFormat:
     neither: int
     schema_types: tuple[str, ...] = ()
     """The registry's ``schemaType`` of the sampled schema ids it holds, distinct, sorted."""
+    unregistered: tuple[int, ...] = ()
+    """The sampled schema ids that no given registered version has (every one when no version was given)."""
+
+    @property
+    def mostly_framed(self) -> bool:
+        """More sampled values are Confluent-framed than JSON."""
+        return self.framed > len(self.json_values)
 
     @property
     def value_format(self) -> ValueFormat | None:
         """The format most sampled values have; None when no value was sampled, none is framed or JSON, as many are
-        framed as are JSON, or the framed ones name schemas of several types."""
-        if self.framed > len(self.json_values):
-            if len(self.schema_types) > 1:
+        framed as are JSON, or the framed ones name schemas of several types or ids the registered versions lack."""
+        if self.mostly_framed:
+            if self.unregistered or len(self.schema_types) != 1:
                 return None
-            return REGISTRY_FORMATS.get(self.schema_types[0]) if self.schema_types else ValueFormat.AVRO
+            return REGISTRY_FORMATS.get(self.schema_types[0])
         if len(self.json_values) > self.framed:
             return ValueFormat.JSON
         return None
@@ -105,7 +113,8 @@ def sampled_format(values: list[bytes], registered: Sequence[RegisteredSchema] =
                 parsed.append(json.loads(value))
     neither = len(values) - len(ids) - len(parsed)
     types = tuple(sorted({r.schema_type for r in registered if r.schema_id in ids}))
-    return SampledFormat(len(ids), tuple(sorted(set(ids))), tuple(parsed), neither, types)
+    unregistered = tuple(sorted(set(ids) - {r.schema_id for r in registered}))
+    return SampledFormat(len(ids), tuple(sorted(set(ids))), tuple(parsed), neither, types, unregistered)
 
 
 @dataclass(frozen=True)

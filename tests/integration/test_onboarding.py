@@ -24,7 +24,7 @@ from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, SchemaDriftMetri
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
 from kafkalake.topic_spec import ValueFormat
-from kafkalake.wire import encode
+from kafkalake.wire import encode, split_header
 from kafkalake_dev.cli.app import app
 from kafkalake_dev.local.producers import ProducerSchemas
 from kafkalake_dev.local.provision import ensure_pseudonym_key
@@ -277,3 +277,34 @@ def test_protobuf_and_json_schema_topics_are_imported_in_their_format_and_archiv
     cli("archive", "--env", env.name, "--catalog", str(catalog))
     for kafka_topic in expected:
         assert read_back(spark, endpoints, imported.get(kafka_topic)).count() == RECORDS, kafka_topic
+
+
+def test_framed_values_whose_ids_the_value_subject_lacks_are_flagged(
+    local_stack: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The format is never the subject's alone: Protobuf records whose schema is registered under another subject
+    (TopicRecordNameStrategy's) on a topic whose value subject holds an Avro version are flagged, not imported as
+    Avro; nothing is written."""
+    env, _, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    catalog = tmp_path / "fleet-catalog"
+    catalog.mkdir()
+    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    cluster = Cluster(local_stack, env.name)
+    kafka_topic = cluster.topic("{env}.acme.shop.mixed")
+    avro_id = cluster.registry.register(value_subject(kafka_topic), avro("Mixed", ("id", "string")))
+    producers = ProducerSchemas(load_topic_catalog(catalog_dir()).get("order-placed", "staging"))
+    newest = producers.register(cluster.registry, f"{kafka_topic}-acme.shop.OrderPlaced")[-1]
+    values: list[bytes | None] = [newest({"id": f"o{i}", "placed_at": cluster.moment(i)}, i) for i in range(RECORDS)]
+    cluster.topic(kafka_topic, values)
+    protobuf_id = split_header(newest({"id": "x"}, 0))[0]
+    assert protobuf_id != avro_id
+
+    output = cli("catalog", "import", "--env", env.name, "--catalog", str(catalog), "--match", kafka_topic)
+
+    assert (
+        f"not imported: {kafka_topic}: Confluent-framed values carry schema ids {protobuf_id} that no version of "
+        f"value subject '{kafka_topic}-value' has (v1 id {avro_id}), so the registry gives no format for them"
+    ) in output
+    assert "0 topics imported" in output and "1 flagged" in output
+    assert sorted(p.name for p in catalog.rglob("*")) == [DEFAULTS_FILE]
