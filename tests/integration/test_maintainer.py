@@ -32,7 +32,7 @@ from kafkalake.environments import EnvironmentConfig
 from kafkalake.glue import COMPLETE_PARAMETER
 from kafkalake.layout import DataKey, Partition, TablePrefix
 from kafkalake.topic_catalog import TopicCatalog, load_topic_catalog, tables_document
-from kafkalake_dev.local.maintainer import invoke_reconciler_locally
+from kafkalake_dev.local.maintainer import invoke_reconciler_locally, lambda_log
 from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
 from kafkalake_dev.local.s3_events import as_s3_sends
 from kafkalake_dev.local.sandbox import count_calls, isolated_env
@@ -579,12 +579,16 @@ def test_reconcile_restores_exactly_the_partitions_whose_events_were_lost(
     catalog, environments = lake.files
     monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
     capsys.readouterr()
+    logged = lambda_log().stat().st_size if lambda_log().exists() else 0
     first = invoke_reconciler_locally(lake.endpoints, lake.env, lake.catalog)
     restored = {tuple(k.partition.values()) for k in lost}
     assert lake.partitions(lake.card) == before | restored
     assert first["partitions_repaired"] == 3 and first["failed"] == {}
     assert sorted(first["repaired"][f"{lake.acme}.card_authorized"]) == sorted("/".join(v) for v in restored)
-    [emf] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"CloudWatchMetrics"' in line]
+    assert '"CloudWatchMetrics"' not in capsys.readouterr().out  # the metrics go to the Lambdas' log file
+    with lambda_log().open() as log:
+        log.seek(logged)
+        [emf] = [json.loads(line) for line in log.read().splitlines() if '"ReconcilePartitionsRepaired"' in line]
     assert emf["ReconcilePartitionsRepaired"] == [3.0] and emf["service"] == "kafkalake-reconciler"
     second = CliRunner().invoke(app, ["reconcile", "--env", lake.env.name, "--catalog", str(catalog)])
     assert second.exit_code == 0 and "0 partitions added, 0 with no objects" in second.output

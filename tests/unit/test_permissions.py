@@ -91,7 +91,7 @@ def test_databases_carry_their_strictest_table_and_no_pii_tables_their_own_level
     by_name = {t.name: t for t in access.tables}
     assert {name: (t.sensitivity, t.personal_columns) for name, t in by_name.items()} == {
         "acme_staging.card_authorized": ("confidential", ()),
-        "acme_staging.order_placed": ("confidential", ("customer",)),  # customer.email, tagged in the registry
+        "acme_staging.order_placed": ("confidential", ("customer", "ship_to")),  # customer.email tagged in the registry
         "acme_staging.refund_issued": ("internal", ("customer_id",)),
         "acme_staging.shipment_events": ("internal", ()),
         "globex_staging.customer_updated": ("pii", ("_key", "customer_id", "email")),
