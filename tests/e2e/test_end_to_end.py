@@ -171,7 +171,7 @@ def assert_erasure(s3: Any, bucket: str, report: DemoReport) -> None:
     assert erasure is not None and erasure.recorded
     tables = {f"{t.topic.database}.{t.topic.table}": t for t in report.tables}
     with_subjects = {n for n, t in tables.items() if t.topic.spec.subject_fields}
-    assert len(with_subjects) == 3, "the demo's request is meant to span three tables (a JSON Schema one among them)"
+    assert len(with_subjects) == 4, "the demo's request spans four tables (a Protobuf and a JSON Schema one among them)"
     receipt = erasure.receipts[erasure.request_id]
     assert {n: t["rows_removed"] for n, t in receipt["tables"].items()} == dict.fromkeys(with_subjects, 1)
     [keyed] = [n for n, t in tables.items() if t.topic.spec.erasure == "by_key"]

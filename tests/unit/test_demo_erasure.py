@@ -59,13 +59,14 @@ def test_the_subject_is_one_person_in_both_tables_with_subject_fields_and_no_tom
     assert found is not None
     index, value = found
     with_fields = [t for t in TOPICS if t.spec.subject_fields]
-    assert sorted(t.name for t in with_fields) == ["customer-updated", "refund-issued", "ticket-opened"]
+    assert sorted(t.name for t in with_fields) == ["customer-updated", "order-placed", "refund-issued", "ticket-opened"]
     assert all(produced[t.kafka_topic].subjects[index] == value for t in with_fields)
     erased = erased_records(TOPICS, produced, index)
     customers = produced[BY_NAME["customer-updated"].kafka_topic]
     assert erased[BY_NAME["customer-updated"].kafka_topic] == customers.tombstoned | {index}
     assert erased[BY_NAME["refund-issued"].kafka_topic] == {index}
     assert erased[BY_NAME["ticket-opened"].kafka_topic] == {index}  # a JSON Schema table
+    assert erased[BY_NAME["order-placed"].kafka_topic] == {index}  # a Protobuf table, by a nested field
     assert erased[BY_NAME["card-authorized"].kafka_topic] == set(), "a table without erasure loses nothing"
     nobody = {k: dataclasses.replace(v, subjects={}) for k, v in produced.items()}
     assert demo_subject(nobody, TOPICS) is None
