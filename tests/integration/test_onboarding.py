@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from infra.repo import catalog_dir
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, SchemaDriftMetric
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import DEFAULTS_FILE, load_topic_catalog
@@ -125,6 +126,17 @@ def make_topics(cluster: Cluster) -> dict[str, str | None]:
     }
 
 
+def empty_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[EnvironmentConfig, Path]:
+    """A throw-away environment (the CLI reads it from ``KAFKALAKE_ENVIRONMENTS``) and a catalog holding only the
+    defaults, for an import to fill."""
+    env, _, environments = isolated_env(tmp_path)
+    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    catalog = tmp_path / "fleet-catalog"
+    catalog.mkdir()
+    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    return env, catalog
+
+
 def cli(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
@@ -134,12 +146,8 @@ def cli(*args: str) -> str:
 def test_import_validate_archive_then_drift(
     local_stack: Endpoints, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env, _, environments = isolated_env(tmp_path)
-    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
+    env, catalog = empty_catalog(tmp_path, monkeypatch)
     endpoints = with_bucket(local_stack, env.bucket)
-    catalog = tmp_path / "fleet-catalog"
-    catalog.mkdir()
-    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
     cluster = Cluster(endpoints, env.name)
     expected = make_topics(cluster)
     match = ["--match", f"*{env.name}*"]
@@ -206,11 +214,7 @@ def test_a_json_topic_with_a_registered_subject_is_imported_as_json(
 ) -> None:
     """The format comes from the sampled bytes, not from the subject: JSON records under a registered value subject
     (as the demo's JSON topics have) are JSON, with the registered schema; a dry run writes nothing and says so."""
-    env, _, environments = isolated_env(tmp_path)
-    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    catalog = tmp_path / "fleet-catalog"
-    catalog.mkdir()
-    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    env, catalog = empty_catalog(tmp_path, monkeypatch)
     cluster = Cluster(local_stack, env.name)
     schema = avro("Shipment", ("id", "string"), ("scanned_at", "string"))
     kafka_topic = cluster.registered_only("{env}.acme.logistics.shipments", schema)
@@ -242,11 +246,7 @@ def test_protobuf_and_json_schema_topics_are_imported_in_their_format_and_archiv
     """The format comes from the sampled bytes and the registry's schemaType for the ids they carry: the demo
     producers' Protobuf topic (its version 2's records name OrderPlaced at index [1]) is imported as protobuf with its
     message, the JSON Schema one as json_schema; both with the registry's renderings, and both archive exactly."""
-    env, _, environments = isolated_env(tmp_path)
-    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    catalog = tmp_path / "fleet-catalog"
-    catalog.mkdir()
-    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    env, catalog = empty_catalog(tmp_path, monkeypatch)
     cluster = Cluster(local_stack, env.name)
     ensure_pseudonym_key(make_client(local_stack, "secretsmanager"))  # both hash a field the registry tags
     demo = load_topic_catalog(catalog_dir())
@@ -285,11 +285,7 @@ def test_framed_values_whose_ids_the_value_subject_lacks_are_flagged(
     """The format is never the subject's alone: Protobuf records whose schema is registered under another subject
     (TopicRecordNameStrategy's) on a topic whose value subject holds an Avro version are flagged, not imported as
     Avro; nothing is written."""
-    env, _, environments = isolated_env(tmp_path)
-    monkeypatch.setenv("KAFKALAKE_ENVIRONMENTS", str(environments))
-    catalog = tmp_path / "fleet-catalog"
-    catalog.mkdir()
-    shutil.copy(catalog_dir() / DEFAULTS_FILE, catalog / DEFAULTS_FILE)
+    env, catalog = empty_catalog(tmp_path, monkeypatch)
     cluster = Cluster(local_stack, env.name)
     kafka_topic = cluster.topic("{env}.acme.shop.mixed")
     avro_id = cluster.registry.register(value_subject(kafka_topic), avro("Mixed", ("id", "string")))
