@@ -169,19 +169,46 @@ def _pointer(document: Mapping[str, Any], fragment: str, ref: str) -> Mapping[st
 
 def validator(schema: Mapping[str, Any], references: Mapping[str, Mapping[str, Any]]) -> Callable[[Any], str | None]:
     """A function of a parsed value: None when it validates against ``schema`` (its ``$ref``s into ``references``
-    resolved), else where and which rule it broke (``$.amount: minimum``), never the value itself: values may be
-    personal data and the reason is stored beside the quarantined record and counted in metrics."""
+    resolved), else where and which rule it broke (``$.amount: minimum``, ``$.lines[].sku: type``), named by the
+    schema only (``_place``): never a value nor a map's key, which may be personal data, while the reason is stored
+    beside the quarantined record and counted in metrics."""
     import fastjsonschema  # imported here: only archivers of JSON Schema topics validate
 
     handlers = {"": lambda uri: dict(references[uri.partition("#")[0]])}
     check = fastjsonschema.compile(dict(schema), handlers=handlers)
+    named = _property_names([schema, *references.values()])
 
     def violation(value: Any) -> str | None:
         try:
             check(value)
         except fastjsonschema.JsonSchemaValueException as exc:
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path[1:])
-            return f"${path}: {exc.rule}"
+            return f"${_place(exc.path[1:], named)}: {exc.rule}"
         return None
 
     return violation
+
+
+def _place(path: list[Any], named: set[str]) -> str:
+    """Where in a value a rule broke, by the schema's own names only: a property the schemas declare by its name, an
+    array's element as ``[]``, any other member (a map's key: data, maybe personal) as ``{}``."""
+    parts: list[str] = []
+    for part in map(str, path):
+        found = "[]" if part.isdigit() else f".{part}" if part in named else "{}"
+        if not (found == "{}" and parts and parts[-1] == "{}"):  # fastjsonschema splits a key at its dots
+            parts.append(found)
+    return "".join(parts)
+
+
+def _property_names(schemas: list[Any]) -> set[str]:
+    """Every property name the schemas declare, at any depth."""
+    found: set[str] = set()
+    pending = list(schemas)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("properties"), Mapping):
+                found.update(node["properties"])
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return found

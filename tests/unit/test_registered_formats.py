@@ -166,6 +166,9 @@ def test_the_validator_says_where_and_which_rule_never_the_value() -> None:
     assert check({**good, "secret-value": 1}) == "$: additionalProperties"
     refused = check({**good, "id": 12345678})
     assert refused == "$.id: type" and "12345678" not in refused
+    # a map's keys are data: never named; an array's elements by the schema's shape, not their place
+    assert check({**good, "attrs": {"jane@example.com": "x"}}) == "$.attrs{}: type"
+    assert check({**good, "tags": ["a", 7]}) == "$.tags[]: type"
 
 
 @pytest.mark.parametrize("name", ["order-placed", "ticket-opened"])
