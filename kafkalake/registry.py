@@ -73,6 +73,9 @@ class RegistryClient:
             verify = ssl.create_default_context()
             verify.load_verify_locations(cadata=ca_pem)
         self._http = http or httpx.Client(timeout=TIMEOUT_SECONDS, auth=auth, verify=verify)
+        self._referenced: dict[tuple[str, int], RegisteredSchema] = {}
+        """Referenced versions already read: a subject's version never changes once registered, and every version of
+        a subject (and every topic of a run) tends to import the same few."""
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.url}{path}"
@@ -142,7 +145,8 @@ class RegistryClient:
             reference = pending.pop()
             if reference.name in found:
                 continue
-            item = self.version(reference.subject, reference.version)
+            at = (reference.subject, reference.version)
+            item = self._referenced.get(at) or self._referenced.setdefault(at, self.version(*at))
             found[reference.name] = item.schema
             pending.extend(item.references)
         return found

@@ -125,3 +125,31 @@ def test_subject_names_are_quoted_whole() -> None:
     registry = StubRegistry([])
     assert registry.client().versions("acme/orders value:v1") == []
     assert registry.paths == [b"/apis/ccompat/v7/subjects/acme%2Forders%20value%3Av1/versions"]
+
+
+def test_a_reference_is_read_once_however_many_versions_and_calls_import_it() -> None:
+    """Two Protobuf versions importing the same registered file, looked up twice: the file is read once (a subject's
+    version never changes once registered)."""
+    address = 'syntax = "proto3"; package a; message Address { string city = 1; }'
+    order = 'syntax = "proto3"; package o; import "a.proto"; message Order {{ a.Address to = 1; {extra} }}'
+    texts = {1: order.format(extra=""), 2: order.format(extra="string id = 2;")}
+    reads: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/apis/ccompat/v7")
+        reads.append(path)
+        if path == "/subjects/a.proto/versions/1":
+            found = {"subject": "a.proto", "version": 1, "id": 1, "schema": address, "schemaType": "PROTOBUF"}
+            return httpx.Response(200, json=found)
+        if path == "/subjects/orders-value/versions":
+            return httpx.Response(200, json=[1, 2])
+        number = int(path.rsplit("/", 1)[1])
+        reference = [{"name": "a.proto", "subject": "a.proto", "version": 1}]
+        version = {"subject": "orders-value", "version": number, "id": 10 + number, "schema": texts[number]}
+        return httpx.Response(200, json={**version, "schemaType": "PROTOBUF", "references": reference})
+
+    client = RegistryClient(URL, http=httpx.Client(transport=httpx.MockTransport(handle)))
+    first, again = client.versions("orders-value"), client.versions("orders-value")
+    assert [v.schema_type for v in first] == ["PROTOBUF", "PROTOBUF"] and first == again
+    assert '"name": "to"' in first[0].schema and '"name": "id"' in first[1].schema
+    assert reads.count("/subjects/a.proto/versions/1") == 1
