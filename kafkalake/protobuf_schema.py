@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import importlib.resources
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -263,9 +263,3 @@ def _is_map(field: FieldDescriptor) -> bool:
 
 def _repeated(field: FieldDescriptor) -> bool:
     return bool(field.label == FieldDescriptor.LABEL_REPEATED)
-
-
-def iter_messages(schema: ProtoSchema) -> Iterator[tuple[str, bytes]]:
-    """Every message of the file with its index path's bytes (``index_bytes``)."""
-    for name, path in schema.messages.items():
-        yield name, index_bytes(path)

@@ -14,8 +14,10 @@ from kafkalake.json_schema import render as render_json_schema
 from kafkalake.personal import schema_personal_fields
 from kafkalake.protobuf_schema import ProtobufSchemaError, ProtoSchema, compile_files, index_bytes, read_index
 from kafkalake.registered_formats import PROTOBUF, ProtobufDecoding, rendered
+from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.local.producers import ProducerSchemas
+from spark_jobs.archiver.records import FormatMismatch, version_schemas
 
 CATALOG = load_topic_catalog(catalog_dir())
 
@@ -185,3 +187,22 @@ def test_message_is_refused_on_a_topic_that_is_not_protobuf() -> None:
 
     with pytest.raises(ValidationError, match="remove message, or set value_format: protobuf"):
         TopicSpec(value_format="avro", message="acme.shop.OrderPlaced")
+
+
+class OneVersion:
+    """A registry holding one version of every subject, of ``schema_type``."""
+
+    url = "http://registry"
+
+    def __init__(self, schema_type: str) -> None:
+        self.schema_type = schema_type
+
+    def versions(self, subject: str, message: str | None = None) -> list[RegisteredSchema]:
+        return [RegisteredSchema(subject, 1, 7, CATALOG.get("card-authorized", "staging").schemas[0], self.schema_type)]
+
+
+def test_a_subject_of_another_format_than_the_topic_file_says_fails_the_topic_with_the_fix() -> None:
+    topic = CATALOG.get("card-authorized", "staging")  # value_format: avro
+    assert [v.version for v in version_schemas(topic, OneVersion("AVRO"), key_at_hand=True)] == [1]  # type: ignore[arg-type]
+    with pytest.raises(FormatMismatch, match=r"holds PROTOBUF schemas .* set value_format: protobuf there"):
+        version_schemas(topic, OneVersion("PROTOBUF"), key_at_hand=True)  # type: ignore[arg-type]
