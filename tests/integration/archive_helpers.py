@@ -237,10 +237,22 @@ def rotating_secret(endpoints: Endpoints, suffix: str) -> RotatingSecret:
     return RotatingSecret(own, old, new)
 
 
+ICEBERG_COMPANIES: list[str] = sorted(
+    {t.company for t in CATALOG.for_env("staging") if t.spec.table_format == TableFormat.ICEBERG}
+)
+"""The companies whose staging databases hold Iceberg tables: the only databases the deployed archiver may create
+and look up tables in (``infra/stack.py``, ``_lake_writers``), which the permission check holds the tests to."""
+
+
 def iceberg_topic(endpoints: Endpoints, name: str, **archive: Any) -> Topic:
-    """A fresh catalog topic kept as an Iceberg table, with its Glue database (the stack deploys the databases)."""
+    """A fresh catalog topic kept as an Iceberg table, with its Glue database (the stack deploys the databases); a
+    topic of a company with no Iceberg table in staging is kept in such a company's database, where a deployed
+    archiver could create it."""
     topic = fresh(name, **archive)
-    topic = dataclasses.replace(topic, spec=topic.spec.model_copy(update={"table_format": TableFormat.ICEBERG}))
+    update: dict[str, Any] = {"table_format": TableFormat.ICEBERG}
+    if topic.company not in ICEBERG_COMPANIES:
+        update["database"] = f"{ICEBERG_COMPANIES[0]}_{topic.env}"
+    topic = dataclasses.replace(topic, spec=topic.spec.model_copy(update=update))
     make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     return topic
 
