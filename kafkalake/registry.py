@@ -170,3 +170,8 @@ def error_code(body: str) -> int | None:
 def value_subject(kafka_topic: str) -> str:
     """The TopicNameStrategy subject for a topic's values."""
     return f"{kafka_topic}-value"
+
+
+def key_subject(kafka_topic: str) -> str:
+    """The TopicNameStrategy subject for a topic's keys."""
+    return f"{kafka_topic}-key"

@@ -120,6 +120,11 @@ class TopicSpec(BaseModel):
     message: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
     """Protobuf: the full name of the records' message type (``package.Message``, nested ones ``package.Outer.Inner``),
     looked up in every version's file, so its index may change between versions; by default each file's first."""
+    key_format: ValueFormat | None = None
+    """How the records' Kafka keys are written when they are Confluent-framed (avro, protobuf, json_schema; their
+    schemas under the registry's ``<topic>-key`` subject): each key is then decoded, and the table's ``_key`` is a
+    struct of the newest key version's fields (a Protobuf key: each version's first message). None: the key is
+    bytes, kept as ``archive.key`` says."""
     time_fields: tuple[TimeCandidate, ...] = ()
     tombstones: Literal["drop", "keep"] = "drop"
     retention_days: int | None = Field(default=None, ge=1)
@@ -152,6 +157,28 @@ class TopicSpec(BaseModel):
             raise ValueError(
                 f"message names a Protobuf message type, and this topic's value_format is {self.value_format}: "
                 "remove message, or set value_format: protobuf"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _key_format_decodes_a_kept_key(self) -> TopicSpec:
+        if self.key_format is None:
+            return self
+        if self.key_format.schema_type is None:
+            raise ValueError(
+                f"key_format names a registry format (avro, protobuf, json_schema), not {self.key_format}: a key "
+                "without a registered schema is kept as bytes; remove key_format"
+            )
+        if self.archive.key != StoredAs.CLEAR:
+            raise ValueError(
+                f"key_format decodes each Kafka key into the table's _key struct, and archive.key is "
+                f"{self.archive.key}: set archive.key: clear (the key's fields are then stored as they are), or "
+                "remove key_format (archive.key: hmac keeps the key's keyed hash, drop keeps nothing)"
+            )
+        if self.erasure == "by_key":
+            raise ValueError(
+                "erasure: by_key matches rows by their Kafka key's bytes, and key_format stores the key decoded: "
+                "remove key_format, or erase by a subject field of the value (subject_fields)"
             )
         return self
 

@@ -72,10 +72,13 @@ class Member:
 
 def passes(members: Sequence[Member], width: int = MAX_PASS_COLUMNS) -> list[list[Member]]:
     """The round's members in passes, in order: those that hash the same Kafka columns together
-    (``records.hashed_kafka_columns``), at most ``width`` distinct decodings each."""
+    (``records.hashed_kafka_columns``), at most ``width`` distinct decodings each; a ``key_format`` topic alone
+    (its ``_key`` is its own key schema's type)."""
     kinds: dict[tuple[str, ...], list[list[Member]]] = {}
     for member in members:
-        found = kinds.setdefault(hashed_kafka_columns(member.member.topic), [[]])
+        topic = member.member.topic
+        kind = (*hashed_kafka_columns(topic), *([topic.kafka_topic] if member.member.key_versions else []))
+        found = kinds.setdefault(kind, [[]])
         if found[-1] and len(set(_columns([*found[-1], member]))) > width:
             found.append([])
         found[-1].append(member)

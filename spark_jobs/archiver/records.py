@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType, _parse_datatype_json_string
 
 from kafkalake.json_schema import JsonSchemaError
 from kafkalake.kafka_access import KafkaAccess
-from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, PseudonymKey, kafka_hashed
+from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, PseudonymKey, kafka_hashed, schema_personal_fields
 from kafkalake.protobuf_schema import ProtobufSchemaError
-from kafkalake.registry import RegistryClient, RegistryError, value_subject
+from kafkalake.registry import RegisteredSchema, RegistryClient, RegistryError, key_subject, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, ValueFormat
 from kafkalake.undeclared import protection
@@ -60,6 +60,8 @@ class PassMember:
     topic: Topic
     plan: Plan
     versions: tuple[transform.VersionSchema, ...]
+    key_versions: tuple[transform.VersionSchema, ...] = ()
+    """A ``key_format`` topic's key versions (``key_versions``); its plan is then a pass of its own."""
 
 
 def pass_records(
@@ -119,6 +121,11 @@ def prepared(raw: DataFrame, members: Sequence[PassMember], *, key: PseudonymKey
     decodings = [_decoding(m, mine, spark) for m, mine in zip(members, columns, strict=True)]
     rows = transform.with_metadata(raw, [m.plan.kafka_topic for m in members])
     decoded = transform.decode(transform.classify(rows, decodings), decodings)
+    keyed = [m for m in members if m.key_versions]
+    if keyed and count > 1:
+        raise ValueError(f"a key_format topic's plan is a pass of its own: {[m.topic.kafka_topic for m in keyed]}")
+    if keyed:
+        decoded = transform.with_decoded_key(decoded, *_key_decoding(keyed[0], spark))
     timings = [
         transform.Timing(m.topic.spec.time_fields, datetime.fromisoformat(m.plan.created_at), d.value_columns)
         for m, d in zip(members, decodings, strict=True)
@@ -128,6 +135,8 @@ def prepared(raw: DataFrame, members: Sequence[PassMember], *, key: PseudonymKey
     if by_key:
         timed = transform.with_tombstone_key(timed, by_key, count)
     personal = {mine[v.version]: v.personal for m, mine in zip(members, columns, strict=True) for v in m.versions}
+    if keyed:
+        personal[transform.DECODED_KEY_COLUMN] = {p: a for v in keyed[0].key_versions for p, a in v.personal.items()}
     hashed = {hashed_kafka_columns(m.topic) for m in members}
     if len(hashed) > 1:
         raise ValueError(f"the plans of one pass must hash the same Kafka columns (a hashed one is text): {hashed}")
@@ -168,6 +177,16 @@ def _decoding(member: PassMember, columns: dict[int, str], spark: SparkSession) 
     return transform.Decoding(fmt, versions[-1:], spark_schema(spark, member.versions[-1].avro_schema))
 
 
+def _key_decoding(member: PassMember, spark: SparkSession) -> tuple[transform.Decoding, DataType]:
+    """How a ``key_format`` topic's keys are decoded, each version into its ``transform.key_column``, and the type
+    of the table's ``_key`` (the newest version's)."""
+    fmt = member.topic.spec.key_format
+    assert fmt is not None
+    versions = tuple((v, transform.key_column(v.version)) for v in member.key_versions)
+    structs = {v.version: spark_schema(spark, v.avro_schema) for v in member.key_versions if fmt != ValueFormat.AVRO}
+    return transform.Decoding(fmt, versions, structs=structs), spark_type(spark, member.key_versions[-1].avro_schema)
+
+
 def read_kafka(spark: SparkSession, access: KafkaAccess, plan: Plan, include_headers: bool) -> DataFrame:
     """A bounded batch read of exactly the plan's ranges by Spark's Kafka source (one Spark partition per Kafka
     partition).
@@ -203,9 +222,43 @@ def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -
     run has the pseudonym key). JSON: the catalog's newest schema."""
     if topic.spec.value_format == ValueFormat.JSON:
         return [transform.VersionSchema(len(topic.schemas), None, topic.schemas[-1], topic.personal_fields)]
-    subject = value_subject(topic.kafka_topic)
+    versions = []
+    for found in _registered(topic, registry, value_subject(topic.kafka_topic), topic.spec.value_format, "value"):
+        rule = protection(topic, found.schema)
+        held = rule.held(key_at_hand)
+        versions.append(
+            transform.VersionSchema(found.version, found.schema_id, found.schema, rule.personal, held, found.decoding)
+        )
+    return versions
+
+
+def key_versions(topic: Topic, registry: RegistryClient) -> list[transform.VersionSchema]:
+    """A ``key_format`` topic's key versions: every registered version of its key subject, its columns rendered,
+    with the personal fields the registry tags in it (hashed or masked in ``_key`` as in a value); none without
+    ``key_format``."""
+    if topic.spec.key_format is None:
+        return []
+    return [
+        transform.VersionSchema(
+            found.version,
+            found.schema_id,
+            found.schema,
+            schema_personal_fields(json.loads(found.schema)),
+            decoding=found.decoding,
+        )
+        for found in _registered(topic, registry, key_subject(topic.kafka_topic), topic.spec.key_format, "key")
+    ]
+
+
+def _registered(
+    topic: Topic, registry: RegistryClient, subject: str, fmt: ValueFormat, part: str
+) -> list[RegisteredSchema]:
+    """Every version of ``subject`` (the topic's ``part``: value or key, written as ``fmt``), checked to be of that
+    format; ``SubjectMissing`` when there is none, ``RegistryError`` when the registry cannot say or a schema cannot
+    be a table's columns, ``FormatMismatch`` for another format's."""
+    setting = f"{part}_format"
     try:
-        registered = registry.versions(subject, topic.spec.message)
+        registered = registry.versions(subject, topic.spec.message if part == "value" else None)
     except (ProtobufSchemaError, JsonSchemaError) as exc:
         raise RegistryError(
             f"topic {topic.kafka_topic}: a schema of subject {subject!r} at {registry.url} cannot be the table's "
@@ -217,31 +270,37 @@ def version_schemas(topic: Topic, registry: RegistryClient, key_at_hand: bool) -
             f"at {registry.url}, so the plan's records cannot be decoded; the plan stays stored for the next run. "
             f"{exc}"
         ) from exc
-    versions = []
     for found in registered:
-        if found.schema_type != topic.spec.value_format.schema_type:
+        if found.schema_type != fmt.schema_type:
             raise FormatMismatch(
                 f"topic {topic.kafka_topic}: subject {subject!r} holds {found.schema_type} schemas (version "
-                f"{found.version}), and {topic.source} says value_format: {topic.spec.value_format}; set "
-                f"value_format: {_FORMATS.get(found.schema_type, 'avro')} there"
+                f"{found.version}), and {topic.source} says {setting}: {fmt}; set "
+                f"{setting}: {_FORMATS.get(found.schema_type, 'avro')} there"
             )
-        rule = protection(topic, found.schema)
-        held = rule.held(key_at_hand)
-        versions.append(
-            transform.VersionSchema(found.version, found.schema_id, found.schema, rule.personal, held, found.decoding)
+    if not registered:
+        fix = (
+            f"or set value_format: json in {topic.source} if the topic carries JSON"
+            if part == "value"
+            else f"or remove key_format from {topic.source} to keep the keys as bytes"
         )
-    if not versions:
         raise SubjectMissing(
             f"topic {topic.kafka_topic}: the registry at {registry.url} has no schema under subject {subject!r}, "
-            "so no record can be decoded. Register the topic's value schema there (TopicNameStrategy), or set "
-            f"value_format: json in {topic.source} if the topic carries JSON."
+            f"so no record can be decoded. Register the topic's {part} schema there (TopicNameStrategy), {fix}."
         )
-    return versions
+    return registered
 
 
 def spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
-    """The Spark struct spark-avro maps an Avro schema to (the same mapping ``from_avro`` uses)."""
+    """The Spark struct spark-avro maps an Avro record schema to (the same mapping ``from_avro`` uses)."""
+    found = spark_type(spark, avro_schema)
+    if not isinstance(found, StructType):
+        raise ValueError(f"not an Avro record schema: {avro_schema[:80]}")
+    return found
+
+
+def spark_type(spark: SparkSession, avro_schema: str) -> DataType:
+    """The Spark type spark-avro maps an Avro schema to: a struct for a record, a string for ``"string"``..."""
     jvm: Any = spark.sparkContext._jvm
     parsed = jvm.org.apache.avro.Schema.Parser().parse(avro_schema)
     converted = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed).dataType().json()
-    return StructType.fromJson(json.loads(converted))
+    return _parse_datatype_json_string(converted)

@@ -44,7 +44,7 @@ from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import KafkaState, OffsetClients, Offsets, consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease, finished, plan_ranges, plan_work, resume_from, stored_plan
-from spark_jobs.archiver.records import PassMember, pass_columns, pass_records, version_schemas
+from spark_jobs.archiver.records import PassMember, key_versions, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
 from spark_jobs.archiver.table_commit import append_plan
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
@@ -399,8 +399,8 @@ def pass_member(
     keys: Keyring | None,
     say: Callable[[str], None],
 ) -> PassMember:
-    """The plan with its topic's schema versions, read from the registry (``SubjectMissing``, ``RegistryError``); a
-    version the catalog lacks whose records are held is said."""
+    """The plan with its topic's schema versions (and a ``key_format`` topic's key versions), read from the registry
+    (``SubjectMissing``, ``RegistryError``); a version the catalog lacks whose records are held is said."""
     versions = version_schemas(topic, access.registry(), key_at_hand=keys is not None)
     for held in (v for v in versions if v.held is not None):
         say(
@@ -409,7 +409,7 @@ def pass_member(
             f"{held.held}. Tag its personal fields in the registry, or add it to the catalog as "
             f"{topic.name}.v<N>.avsc; later records then archive"
         )
-    return PassMember(topic, plan, tuple(versions))
+    return PassMember(topic, plan, tuple(versions), tuple(key_versions(topic, access.registry())))
 
 
 def pass_outcome(

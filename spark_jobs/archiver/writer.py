@@ -30,6 +30,7 @@ from kafkalake.layout import DataKey, Partition, TablePrefix, restricted_encrypt
 from kafkalake.personal import KAFKA_KEY_COLUMN, Keyring, QuarantineMode
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver.transform import (
+    DECODED_KEY_COLUMN,
     KAFKA_TIME_SOURCE,
     MEMBER_COLUMN,
     META_COLUMNS,
@@ -175,10 +176,11 @@ def business_time(rows: pa.Table) -> tuple[tuple[pa.Field, pa.ChunkedArray], tup
 
 def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones: pa.Array | None) -> pa.Table:
     """One version's rows as written: its fields (nullable, as a struct's fields are), the Kafka metadata, the
-    business time, the wanted extras, ``_tombstone`` when the version carries the delete log, and dt/hour (UTC, of
-    the business time) for the path. Tombstone rows have null fields; in a ``by_key`` topic a null ``_key`` too: the
-    tombstone asks to erase that key, so its own row must not keep it in clear (the plan's erasure request holds its
-    keyed hash with the same Kafka partition and offset)."""
+    business time, the wanted extras (a ``key_format`` topic's ``_key`` decoded: ``DECODED_KEY_COLUMN``),
+    ``_tombstone`` when the version carries the delete log, and dt/hour (UTC, of the business time) for the path.
+    Tombstone rows have null fields; in a ``by_key`` topic a null ``_key`` too: the tombstone asks to erase that key,
+    so its own row must not keep it in clear (the plan's erasure request holds its keyed hash with the same Kafka
+    partition and offset)."""
     values = rows.column(value_column)
     struct = values.type
     columns: dict[str, pa.ChunkedArray | pa.Array] = {}
@@ -194,8 +196,9 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
         columns[time_field.name] = values
         fields.append(time_field)
     for name in layout.extra_columns:
-        columns[name] = rows.column(name)
-        fields.append(rows.schema.field(name))
+        source = DECODED_KEY_COLUMN if name == KAFKA_KEY_COLUMN and DECODED_KEY_COLUMN in rows.column_names else name
+        columns[name] = rows.column(source)
+        fields.append(rows.schema.field(source).with_name(name))
     if tombstones is not None:
         columns[TOMBSTONE_COLUMN] = tombstones
         fields.append(pa.field(TOMBSTONE_COLUMN, pa.bool_(), nullable=False))
