@@ -42,7 +42,8 @@ from tests.integration.archive_helpers import (
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-key-format-tests"
 KEY_V1 = {"type": "record", "name": "CardKey", "namespace": "test", "fields": [{"name": "card_id", "type": "string"}]}
-KEY_V2 = {**KEY_V1, "fields": [*KEY_V1["fields"], {"name": "region", "type": ["null", "string"], "default": None}]}
+REGION = {"name": "region", "type": ["null", "string"], "default": None, "pii": "hmac"}  # tagged in the registry
+KEY_V2 = {**KEY_V1, "fields": [*KEY_V1["fields"], REGION]}
 PROTO_KEY = """syntax = "proto3";
 package test;
 message ShipmentKey {
@@ -103,7 +104,8 @@ def test_avro_keys_of_two_versions_are_decoded_into_the_newest_struct_and_bad_ke
         return encode(v1, json.dumps(KEY_V1), {"card_id": card})
 
     planned = produce_keyed(endpoints, topic, 400, key)
-    summary = archive_topic(spark, endpoints, topic, keys=keyring(endpoints))
+    ring = keyring(endpoints)
+    summary = archive_topic(spark, endpoints, topic, keys=ring)
     assert summary.read == 400 and summary.balanced()
     good = [p for p in planned if p.kind == "good" and p.index not in bad]
     # a bad key sends its record to quarantine, a tombstone's too; a value's own reason comes first
@@ -116,9 +118,10 @@ def test_avro_keys_of_two_versions_are_decoded_into_the_newest_struct_and_bad_ke
     assert rows.count() == len(good)
     found = {(r["_key"]["card_id"], r["_key"]["region"]) if r["_key"] else None for r in rows.select("_key").collect()}
     expected = {
-        None if p.index == 9 else (f"card-{p.index}", f"region-{p.index}" if p.index % 2 else None) for p in good
+        None if p.index == 9 else (f"card-{p.index}", ring.current.digest(f"region-{p.index}") if p.index % 2 else None)
+        for p in good
     }
-    assert found == expected  # v1's keys have a null region, v2's theirs; the keyless record a null _key
+    assert found == expected  # v1's keys have a null region, v2's their region hashed; the keyless record no _key
     held = spark.read.parquet(*[f"s3a://{endpoints.bucket}/{k}" for k in keys(endpoints, topic.quarantine_prefix())])
     raw = {r["_error"]: bytes(r["_key"]) for r in held.filter(F.col("_error").startswith("key_")).collect()}
     assert raw == {reasons[i]: bad[i] for i in bad if planned[i].kind != "poison"}
