@@ -5,15 +5,19 @@ Per Kafka topic of the environment: its place in the catalog by the environment'
 values Confluent-framed → the registry's schemaType for their ids (``framed_problem``), most JSON → JSON; the
 registry decides only when nothing was sampled; a Protobuf topic's message from the sampled indexes), its schemas
 (every version of a registered value subject; for JSON without one, an Avro schema inferred from the sample), its
-ranked business-time candidates with their evidence (``kafkalake_dev.onboarding.infer``), and whether the sample had
-keys and tombstones. Topics off the convention are summarised by reason (``off_convention_lines``). The sample is
-read with ``assign`` from each partition's start: the client needs a ``group.id``, but it never joins the group and
-never commits an offset. ``write_proposals`` never overwrites a file: a file that exists and differs is shown as a
-diff.
+ranked business-time candidates with their evidence (``kafkalake_dev.onboarding.infer``), whether the sample had
+keys and tombstones, and its keys' format when they are framed (``infer.framed_key``). Topics off the convention are
+summarised by reason (``off_convention_lines``). The sample is read with ``assign`` from each partition's start: the
+client needs a ``group.id``, but it never joins the group and never commits an offset. ``write_proposals`` never
+overwrites a file: a file that exists and differs is shown as a diff.
+
+Past 400 lines on purpose: reading the sample, deciding the proposal and writing its files are the import's steps
+in order, each small, over the same ``Sample`` and ``Proposal``; the decisions that need no I/O are in ``infer``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import fnmatch
@@ -39,7 +43,7 @@ from kafkalake.kafka import watermarks
 from kafkalake.kafka_access import KafkaAccess
 from kafkalake.protobuf_schema import ProtoSchema, read_index
 from kafkalake.registered_formats import ROOT_NAME, protobuf_columns
-from kafkalake.registry import RegisteredSchema, value_subject
+from kafkalake.registry import RegisteredSchema, key_subject, value_subject
 from kafkalake.topic_catalog import TopicCatalog
 from kafkalake.topic_spec import ValueFormat
 from kafkalake.wire import split_header
@@ -48,6 +52,7 @@ from kafkalake_dev.onboarding.infer import (
     NotInferable,
     RankedTime,
     SampledFormat,
+    framed_key,
     infer_avro,
     rank_time_fields,
     sampled_format,
@@ -70,6 +75,8 @@ class Sample:
     records: int = 0
     keys: int = 0
     tombstones: int = 0
+    key_ids: Counter[int] = field(default_factory=Counter)
+    """The schema ids of the sampled keys in Confluent's frame (a magic byte, then the id)."""
 
 
 def read_sample(access: KafkaAccess, kafka_topic: str, limit: int = SAMPLE_RECORDS) -> Sample:
@@ -106,7 +113,10 @@ def read_sample(access: KafkaAccess, kafka_topic: str, limit: int = SAMPLE_RECOR
 
 def _count(sample: Sample, key: bytes | None, value: bytes | None) -> None:
     sample.records += 1
-    sample.keys += key is not None
+    if key is not None:
+        sample.keys += 1
+        with contextlib.suppress(ValueError):  # a key not in Confluent's frame
+            sample.key_ids[split_header(key)[0]] += 1
     if value is None:
         sample.tombstones += 1
     else:
@@ -244,8 +254,10 @@ def propose(
     catalog: TopicCatalog,
     registered: tuple[RegisteredSchema, ...],
     sample: Sample,
+    key_registered: tuple[RegisteredSchema, ...] = (),
 ) -> Proposal | Flagged:
-    """The catalog files for one topic (pure: the registry's versions and the sample are given)."""
+    """The catalog files for one topic (pure: the registry's versions of its value and key subjects and the sample
+    are given)."""
     known = next((t for t in catalog.for_env(env) if t.kafka_topic == name.kafka_topic), None)
     folder = known.source.parent if known else root / name.company / name.domain / env
     stem = known.name if known else name.topic
@@ -279,11 +291,17 @@ def propose(
         except NotInferable as exc:
             return Flagged(name.kafka_topic, f"JSON without a registered schema, and {exc}: write its .avsc by hand")
     times = tuple(rank_time_fields(schemas[-1], records))
-    files = {
-        folder / f"{stem}.yaml": topic_yaml(
-            name, env, value_format=value_format, format_evidence=evidence, times=times, sample=sample, message=message
-        )
-    }
+    yaml_text = topic_yaml(
+        name,
+        env,
+        value_format=value_format,
+        format_evidence=evidence,
+        times=times,
+        sample=sample,
+        message=message,
+        key_format=framed_key(sample.key_ids, sample.keys, key_registered),
+    )
+    files = {folder / f"{stem}.yaml": yaml_text}
     for number, schema in enumerate(schemas, 1):
         files[folder / f"{stem}.v{number}.avsc"] = json.dumps(schema, indent=2) + "\n"
     return Proposal(name, files, value_format, evidence, times, sample)
@@ -298,17 +316,22 @@ def topic_yaml(
     times: tuple[RankedTime, ...],
     sample: Sample,
     message: str | None = None,
+    key_format: ValueFormat | None = None,
 ) -> str:
-    """The topic file, with what the import saw as comments for the reviewer."""
+    """The topic file, with what the import saw as comments for the reviewer; with ``key_format`` (``framed_key``)
+    the keys are kept decoded."""
     spec: dict[str, Any] = {"description": f"Imported from Kafka topic {name.kafka_topic}; describe it."}
     if name.kafka_topic != f"{env}.{name.company}.{name.domain}.{name.topic}":
         spec["kafka_topic"] = name.kafka_topic
     spec["value_format"] = value_format.value
     if message:
         spec["message"] = message
+    if key_format:
+        spec["key_format"] = key_format.value
     spec["time_fields"] = [t.candidate.model_dump(mode="json", exclude_defaults=True) for t in times]
     if sample.tombstones:
         spec["tombstones"] = "keep"
+    if sample.tombstones or key_format:
         spec["archive"] = {"key": "clear"}
     comments = [
         f"Written by `kafkalake catalog import` from {name.kafka_topic}: review it before merging.",
@@ -321,6 +344,11 @@ def topic_yaml(
             for t in times
         ),
     ]
+    if key_format:
+        comments.append(
+            f"Keys: {sum(sample.key_ids.values())} of {sample.keys} framed with the key subject's schema ids: "
+            f"key_format {key_format}, each stored decoded as _key (remove key_format to keep the bytes)."
+        )
     if not times:
         comments.append("  none found: the archiver uses the Kafka timestamp; add time_fields if the records have one.")
     if sample.tombstones:
@@ -364,7 +392,10 @@ def import_topics(
             continue
         sample = read_sample(access, kafka_topic)
         registered = view.versions.get(kafka_topic, ())
-        found = propose(parsed, env=env, root=root, catalog=catalog, registered=registered, sample=sample)
+        keyed = tuple(access.registry().versions(key_subject(kafka_topic))) if sample.key_ids else ()
+        found = propose(
+            parsed, env=env, root=root, catalog=catalog, registered=registered, sample=sample, key_registered=keyed
+        )
         if isinstance(found, Proposal):
             result.proposals.append(found)
         else:

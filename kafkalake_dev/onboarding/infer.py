@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -115,6 +115,16 @@ def sampled_format(values: list[bytes], registered: Sequence[RegisteredSchema] =
     types = tuple(sorted({r.schema_type for r in registered if r.schema_id in ids}))
     unregistered = tuple(sorted(set(ids) - {r.schema_id for r in registered}))
     return SampledFormat(len(ids), tuple(sorted(set(ids))), tuple(parsed), neither, types, unregistered)
+
+
+def framed_key(key_ids: Mapping[int, int], keys: int, key_registered: Sequence[RegisteredSchema]) -> ValueFormat | None:
+    """The keys' format (``key_format``) when most of the ``keys`` sampled are framed with schema ids of the key
+    subject (``key_ids``: sampled keys per framed id; ``key_registered``: the subject's versions), else None: the
+    keys stay bytes."""
+    ids = {v.schema_id for v in key_registered}
+    if not key_registered or sum(n for i, n in key_ids.items() if i in ids) * 2 <= keys:
+        return None
+    return REGISTRY_FORMATS.get(key_registered[-1].schema_type)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -139,3 +140,46 @@ def test_a_message_some_version_lacks_is_flagged(tmp_path: Path) -> None:
         "the sampled records are acme.shop.Money messages, which the file of v1 does not declare: one topic's "
         "versions must all declare its message; write the topic's catalog files by hand",
     )
+
+
+def test_framed_keys_of_the_key_subject_are_proposed_as_key_format_kept_decoded(tmp_path: Path) -> None:
+    """Most sampled keys carry the ids of the <topic>-key subject's versions: the topic file says key_format (the
+    subject's schemaType) and keeps the key decoded; a file the catalog then loads. Keys in no frame, or framed with
+    ids of no key version, stay bytes."""
+    registered, [encode] = _registered_as("ticket-opened")
+    opened = datetime.fromtimestamp(NOW_S, UTC).isoformat()
+    values = [encode({"id": f"t{i}", "customer_id": "c", "opened_at": opened, "priority": 1}, i) for i in range(4)]
+    key_versions = (RegisteredSchema("k", 1, 77, '"string"'),)
+    framed = Sample(values, 4, keys=4, key_ids=Counter({77: 3}))
+    found = propose(
+        NAME,
+        env="staging",
+        root=tmp_path,
+        catalog=CATALOG,
+        registered=registered,
+        sample=framed,
+        key_registered=key_versions,
+    )
+    assert isinstance(found, Proposal)
+    folder = tmp_path / "acme" / "sales" / "staging"
+    text = found.files[folder / "orders.yaml"]
+    assert "key_format: avro\n" in text and "archive: {key: clear}" in text
+    assert "Keys: 3 of 4 framed with the key subject's schema ids: key_format avro" in text
+    for path, body in found.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    assert load_topic_catalog(tmp_path).get("orders", "staging").spec.key_format == ValueFormat.AVRO
+    for sample in (
+        Sample(values, 4, keys=4, key_ids=Counter({77: 2})),
+        Sample(values, 4, keys=4, key_ids=Counter({9: 4})),
+    ):
+        kept = propose(
+            NAME,
+            env="staging",
+            root=tmp_path,
+            catalog=CATALOG,
+            registered=registered,
+            sample=sample,
+            key_registered=key_versions,
+        )
+        assert isinstance(kept, Proposal) and "key_format" not in kept.files[folder / "orders.yaml"]
