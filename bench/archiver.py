@@ -42,13 +42,13 @@ from bench.common import cpu_per_million, paired_ratio, rate_after_start, write_
 from bench.proc import MEMORY_FIGURES, watched
 from bench.sizing import PlanMemory
 from kafkalake.endpoints import Endpoints
+from kafkalake.naming import consumer_group
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_spec import ArchivePolicy
 from kafkalake.wire import encode
 from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.workload import ensure_topic
-from spark_jobs.archiver.offsets import consumer_group
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PARTITIONS = 3

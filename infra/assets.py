@@ -48,6 +48,7 @@ JOB_REQUIREMENTS = (
     "protobuf",
     "fastjsonschema",
     "confluent-kafka",
+    "aws-msk-iam-sasl-signer-python",
     "httpx",
     "pyiceberg",
     "pyiceberg-core",

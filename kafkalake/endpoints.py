@@ -22,11 +22,14 @@ ENV_VARS: Final = {
     "bucket": "KAFKALAKE_BUCKET",
     "aws_endpoint_url": "KAFKALAKE_AWS_ENDPOINT_URL",
     "kafka_secret_arn": "KAFKALAKE_KAFKA_SECRET_ARN",
+    "kafka_auth": "KAFKALAKE_KAFKA_AUTH",
     "pseudonym_secret_arn": "KAFKALAKE_PSEUDONYM_SECRET_ARN",
     "restricted_key_arn": "KAFKALAKE_RESTRICTED_KEY_ARN",
 }
 """Field → environment variable: the one list the jobs, the job specification and the dev tooling use."""
-OPTIONAL: Final = frozenset({"aws_endpoint_url", "kafka_secret_arn", "pseudonym_secret_arn", "restricted_key_arn"})
+OPTIONAL: Final = frozenset(
+    {"aws_endpoint_url", "kafka_secret_arn", "kafka_auth", "pseudonym_secret_arn", "restricted_key_arn"}
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class Endpoints:
     """None in AWS: boto3 and S3A use the regional endpoints. Only the dev tooling sets it."""
     kafka_secret_arn: str | None = None
     """Secrets Manager secret with the Kafka (and registry) credentials; None when the cluster needs none."""
+    kafka_auth: str | None = None
+    """``msk_iam``: Amazon MSK with IAM access control, the job's role signing (``kafkalake.kafka_access``); None:
+    the secret's credentials, if any."""
     pseudonym_secret_arn: str | None = None
     """Secrets Manager secret with the environment's HMAC key (``kafkalake.personal``); needed only when a topic
     has personal fields or erasure requests are hashed."""

@@ -69,6 +69,14 @@ class EnvironmentConfig(BaseModel):
     schema_registry_url: str = "http://schema-registry.internal:8081"
     kafka_secret_arn: str | None = None
     """Secrets Manager secret with the Kafka/registry credentials; the archiver role may read only it."""
+    kafka_auth: Literal["msk_iam"] | None = None
+    """``msk_iam``: Amazon MSK with IAM access control: the archiver's role signs, and is granted exactly the Kafka
+    actions on ``msk_cluster_arn``, its catalog topics and its consumer groups (docs/deploying.md); the secret, if
+    any, then holds only the registry's credentials and the brokers' CA."""
+    msk_cluster_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:[0-9]{12}:cluster/[A-Za-z0-9-]+/[A-Za-z0-9-]+$"
+    )
+    """The MSK cluster's ARN (``arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>``), with ``kafka_auth``."""
     pseudonym_secret_arn: str | None = None
     """Secrets Manager secret with the environment's HMAC key for pseudonyms and hashed erasure subjects."""
     subnet_ids: tuple[str, ...] = ()
@@ -112,11 +120,17 @@ class EnvironmentConfig(BaseModel):
             region=self.region,
             bucket=self.bucket,
             kafka_secret_arn=self.kafka_secret_arn,
+            kafka_auth=self.kafka_auth,
             pseudonym_secret_arn=self.pseudonym_secret_arn,
         )
 
     @model_validator(mode="after")
     def _consistent(self) -> EnvironmentConfig:
+        if (self.kafka_auth is None) != (self.msk_cluster_arn is None):
+            raise ValueError(
+                "kafka_auth: msk_iam and msk_cluster_arn go together: the archiver's role is granted the Kafka actions "
+                "on that cluster's topics and groups; set both, or neither to use the Kafka secret's credentials"
+            )
         if self.maintainer_schedule_minutes * 60 <= self.maintainer_timeout_seconds:
             raise ValueError(
                 f"maintainer_schedule_minutes ({self.maintainer_schedule_minutes}) must exceed the timeout "

@@ -31,8 +31,11 @@ SPARK_CONNECTORS: Final = (
     "org.apache.kafka:kafka-clients:3.4.1",
     "org.apache.commons:commons-pool2:2.11.1",
     f"org.apache.spark:spark-avro_2.12:{SPARK_VERSION}",
+    "software.amazon.msk:aws-msk-iam-auth:2.3.5",
 )
-"""The connectors the jobs need beyond Spark itself, with their runtime dependencies: shipped as jars."""
+"""The connectors the jobs need beyond Spark itself, with their runtime dependencies: shipped as jars. The MSK IAM
+login handler (``kafkalake.kafka_access.MSK_IAM_SPARK_OPTIONS``) signs with the AWS SDK for Java v2, which the
+platform carries (EMR's Spark classpath; locally the Iceberg AWS bundle of the platform jars)."""
 ICEBERG_VERSION: Final = "1.7.1"
 """The Iceberg EMR Serverless emr-7.7.0 bundles (1.7.1-amzn-0): on EMR its own jar (``EMR_ICEBERG_JAR``), locally the
 open-source release of the same version from Maven Central (``kafkalake_dev``), so nothing is downloaded at run time."""

@@ -15,6 +15,11 @@ or, for TLS with a client certificate (mutual TLS, as Amazon MSK's TLS client au
      "key_pem": "-----BEGIN PRIVATE KEY-----...",                 # its key: PKCS#8, unencrypted
      "ca_pem": "...", "registry_username": "...", "registry_password": "..."}   # optional, as above
 
+For Amazon MSK with IAM access control (``kafka_auth: msk_iam`` in environments.yaml; MSK Serverless has nothing
+else), no Kafka credential is stored anywhere: the job's role signs a short-lived token for each connection
+(``MskIamToken``) and the brokers check it against IAM. The secret is then optional and may hold only
+``registry_username``, ``registry_password`` and ``ca_pem``.
+
 ``ca_pem`` is for brokers whose certificate a private CA signed (a self-managed cluster): the Kafka clients then trust
 that CA (librdkafka's ``ssl.ca.pem``, the Java client's PEM truststore), and the registry's client trusts it beside the
 system's CAs (an ``https`` registry the same CA signed). Without it every client trusts the system's CAs, which is what
@@ -117,6 +122,39 @@ class Credentials:
         return f"{module} required username={quoted(self.username)} password={quoted(self.password)};"
 
 
+MSK_IAM = "msk_iam"
+"""``kafka_auth`` of an Amazon MSK cluster with IAM access control."""
+KAFKA_AUTHS = (MSK_IAM,)
+REGISTRY_ONLY_FIELDS = ("registry_username", "registry_password", "ca_pem")
+"""What the secret may hold with IAM access control: the registry's credentials and the brokers' CA."""
+MSK_IAM_SPARK_OPTIONS = {
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "OAUTHBEARER",
+    "kafka.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+    "kafka.sasl.login.callback.handler.class": "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler",
+    "kafka.sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler",
+}
+"""Spark's Kafka source on MSK with IAM (``software.amazon.msk:aws-msk-iam-auth``, shipped with the connectors): its
+login handler signs with the AWS SDK's default credentials and region (the job's role, ``AWS_REGION``) and signs
+again before each token expires."""
+
+
+@dataclass(frozen=True)
+class MskIamToken:
+    """librdkafka's ``oauth_cb`` for MSK with IAM: a token signed with the default AWS credentials (the job's role)
+    for ``region`` (``aws-msk-iam-sasl-signer-python``), and when it expires. librdkafka asks again at 80% of its
+    lifetime, so a read longer than a token's lifetime goes on. A class, so it pickles to the task reader's
+    executors by name."""
+
+    region: str
+
+    def __call__(self, _config: str | None = None) -> tuple[str, float]:
+        from aws_msk_iam_sasl_signer import MSKAuthTokenProvider  # the jobs' dependency; imported where it signs
+
+        token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(self.region)
+        return token, expiry_ms / 1000
+
+
 def _pem(value: str | None, begins: str) -> bool:
     return value is not None and value.lstrip().startswith(begins)
 
@@ -126,11 +164,19 @@ class KafkaAccess:
     bootstrap: str
     registry_url: str
     credentials: Credentials | None = None
+    iam_region: str | None = None
+    """MSK with IAM access control: the region the tokens are signed for; None: the secret's credentials, if any."""
 
-    def client_config(self) -> dict[str, str]:
+    def client_config(self) -> dict[str, Any]:
         """librdkafka (confluent-kafka) settings."""
-        config = {"bootstrap.servers": self.bootstrap}
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
         found = self.credentials
+        if self.iam_region is not None:
+            config |= {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER"}
+            config["oauth_cb"] = MskIamToken(self.iam_region)
+            if found is not None and found.ca_pem:
+                config["ssl.ca.pem"] = found.ca_pem
+            return config
         if found is None:
             return config
         config["security.protocol"] = found.security_protocol
@@ -150,6 +196,11 @@ class KafkaAccess:
         """Options of Spark's Kafka source (the Java client's settings, prefixed ``kafka.``)."""
         options = {"kafka.bootstrap.servers": self.bootstrap}
         found = self.credentials
+        if self.iam_region is not None:
+            options |= MSK_IAM_SPARK_OPTIONS
+            if found is not None and found.ca_pem:
+                options |= {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.certificates": found.ca_pem}
+            return options
         if found is None:
             return options
         options["kafka.security.protocol"] = found.security_protocol
@@ -182,11 +233,43 @@ class KafkaAccess:
 
 def kafka_access(endpoints: Endpoints, secrets: Any | None = None) -> KafkaAccess:
     """Addresses from ``endpoints``; credentials from the secret it names (read with the injected
-    Secrets Manager client), or none when it names no secret (the local stack)."""
+    Secrets Manager client), or none when it names no secret (the local stack); with ``kafka_auth: msk_iam``, tokens
+    the job's role signs for the endpoints' region, and from the secret, if any, only the registry's credentials
+    and the brokers' CA."""
+    if endpoints.kafka_auth not in (None, *KAFKA_AUTHS):
+        raise CredentialsInvalid(
+            f"kafka_auth {endpoints.kafka_auth!r} is not one of {', '.join(KAFKA_AUTHS)}: leave it out to use the "
+            "Kafka secret's credentials"
+        )
+    iam_region = endpoints.region if endpoints.kafka_auth == MSK_IAM else None
     if not endpoints.kafka_secret_arn:
-        return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url)
+        return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, iam_region=iam_region)
     if secrets is None:
         raise ValueError(f"reading {endpoints.kafka_secret_arn} needs a Secrets Manager client")
     value = secrets.get_secret_value(SecretId=endpoints.kafka_secret_arn)["SecretString"]
-    credentials = Credentials.from_secret(value, endpoints.kafka_secret_arn)
-    return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, credentials)
+    if iam_region is not None:
+        credentials = registry_credentials(value, endpoints.kafka_secret_arn)
+    else:
+        credentials = Credentials.from_secret(value, endpoints.kafka_secret_arn)
+    return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, credentials, iam_region)
+
+
+def registry_credentials(secret_string: str, source: str) -> Credentials:
+    """With IAM access control, the secret's registry credentials and CA; any Kafka credential in it is refused, as
+    the job's role is what authenticates."""
+    try:
+        fields = json.loads(secret_string)
+    except json.JSONDecodeError as exc:
+        raise CredentialsInvalid(f"secret {source} is not JSON ({exc}); store a JSON object") from exc
+    if not isinstance(fields, dict):
+        raise CredentialsInvalid(f"secret {source} must be a JSON object, not {type(fields).__name__}")
+    unknown = sorted(set(fields) - set(REGISTRY_ONLY_FIELDS))
+    if unknown:
+        raise CredentialsInvalid(
+            f"secret {source}: with kafka_auth: {MSK_IAM} the job's role authenticates to Kafka, so the secret holds "
+            f"only {', '.join(REGISTRY_ONLY_FIELDS)}; remove {', '.join(unknown)}"
+        )
+    found = Credentials(security_protocol="SASL_SSL", **fields)
+    if found.ca_pem is not None and not _pem(found.ca_pem, PEM_CERTIFICATE):
+        raise CredentialsInvalid(f"secret {source}: ca_pem must be the brokers' CA certificate in PEM")
+    return found

@@ -22,6 +22,7 @@ from infra.assets import connector_jars, job_environment, jobs_bundle
 from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
 from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
+from infra.msk import CLUSTER_ACTIONS, GROUP_ACTIONS, TOPIC_ACTIONS, archiver_resources
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
@@ -126,6 +127,7 @@ class Jobs(Construct):
         super().__init__(scope, construct_id)
         self.settings, self.bucket, self.key, self.databases = settings, bucket, key, databases
         self.iceberg_topics = [t for t in topics if t.spec.table_format == TableFormat.ICEBERG]
+        self.kafka_topics = [t.kafka_topic for t in topics]
         self.assets = self._assets(build_dir)
         package, entrypoint, catalog, environment, *jars = (asset.s3_object_url for asset in self.assets)
         artifacts = JobArtifacts(entrypoint, package, catalog, environment, tuple(jars))
@@ -248,6 +250,8 @@ class Jobs(Construct):
         if self.settings.kafka_secret_arn:
             secret = self.settings.kafka_secret_arn
             role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret]))
+        if self.settings.msk_cluster_arn:
+            self._grant_msk(role, self.settings.msk_cluster_arn)
         acknowledge(
             role,
             "The archiver writes objects it names at run time under the data, quarantine and state prefixes and "
@@ -258,6 +262,15 @@ class Jobs(Construct):
             *(object_finding(self.bucket, root) for root in (*ARCHIVER_ROOTS, requests)),
         )
         return role
+
+    def _grant_msk(self, role: iam.Role, cluster_arn: str) -> None:
+        """MSK with IAM access control: Connect on the cluster, DescribeTopic and ReadData on each catalog topic,
+        DescribeGroup and AlterGroup on each of the archiver's consumer groups, each by its exact ARN
+        (``infra.msk``): no topic or group beyond the catalog's."""
+        found = archiver_resources(cluster_arn, self.kafka_topics)
+        role.add_to_policy(iam.PolicyStatement(actions=list(CLUSTER_ACTIONS), resources=[found.cluster]))
+        role.add_to_policy(iam.PolicyStatement(actions=list(TOPIC_ACTIONS), resources=list(found.topics)))
+        role.add_to_policy(iam.PolicyStatement(actions=list(GROUP_ACTIONS), resources=list(found.groups)))
 
     def _compactor_role(self) -> iam.Role:
         stack = Stack.of(self)

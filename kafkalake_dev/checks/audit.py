@@ -21,9 +21,9 @@ from kafkalake.archive_receipts import ArchiveReceipt, PartitionAccount, StoredO
 from kafkalake.aws import list_objects, read_json
 from kafkalake.footer import read_footer
 from kafkalake.layout import LayoutError, parse_data_key
+from kafkalake.naming import consumer_group
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.checks.inventory import table_objects
-from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.compaction.manifest import DONE_STATES, Manifest
 
 

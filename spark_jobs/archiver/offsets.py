@@ -12,10 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkalake.kafka import refusal, settled, watermarks
 from kafkalake.kafka_access import KafkaAccess
-
-
-def consumer_group(kafka_topic: str) -> str:
-    return f"kafkalake-archiver.{kafka_topic}"
+from kafkalake.naming import SHARED_READ_GROUP, consumer_group
 
 
 class KafkaAccessDenied(RuntimeError):
@@ -49,7 +46,7 @@ class OffsetClients:
         self.access = access
         self.errors: list[str] = []
         config: dict[str, Any] = {**access.client_config(), "error_cb": lambda error: self.errors.append(error.str())}
-        self.consumer = Consumer({**config, "group.id": consumer_group("(shared)"), "enable.auto.commit": False})
+        self.consumer = Consumer({**config, "group.id": SHARED_READ_GROUP, "enable.auto.commit": False})
         self.admin = AdminClient(config)
 
     def close(self) -> None:

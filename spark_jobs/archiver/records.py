@@ -19,6 +19,7 @@ from pyspark.sql.types import DataType, StructType, _parse_datatype_json_string
 
 from kafkalake.json_schema import JsonSchemaError
 from kafkalake.kafka_access import KafkaAccess
+from kafkalake.naming import SHARED_READ_GROUP, consumer_group
 from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, PseudonymKey, kafka_hashed, schema_personal_fields
 from kafkalake.protobuf_schema import ProtobufSchemaError
 from kafkalake.registry import RegisteredSchema, RegistryClient, RegistryError, key_subject, value_subject
@@ -26,7 +27,6 @@ from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, ValueFormat
 from kafkalake.undeclared import protection
 from spark_jobs.archiver import transform
-from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
 from spark_jobs.archiver.pseudonyms import pseudonymise
 from spark_jobs.archiver.task_reader import read_ranges
@@ -36,10 +36,6 @@ FETCH_MAX_WAIT_MS = 20
 watermark, so only the consumer's read-ahead past a range's end waits: with Kafka's default (500 ms) every Kafka
 partition of every plan paid half a second (measured locally: 1.28 s → 0.25 s to read 2,000 records in 3
 partitions)."""
-SHARED_READ_GROUP = consumer_group("(shared)")
-"""The consumer group a light pass reads with (``task_reader``; a plan alone reads with its topic's own:
-``read_kafka``): under the same ``kafkalake-archiver.`` prefix as every topic's group, so one prefixed Kafka ACL covers
-both, and no topic's own (parentheses are not allowed in a Kafka topic's name)."""
 
 
 class SubjectMissing(RuntimeError):

@@ -37,12 +37,13 @@ from kafkalake.erasure import RequestStore, tombstone_request
 from kafkalake.iceberg import table_catalog, table_location
 from kafkalake.kafka_access import KafkaAccess, kafka_access
 from kafkalake.lease import Held, Lease, LeaseLost, quiet_spell
+from kafkalake.naming import consumer_group
 from kafkalake.personal import KEY_ID_COLUMN, Keyring, needs_key
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import StoredAs, TableFormat
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
-from spark_jobs.archiver.offsets import KafkaState, OffsetClients, Offsets, consumer_group
+from spark_jobs.archiver.offsets import KafkaState, OffsetClients, Offsets
 from spark_jobs.archiver.plan import Plan, PlanLease, finished, plan_ranges, plan_work, resume_from, stored_plan
 from spark_jobs.archiver.records import PassMember, key_versions, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt

@@ -30,6 +30,7 @@ from kafkalake.aws import list_objects, make_client, read_json
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.kafka import watermarks
+from kafkalake.naming import consumer_group
 from kafkalake.personal import Keyring, PseudonymKey, load_key
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.s3_location import S3Location
@@ -40,7 +41,6 @@ from kafkalake_dev.checks.iceberg_audit import audit_topic
 from kafkalake_dev.local.endpoints import KAFKA_USER
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.workload import ensure_topic, produce_topic
-from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.summary import Summary
 from spark_jobs.archiver.topic_run import TopicArchiver
 from spark_jobs.common import Run

@@ -21,14 +21,15 @@ from pyspark.sql import SparkSession
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka_access import Credentials, KafkaAccess
+from kafkalake.naming import SHARED_READ_GROUP, consumer_group
 from kafkalake.registry import RegistryClient, RegistryError, value_subject
 from kafkalake_dev.local.endpoints import KAFKA_MTLS_PORT, KAFKA_TLS_PORT, KAFKA_USER, REGISTRY_TLS_PORT
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.stack import local_tls
 from spark_jobs.archiver.job import archive_fleet
-from spark_jobs.archiver.offsets import KafkaAccessDenied, consumer_group
+from spark_jobs.archiver.offsets import KafkaAccessDenied
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import SHARED_READ_GROUP, light_read_config, read_kafka
+from spark_jobs.archiver.records import light_read_config, read_kafka
 from spark_jobs.archiver.task_reader import read_ranges
 from spark_jobs.common import Run
 from tests.integration.archive_helpers import (

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from kafkalake.aws import make_client, read_json
 from kafkalake.endpoints import Endpoints
+from kafkalake.naming import SHARED_READ_GROUP
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.wire import encode
@@ -30,7 +31,6 @@ from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import ensure_topic, sample_value
 from spark_jobs.archiver.job import archive_fleet
-from spark_jobs.archiver.records import SHARED_READ_GROUP
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.common import Run
 from tests.integration.archive_helpers import (

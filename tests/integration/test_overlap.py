@@ -15,10 +15,10 @@ from pyspark.sql import SparkSession
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.lease import STALE_WITHIN, Lease, LeaseLost
+from kafkalake.naming import consumer_group
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.local.sandbox import with_bucket
-from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan, PlanLease
 from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up

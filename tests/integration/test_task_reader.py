@@ -17,11 +17,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from kafkalake.endpoints import Endpoints
 from kafkalake.kafka_access import Credentials, kafka_access
+from kafkalake.naming import SHARED_READ_GROUP, consumer_group
 from kafkalake_dev.local.endpoints import KAFKA_SASL_PORT, KAFKA_USER
 from kafkalake_dev.local.workload import ensure_topic
-from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import SHARED_READ_GROUP, light_read_config, read_kafka
+from spark_jobs.archiver.records import light_read_config, read_kafka
 from spark_jobs.archiver.task_reader import read_ranges
 from tests.integration.archive_helpers import jvm_consumers
 

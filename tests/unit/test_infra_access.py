@@ -15,6 +15,7 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
 from infra.app import build
+from kafkalake.jobspec import SPARK_CONNECTORS
 from kafkalake.topic_catalog import TopicCatalog, load_topic_catalog
 from tests.unit.cdk_templates import (
     CATALOG,
@@ -96,7 +97,8 @@ def test_trust_policies_name_the_source_account_and_job_roles_read_only_their_as
         assert "cdk-hnb659fds-assets" in rendered
         assert not re.search(r"assets-[^\"]*/\*", rendered), "a job role may read the whole assets bucket"
         keys = re.findall(r'/([0-9a-f]{64}\.(?:zip|py|tgz|jar))"', rendered)
-        assert len(keys) == 10, keys  # jobs zip, entry point, catalog, environment, five connectors, the keyed hash
+        assert len(keys) == 4 + len(SPARK_CONNECTORS) + 1, keys  # jobs zip, entry point, catalog, environment, the
+        # connectors and the jobs' own JVM functions
 
 
 def lf_tag_policy_grants(tpl: Template) -> dict[tuple[str, str], tuple[dict[str, list[str]], list[str]]]:

@@ -1,6 +1,9 @@
 """The pipeline's resources in the synthesized templates: S3 notifications to SQS with a dead-letter queue, the
 maintainer and reconciler Lambdas and their schedules, Glue databases and crawlers, the EMR Serverless applications
-and their scheduled job runs, one stack per environment from the catalog."""
+and their scheduled job runs, one stack per environment from the catalog.
+
+Past 400 lines by a few: one test per construct of the pipeline, and the EMR one checks each job role's grants (S3,
+Glue, secrets, Kafka) beside the application and schedule they serve."""
 
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra.constructs.maintainer import MAINTAINER_GLUE_ACTIONS
+from kafkalake.jobspec import SPARK_CONNECTORS
 from kafkalake.topic_spec import TableFormat
 from tests.unit.cdk_templates import (
     CATALOG,
     ENVIRONMENTS,
+    all_statements,
     resources,
     resources_of,
     role_statements,
@@ -148,6 +153,10 @@ def test_glue_databases_and_one_crawler_per_crawler_mode_topic(stacks: Any, env:
         assert security["Name"] == f"kafkalake-{env}"
 
 
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
 @pytest.mark.parametrize("env", ["staging", "production"])
 def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) -> None:
     tpl = template(stacks, env)
@@ -207,6 +216,28 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "Resource": settings.kafka_secret_arn,
     } in archiver
     assert not [s for s in archiver if "s3:DeleteObject" in s["Action"]], "the archiver deletes nothing"
+    kafka = [s for s in archiver if any(a.startswith("kafka-cluster:") for a in as_list(s["Action"]))]
+    if settings.msk_cluster_arn is None:
+        assert kafka == [] and not [s for s in all_statements(tpl) if "kafka-cluster:" in json.dumps(s["Action"])]
+    else:  # exactly the catalog's topics and the archiver's groups, by their ARNs: no wildcard
+        cluster = settings.msk_cluster_arn
+        prefix = cluster.replace(":cluster/", ":{}/")
+        topics = sorted(t.kafka_topic for t in CATALOG.for_env(env))
+        groups = sorted(f"kafkalake-archiver.{t}" for t in topics)
+        assert {(tuple(as_list(s["Action"])), tuple(as_list(s["Resource"]))) for s in kafka} == {
+            (("kafka-cluster:Connect",), (cluster,)),
+            (
+                ("kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"),
+                tuple(f"{prefix.format('topic')}/{t}" for t in topics),
+            ),
+            (
+                ("kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"),
+                tuple(f"{prefix.format('group')}/{g}" for g in groups),
+            ),
+        }
+        assert not any("*" in r for s in kafka for r in as_list(s["Resource"]))
+        others = [s for s in all_statements(tpl) if s not in archiver and "kafka-cluster:" in json.dumps(s["Action"])]
+        assert others == [], "only the archiver talks to Kafka"
     archiver_puts = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
     assert f"/erasure/{env}/requests/*" in [r["Fn::Join"][1][1] for r in archiver_puts], "tombstones' requests"
     archiver_glue = {a for s in archiver for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
@@ -269,7 +300,8 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         assert "--conf spark.archives=" in rendered and "--archives" not in rendered  # (2)
         assert re.search(r'\.zip"\}, "#catalog,', rendered) and re.search(r'\.tgz"\}, "#environment ', rendered)
         assert "spark.jars.packages" not in rendered and "--conf spark.jars=" in rendered  # (1)
-        assert rendered.count('.jar"}') == 6, "one asset per jar the jobs ship: five connectors and the keyed hash"
+        shipped = len(SPARK_CONNECTORS) + 1
+        assert rendered.count('.jar"}') == shipped, "one asset per jar the jobs ship: the connectors and the jobs' own"
         assert "spark.sql.session.timeZone=UTC" in rendered  # (3)
         assert "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered
         assert "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python" in rendered

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
+import time
 
 import boto3
 import pytest
 from moto import mock_aws
+from pydantic import ValidationError
 
+from infra.msk import NotAClusterArn, archiver_resources
 from kafkalake.endpoints import Endpoints
+from kafkalake.environments import EnvironmentConfig
 from kafkalake.kafka_access import Credentials, CredentialsInvalid, KafkaAccess, kafka_access
 
 ARN_SOURCE = "arn:aws:secretsmanager:eu-west-1:111111111111:secret:kafkalake/staging/kafka"
@@ -114,3 +120,69 @@ def test_a_client_certificate_goes_to_both_kafka_clients_without_sasl() -> None:
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.certificates": PEM,
     }
+
+
+def iam_endpoints(secret_arn: str | None = None, auth: str | None = "msk_iam") -> Endpoints:
+    return Endpoints(
+        "b:9098", "http://registry:8081", "eu-west-2", "lake", kafka_secret_arn=secret_arn, kafka_auth=auth
+    )
+
+
+def test_msk_iam_without_a_secret_signs_with_the_role_for_the_region_in_both_kafka_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
+    access = kafka_access(iam_endpoints())
+    config = access.client_config()
+    token_of = config.pop("oauth_cb")
+    assert config == {"bootstrap.servers": "b:9098", "security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER"}
+    assert pickle.loads(pickle.dumps(token_of)) == token_of  # the task reader's executors get it by name
+    token, expires = token_of("")
+    url = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    assert url.startswith("https://kafka.eu-west-2.amazonaws.com/?Action=kafka-cluster%3AConnect&")
+    assert "X-Amz-Credential=AKIDEXAMPLE%2F" in url and "%2Feu-west-2%2Fkafka-cluster%2Faws4_request" in url
+    assert "example-secret" not in url and 0 < expires - time.time() <= 900
+    options = access.spark_options()
+    assert options["kafka.sasl.mechanism"] == "OAUTHBEARER" and options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.login.callback.handler.class"].startswith("software.amazon.msk.auth.iam.")
+    assert not any("password" in k or "username" in k for k in options)
+
+
+@mock_aws
+def test_msk_iam_reads_only_the_registry_credentials_and_ca_from_a_secret() -> None:
+    secrets = boto3.client("secretsmanager", region_name="eu-west-1")
+    value = {"registry_username": "reg", "registry_password": "rpw", "ca_pem": PEM}
+    arn = secrets.create_secret(Name="kafkalake/staging/registry", SecretString=json.dumps(value))["ARN"]
+    access = kafka_access(iam_endpoints(arn), secrets)
+    assert access.client_config()["ssl.ca.pem"] == PEM
+    assert access.credentials is not None and access.credentials.registry_username == "reg"
+    assert access.spark_options()["kafka.ssl.truststore.certificates"] == PEM
+    kafka_secret = secrets.create_secret(
+        Name="kafkalake/staging/kafka", SecretString=json.dumps({"username": "u", "password": "p"})
+    )["ARN"]
+    with pytest.raises(CredentialsInvalid, match=r"the job.s role authenticates to Kafka.*remove password, username"):
+        kafka_access(iam_endpoints(kafka_secret), secrets)
+
+
+def test_an_unknown_kafka_auth_is_refused_with_the_choices() -> None:
+    with pytest.raises(CredentialsInvalid, match="kafka_auth 'iam' is not one of msk_iam"):
+        kafka_access(iam_endpoints(auth="iam"))
+
+
+def test_msk_iam_and_its_cluster_arn_go_together_in_an_environment() -> None:
+    base = {"name": "x", "bucket": "b", "queue_name": "q", "dead_letter_queue_name": "d", "event_bus_name": "e"}
+    cluster = "arn:aws:kafka:eu-west-1:111111111111:cluster/lake/5e1c0a9f-3b1d-4c0e-9d5a-0c7e2f4b8a61-2"
+    assert EnvironmentConfig(**base, kafka_auth="msk_iam", msk_cluster_arn=cluster).endpoints().kafka_auth == "msk_iam"
+    with pytest.raises(ValidationError, match="kafka_auth: msk_iam and msk_cluster_arn go together"):
+        EnvironmentConfig(**base, kafka_auth="msk_iam")
+    with pytest.raises(ValidationError, match="msk_cluster_arn"):
+        EnvironmentConfig(**base, kafka_auth="msk_iam", msk_cluster_arn="arn:aws:kafka:eu-west-1:1:topic/a/b/c")
+    with pytest.raises(NotAClusterArn, match="is not an MSK cluster ARN"):
+        archiver_resources("arn:aws:kafka:eu-west-1:111111111111:topic/lake/x/t", ["t"])
+    found = archiver_resources(cluster, ["b.t", "a.t", "a.t"])
+    assert found.topics == (
+        cluster.replace(":cluster/", ":topic/") + "/a.t",
+        cluster.replace(":cluster/", ":topic/") + "/b.t",
+    )
+    assert found.groups[0].endswith("/kafkalake-archiver.a.t") and ":group/lake/" in found.groups[0]

@@ -14,14 +14,14 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kafkalake.naming import SHARED_READ_GROUP, consumer_group
 from kafkalake.personal import PseudonymKey
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
 from kafkalake.wire import encode
 from spark_jobs.archiver.light import Member, passes
-from spark_jobs.archiver.offsets import consumer_group
 from spark_jobs.archiver.plan import Plan
-from spark_jobs.archiver.records import SHARED_READ_GROUP, PassMember, pass_columns, prepared
+from spark_jobs.archiver.records import PassMember, pass_columns, prepared
 from spark_jobs.archiver.transform import VersionSchema
 
 KEY = PseudonymKey("k-2026", bytes(range(40)))
