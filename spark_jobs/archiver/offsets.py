@@ -69,13 +69,23 @@ class Offsets:
             with self.clients.lock:
                 self.clients.consumer.poll(0.5)  # serves the error callbacks that say why (authentication, DNS, ...)
             reported = "; ".join(dict.fromkeys(self.clients.errors)) or "nothing more"
-            how = (
-                "with the credentials of the secret in kafka_secret_arn" if self.access.credentials else "without SASL"
-            )
+            if self.access.iam_region is not None:
+                how = f"with MSK IAM tokens the job's role signs for {self.access.iam_region}"
+                check = (
+                    "the role's kafka-cluster:Connect on msk_cluster_arn, that the cluster serves IAM on that port "
+                    "(9098), and the region"
+                )
+            else:
+                how = (
+                    "with the credentials of the secret in kafka_secret_arn"
+                    if self.access.credentials
+                    else "without SASL"
+                )
+                check = "the secret's username and password"
             raise RuntimeError(
                 f"topic {self.topic}: cannot reach Kafka at {self.access.bootstrap} {how} ({exc}); the client "
-                f"reported: {reported}. Check kafka_bootstrap in environments.yaml and the secret's username and "
-                "password (with TLS, its ca_pem: the brokers' CA when a private CA signed their certificate)."
+                f"reported: {reported}. Check kafka_bootstrap in environments.yaml and {check} (with TLS, the "
+                "secret's ca_pem: the brokers' CA when a private CA signed their certificate)."
             ) from exc
         if metadata.error is not None:
             raise RuntimeError(f"topic {self.topic}: {metadata.error}")
@@ -123,16 +133,36 @@ class Offsets:
             error = refusal(exc)
             if error is None:
                 raise
-            on = {
-                KafkaError.GROUP_AUTHORIZATION_FAILED: "the group, or on every group prefixed kafkalake-archiver.",
-                KafkaError.TOPIC_AUTHORIZATION_FAILED: f"the topic {self.topic}",
-            }.get(error.code())
-            fix = f"Grant the archiver's Kafka user {operation} on {on}" if on else "Check the secret's credentials"
+            fix = self._grant(error.code(), operation)
             raise KafkaAccessDenied(
                 f"topic {self.topic}: Kafka refused to {what} group {self.group} ({error.name()}: {error.str()}). "
-                f"{fix} (docs/deploying.md lists the ACLs); nothing of the plan was committed, and the next run "
-                "redoes it"
+                f"{fix}; nothing of the plan was committed, and the next run redoes it"
             ) from exc
+
+    def _grant(self, code: int, operation: str) -> str:
+        """What to grant for a refusal of ``operation`` (Kafka's ACL operation): the Kafka user's ACL, or with MSK
+        IAM the role's action on the group's or topic's ARN (docs/deploying.md lists both)."""
+        if self.access.iam_region is not None:
+            actions = {
+                KafkaError.GROUP_AUTHORIZATION_FAILED: (
+                    f"kafka-cluster:{'AlterGroup' if operation == 'Read' else 'DescribeGroup'}",
+                    f"group/<cluster name>/<cluster uuid>/{self.group}",
+                ),
+                KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+                    "kafka-cluster:DescribeTopic and kafka-cluster:ReadData",
+                    f"topic/<cluster name>/<cluster uuid>/{self.topic}",
+                ),
+            }.get(code)
+            if actions is None:
+                return "Check the role's kafka-cluster:Connect on msk_cluster_arn (docs/deploying.md)"
+            granted, arn = actions
+            return f"Grant the archiver's role {granted} on arn:aws:kafka:<region>:<account>:{arn} (docs/deploying.md)"
+        on = {
+            KafkaError.GROUP_AUTHORIZATION_FAILED: "the group, or on every group prefixed kafkalake-archiver.",
+            KafkaError.TOPIC_AUTHORIZATION_FAILED: f"the topic {self.topic}",
+        }.get(code)
+        grant = f"Grant the archiver's Kafka user {operation} on {on}" if on else "Check the secret's credentials"
+        return f"{grant} (docs/deploying.md lists the ACLs)"
 
 
 def _checked(found: ConsumerGroupTopicPartitions) -> list[TopicPartition]:

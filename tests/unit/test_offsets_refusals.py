@@ -47,3 +47,27 @@ def test_a_refused_offsets_read_names_the_resource_and_the_acl_at_once(code: int
     assert str(refused.value).startswith("topic t: Kafka refused to read the committed offsets of group ")
     assert grant in str(refused.value) and "the next run redoes it" in str(refused.value)
     assert admin.calls == 1, "a refusal is not retried"
+
+
+@pytest.mark.parametrize(
+    ("code", "grant"),
+    [
+        (
+            KafkaError.GROUP_AUTHORIZATION_FAILED,
+            "Grant the archiver's role kafka-cluster:DescribeGroup on arn:aws:kafka:<region>:<account>:group/"
+            "<cluster name>/<cluster uuid>/kafkalake-archiver.t ",
+        ),
+        (
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "Grant the archiver's role kafka-cluster:DescribeTopic and kafka-cluster:ReadData on "
+            "arn:aws:kafka:<region>:<account>:topic/<cluster name>/<cluster uuid>/t ",
+        ),
+        (KafkaError.SASL_AUTHENTICATION_FAILED, "Check the role's kafka-cluster:Connect on msk_cluster_arn"),
+    ],
+)
+def test_with_msk_iam_a_refusal_names_the_iam_action_and_the_arn(code: int, grant: str) -> None:
+    access = KafkaAccess("b:9098", "http://r", iam_region="eu-west-1")
+    clients = SimpleNamespace(admin=RefusingAdmin(code), lock=threading.Lock(), access=access)
+    with pytest.raises(KafkaAccessDenied) as refused:
+        Offsets(cast(OffsetClients, clients), "t").committed([0])
+    assert grant in str(refused.value) and "ACL" not in str(refused.value)
