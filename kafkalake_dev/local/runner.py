@@ -193,7 +193,15 @@ def run_job(
         unpack_archives(archives, work)
         spark_home = str(Path(pyspark.__file__).parent)  # EMR's Spark, here the virtualenv's
         credentials = principal_credentials(run.job)  # the job's role, as EMR runs it
-        environ = {**os.environ, **credentials, **driver_env, "TZ": MACHINE_TIME_ZONE, "SPARK_HOME": spark_home}
+        region = {"AWS_REGION": run.endpoints.region}  # as EMR sets it: the MSK IAM signers read it there
+        environ = {
+            **os.environ,
+            **credentials,
+            **region,
+            **driver_env,
+            "TZ": MACHINE_TIME_ZONE,
+            "SPARK_HOME": spark_home,
+        }
         arguments = " ".join(run.entry_point_arguments())
         say(f"runner: {run.name}: spark-submit {Path(run.artifacts.entry_point).name} {arguments} (in {work})")
         done = subprocess.run(command, cwd=work, env=environ, capture_output=True, text=True, check=False)
