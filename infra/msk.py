@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kafkalake.naming import consumer_group
+from kafkalake.naming import SHARED_READ_GROUP, consumer_group
 
 CLUSTER_ACTIONS = ("kafka-cluster:Connect",)
 TOPIC_ACTIONS = ("kafka-cluster:DescribeTopic", "kafka-cluster:ReadData")
 GROUP_ACTIONS = ("kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup")
+SHARED_GROUP_ACTIONS = ("kafka-cluster:DescribeGroup",)
 
 
 class NotAClusterArn(ValueError):
@@ -21,13 +22,14 @@ class NotAClusterArn(ValueError):
 
 @dataclass(frozen=True)
 class ArchiverKafkaResources:
-    """What the archiver reads on an MSK cluster: the cluster, its catalog topics, and its topics' consumer groups
-    (the light passes' shared group needs nothing: its readers assign partitions and never join it, as
-    tests/integration/test_kafka_tls.py shows with that group denied everything)."""
+    """What the archiver reads on an MSK cluster: the cluster, its catalog topics, its topics' consumer groups, and
+    the light passes' shared group, which its readers only look up (FindCoordinator: DescribeGroup; they assign
+    partitions and never join or commit it)."""
 
     cluster: str
     topics: tuple[str, ...]
     groups: tuple[str, ...]
+    shared_group: str
 
 
 def archiver_resources(cluster_arn: str, kafka_topics: Iterable[str]) -> ArchiverKafkaResources:
@@ -43,4 +45,5 @@ def archiver_resources(cluster_arn: str, kafka_topics: Iterable[str]) -> Archive
         cluster_arn,
         tuple(f"{head}:topic/{name_and_uuid}/{t}" for t in topics),
         tuple(f"{head}:group/{name_and_uuid}/{g}" for g in groups),
+        f"{head}:group/{name_and_uuid}/{SHARED_READ_GROUP}",
     )

@@ -22,7 +22,7 @@ from infra.assets import connector_jars, job_environment, jobs_bundle
 from infra.constructs.iam import glue_table_findings, glue_table_resources, object_finding
 from infra.constructs.personal import PersonalData
 from infra.constructs.queues import dead_letter_queue
-from infra.msk import CLUSTER_ACTIONS, GROUP_ACTIONS, TOPIC_ACTIONS, archiver_resources
+from infra.msk import CLUSTER_ACTIONS, GROUP_ACTIONS, SHARED_GROUP_ACTIONS, TOPIC_ACTIONS, archiver_resources
 from infra.nag import acknowledge
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
@@ -265,12 +265,13 @@ class Jobs(Construct):
 
     def _grant_msk(self, role: iam.Role, cluster_arn: str) -> None:
         """MSK with IAM access control: Connect on the cluster, DescribeTopic and ReadData on each catalog topic,
-        DescribeGroup and AlterGroup on each of the archiver's consumer groups, each by its exact ARN
-        (``infra.msk``): no topic or group beyond the catalog's."""
+        DescribeGroup and AlterGroup on each topic's consumer group, DescribeGroup on the light passes' shared group,
+        each by its exact ARN (``infra.msk``): no topic or group beyond the catalog's."""
         found = archiver_resources(cluster_arn, self.kafka_topics)
         role.add_to_policy(iam.PolicyStatement(actions=list(CLUSTER_ACTIONS), resources=[found.cluster]))
         role.add_to_policy(iam.PolicyStatement(actions=list(TOPIC_ACTIONS), resources=list(found.topics)))
         role.add_to_policy(iam.PolicyStatement(actions=list(GROUP_ACTIONS), resources=list(found.groups)))
+        role.add_to_policy(iam.PolicyStatement(actions=list(SHARED_GROUP_ACTIONS), resources=[found.shared_group]))
 
     def _compactor_role(self) -> iam.Role:
         stack = Stack.of(self)

@@ -37,7 +37,7 @@ from kafkalake.drift import compare, observe
 from kafkalake.drift import metric_data as drift_metric_data
 from kafkalake.endpoints import Endpoints
 from kafkalake.jobspec import ARCHIVER_BUDGET_MINUTES, ARCHIVER_CONCURRENCY, ARCHIVER_REQUEST_THREADS
-from kafkalake.kafka_access import kafka_access
+from kafkalake.kafka_access import MSK_IAM, kafka_access
 from kafkalake.personal import KeyInvalid, Keyring, load_keys
 from kafkalake.registry import RegistryError
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
@@ -376,7 +376,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps(result.as_dict()), flush=True)
     now = datetime.now(UTC)
     data = metric_data(results, args.env, now)
-    if not args.topic:
+    if not args.topic and endpoints.kafka_auth == MSK_IAM:
+        print(
+            "note: catalog drift not measured: with MSK IAM the archiver's role may describe its catalog topics only "
+            "(docs/deploying.md); run `kafkalake catalog drift` as a role that may describe the cluster's topics",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif not args.topic:
         data += drift_metrics(endpoints, catalog, args.env, args.topic_naming, now)
     try:
         publish(make_client(endpoints, "cloudwatch"), data)

@@ -234,6 +234,7 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
                 ("kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"),
                 tuple(f"{prefix.format('group')}/{g}" for g in groups),
             ),
+            (("kafka-cluster:DescribeGroup",), (f"{prefix.format('group')}/kafkalake-archiver.(shared)",)),
         }
         assert not any("*" in r for s in kafka for r in as_list(s["Resource"]))
         others = [s for s in all_statements(tpl) if s not in archiver and "kafka-cluster:" in json.dumps(s["Action"])]
