@@ -35,7 +35,7 @@ import fastavro
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from kafkalake.convention import OffConvention, TopicName, parse_topic_name
 from kafkalake.drift import ClusterView
@@ -63,6 +63,7 @@ SAMPLE_RECORDS: Final = 200
 SAMPLE_SECONDS: Final = 20.0
 SAMPLE_GROUP: Final = "kafkalake-catalog-import"
 """librdkafka requires a group id; an assigned consumer that never commits leaves no offset under it."""
+ANY: Final = "google.protobuf.Any"
 OFF_CONVENTION_EXAMPLES: Final = 3
 """Topics named per reason in the summary of those off the naming convention."""
 
@@ -150,11 +151,33 @@ def _reader(version: RegisteredSchema, value_format: ValueFormat) -> Callable[[b
         def protobuf(payload: bytes) -> Any:
             if not payload.startswith(index):
                 raise ValueError("another message's index")
-            return MessageToDict(message_class.FromString(payload[len(index) :]), preserving_proto_field_name=True)
+            found = without_any(message_class.FromString(payload[len(index) :]))
+            return MessageToDict(found, preserving_proto_field_name=True)
 
         return protobuf
     parsed = fastavro.parse_schema(json.loads(version.schema))
     return lambda payload: fastavro.schemaless_reader(io.BytesIO(payload), parsed, None)
+
+
+def without_any(message: Message) -> Message:
+    """``message`` with its ``google.protobuf.Any`` fields cleared, at any depth: ``MessageToDict`` looks up the type
+    an ``Any`` packs and fails on one no registered file declares, and the import reads no time from one."""
+    for described, value in message.ListFields():
+        if described.message_type is None:
+            continue
+        if described.message_type.full_name == ANY:
+            message.ClearField(described.name)
+        elif described.message_type.GetOptions().map_entry:
+            entry = described.message_type.fields_by_name["value"]
+            if entry.message_type is not None:
+                for item in value.values():
+                    without_any(item)
+        elif described.label == described.LABEL_REPEATED:
+            for item in value:
+                without_any(item)
+        else:
+            without_any(value)
+    return message
 
 
 def sampled_message(values: list[bytes], registered: tuple[RegisteredSchema, ...]) -> str | None:

@@ -57,6 +57,20 @@ def test_protobuf_values_are_proposed_as_protobuf_with_the_message_their_index_n
     assert proposed == [json.loads(s) for s in catalogued.schemas]  # what the archiver renders for the topic
 
 
+def test_protobuf_values_packing_an_any_of_an_undeclared_type_are_proposed(tmp_path: Path) -> None:
+    """The demo's order-placed: its Any (extension) packs a type no registered file declares."""
+    registered, (_, encode_v2) = _registered_as("order-placed")
+    placed = datetime.fromtimestamp(NOW_S, UTC)
+    extension = {"type_url": "type.googleapis.com/acme.shop.Unknown", "value": b"\x08\x01"}
+    nested = {"customer": {"customer_id": "c", "email": "e"}, "extension": extension}
+    values = [encode_v2({"id": f"o{i}", "placed_at": placed, **nested}, i) for i in range(4)]
+    found = propose(
+        NAME, env="staging", root=tmp_path, catalog=CATALOG, registered=registered, sample=Sample(values, 4)
+    )
+    assert isinstance(found, Proposal) and found.value_format == ValueFormat.PROTOBUF
+    assert "placed_at (avro_timestamp): score 3" in found.files[tmp_path / "acme" / "sales" / "staging" / "orders.yaml"]
+
+
 def test_json_schema_values_are_proposed_as_json_schema(tmp_path: Path) -> None:
     registered, [encode] = _registered_as("ticket-opened")
     opened = datetime.fromtimestamp(NOW_S, UTC).isoformat()
