@@ -30,6 +30,13 @@ secret's ``ca_pem`` is that CA's (``kafkalake_dev.local.stack.local_tls``)."""
 KAFKA_MTLS_PORT: Final = 19096
 """A TLS listener that requires a client certificate (mutual TLS, as Amazon MSK's TLS client authentication): the
 stack's client certificate (``kafkalake_dev.local.tls``) is the principal ``User:CN=kafkalake``."""
+KAFKA_IAM_PORT: Final = 19098
+"""A SASL_SSL listener with OAUTHBEARER that takes Amazon MSK IAM tokens only (as MSK's IAM listener on 9098): a
+token signed as MSK's signers sign it (a SigV4-presigned ``kafka-cluster:Connect`` request), checked by
+``java/MskIamValidator.java`` against the local credentials (every access key's secret is ``ACCESS_KEY``) for
+``DEFAULTS.region``. Its principal is the signing role, ``User:archiver`` for the access key ``principal-archiver``
+(``principals.principal_credentials``), so ACLs decide per topic and group as IAM policies do; certificate as
+``KAFKA_TLS_PORT``'s."""
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 """The user both SASL listeners admit (PLAIN on one, SCRAM-SHA-512 on the other)."""
 REGISTRY_PORT: Final = 18081

@@ -3,6 +3,9 @@
 Everything is downloaded once from Maven Central into the cache (``~/.cache/kafkalake`` or
 ``$KAFKALAKE_CACHE``), then started on 127.0.0.1 as separate processes tracked by pid files under
 ``.stack/`` in the work tree. ``up`` is idempotent; ``down`` stops only processes it recorded.
+
+Past 400 lines: the broker's configuration (a listener for each way Amazon MSK authenticates, the authorizer's log)
+stays beside the downloads and the process handling that start it, the one place a reader looks for the stack.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.assets import cached_folder, fetch, maven
+from infra.assets import cached_folder, compiled_jar, fetch, maven
 from infra.repo import REPO_ROOT, cache_dir
 from kafkalake.kafka import settled
 from kafkalake_dev.local.endpoints import (
+    ACCESS_KEY,
     AWS_PORT,
     CONTROLLER_PORT,
+    DEFAULTS,
+    KAFKA_IAM_PORT,
     KAFKA_MTLS_PORT,
     KAFKA_PORT,
     KAFKA_SASL_PORT,
@@ -55,7 +61,28 @@ log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka=INFO
 log4j.logger.org.apache.kafka=WARN
+log4j.logger.kafkalake.local=INFO
+log4j.appender.authorizer=org.apache.log4j.RollingFileAppender
+log4j.appender.authorizer.File={authorizer_log}
+log4j.appender.authorizer.MaxFileSize=100MB
+log4j.appender.authorizer.MaxBackupIndex=2
+log4j.appender.authorizer.layout=org.apache.log4j.PatternLayout
+log4j.appender.authorizer.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.authorizer.filter.1=org.apache.log4j.varia.StringMatchFilter
+log4j.appender.authorizer.filter.1.StringToMatch=Principal = User:ANONYMOUS is
+log4j.appender.authorizer.filter.1.AcceptOnMatch=false
+log4j.logger.kafka.authorizer.logger=DEBUG, authorizer
+log4j.additivity.kafka.authorizer.logger=false
 """
+AUTHORIZER_LOG = Path("logs") / "kafka-authorizer.log"
+"""Under the stack's folder (``authorizer_log``): the broker's authorizer decisions (``kafka.authorizer.logger``,
+allowed ones at DEBUG, denied ones at INFO), one line each with the principal, the operation, the resource and the
+request's API: ``[2026-11-29 01:26:26,965] DEBUG Principal = User:archiver is Allowed operation = READ from host =
+127.0.0.1 on resource = Topic:LITERAL:orders for request = Fetch with resourceRefCount = 1 based on rule DefaultAllow
+(kafka.authorizer.logger)``. The plaintext listener's super user (``User:ANONYMOUS``: the tests' set-up and the
+broker's own requests) is left out; 100 MB a file, two more kept."""
+MSK_IAM_VALIDATOR_SOURCE = Path(__file__).parent / "java" / "MskIamValidator.java"
+MSK_IAM_VALIDATOR = "kafkalake.local.MskIamValidator"
 
 
 def say(message: str) -> None:
@@ -208,12 +235,24 @@ def local_tls() -> StackTls:
     return stack_tls(state_dir() / "tls")
 
 
+def authorizer_log() -> Path:
+    """The broker's authorizer decisions (``AUTHORIZER_LOG``)."""
+    return state_dir() / AUTHORIZER_LOG
+
+
+def msk_iam_validator_jar() -> Path:
+    """The IAM listener's token check (``java/MskIamValidator.java``) compiled against the broker's jars, once per
+    source, in the cache."""
+    return compiled_jar(MSK_IAM_VALIDATOR_SOURCE, "msk-iam-validator", [kafka_libs() / "*"])
+
+
 def _kafka_listeners(tls: StackTls) -> list[str]:
-    """The broker's listeners: plaintext (its ANONYMOUS a super user), SASL PLAIN, SCRAM over TLS and mutual TLS;
-    ACLs decide, and a resource without ACLs is open."""
+    """The broker's listeners: plaintext (its ANONYMOUS a super user), SASL PLAIN, SCRAM over TLS, mutual TLS and
+    Amazon MSK's IAM access control (OAUTHBEARER over TLS, tokens checked by ``MskIamValidator`` for the local
+    region and secret); ACLs decide, and a resource without ACLs is open."""
     listeners = (
         f"PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT},"
-        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT},SSL://127.0.0.1:{KAFKA_MTLS_PORT}"
+        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT},SSL://127.0.0.1:{KAFKA_MTLS_PORT},IAM://127.0.0.1:{KAFKA_IAM_PORT}"
     )
     return [
         f"listeners={listeners},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
@@ -221,7 +260,7 @@ def _kafka_listeners(tls: StackTls) -> list[str]:
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-        "SASL_SSL:SASL_SSL,SSL:SSL",
+        "SASL_SSL:SASL_SSL,SSL:SSL,IAM:SASL_SSL",
         "sasl.enabled.mechanisms=PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config="
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -236,6 +275,15 @@ def _kafka_listeners(tls: StackTls) -> list[str]:
         "listener.name.ssl.ssl.truststore.type=PEM",
         f"listener.name.ssl.ssl.truststore.location={tls.ca}",
         "listener.name.ssl.ssl.client.auth=required",
+        "listener.name.iam.sasl.enabled.mechanisms=OAUTHBEARER",
+        f"listener.name.iam.oauthbearer.sasl.server.callback.handler.class={MSK_IAM_VALIDATOR}",
+        # region and secret: the validator's; the broker's own login (a token it never sends: brokers talk over
+        # PLAINTEXT) is Kafka's unsecured one, which needs a subject
+        "listener.name.iam.oauthbearer.sasl.jaas.config="
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        f'region="{DEFAULTS.region}" secret="{ACCESS_KEY}" unsecuredLoginStringClaim_sub="broker";',
+        "listener.name.iam.ssl.keystore.type=PEM",
+        f"listener.name.iam.ssl.keystore.location={tls.keystore}",
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users=User:ANONYMOUS",
         "allow.everyone.if.no.acl.found=true",
@@ -246,7 +294,8 @@ def _prepare_kafka(work: Path) -> list[str]:
     libs = kafka_libs()
     work.mkdir(parents=True, exist_ok=True)
     data = work / "data"
-    (work / "log4j.properties").write_text(LOG4J)
+    authorizer_log().parent.mkdir(parents=True, exist_ok=True)
+    (work / "log4j.properties").write_text(LOG4J.format(authorizer_log=authorizer_log()))
     props = work / "server.properties"
     props.write_text(
         "\n".join(
@@ -267,7 +316,8 @@ def _prepare_kafka(work: Path) -> list[str]:
         )
         + "\n"
     )
-    java = [_java(), "-Xmx768m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}", "-cp", f"{libs}/*"]
+    classpath = f"{libs}/*:{msk_iam_validator_jar()}"
+    java = [_java(), "-Xmx768m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}", "-cp", classpath]
     if not (data / "meta.properties").exists():
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         storage = [*java, "kafka.tools.StorageTool", "format", "--ignore-formatted", "-c", str(props)]
