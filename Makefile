@@ -63,6 +63,9 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The pipeline principals' AWS calls during the stack tests (docs/permission-check.md), outside the clone's sources.
 CALL_LOG := $(CURDIR)/build/permission-check/calls.jsonl
+# The broker's authorizer decisions (kafkalake_dev.local.stack.AUTHORIZER_LOG): emptied with the call log, so the
+# permission check reads this run's Kafka requests only.
+KAFKA_DECISIONS := $(CURDIR)/.stack/logs/kafka-authorizer.log
 
 # lint and the IaC scan of the templates synth wrote, side by side (each mostly one process). Then the unit tests,
 # then the stack tests in a pytest run of their own (a worker's Spark JVM must start inside the stack tests' moto
@@ -71,7 +74,8 @@ CALL_LOG := $(CURDIR)/build/permission-check/calls.jsonl
 test: install bytecode browser synth
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint scan-templates
 	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile tests/unit
-	@rm -f $(CALL_LOG) $(CALL_LOG).keys.json
+	@rm -f $(CALL_LOG) $(CALL_LOG).keys.json $(KAFKA_DECISIONS).1 $(KAFKA_DECISIONS).2
+	@mkdir -p $(dir $(KAFKA_DECISIONS)) && : > $(KAFKA_DECISIONS)
 	@KAFKALAKE_CALL_LOG=$(CALL_LOG) $(PYTEST) -n $(TEST_WORKERS) --dist loadfile --durations=10 tests/e2e tests/integration
 	@$(MAKE) --no-print-directory permissions
 

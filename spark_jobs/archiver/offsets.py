@@ -87,6 +87,11 @@ class Offsets:
                 f"reported: {reported}. Check kafka_bootstrap in environments.yaml and {check} (with TLS, the "
                 "secret's ca_pem: the brokers' CA when a private CA signed their certificate)."
             ) from exc
+        if metadata.error is not None and metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise KafkaAccessDenied(
+                f"topic {self.topic}: Kafka refused to describe it ({metadata.error.str()}). "
+                f"{self._grant(metadata.error.code(), 'Describe')}; nothing of it was read"
+            )
         if metadata.error is not None:
             raise RuntimeError(f"topic {self.topic}: {metadata.error}")
         return sorted(metadata.partitions)

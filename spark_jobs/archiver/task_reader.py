@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from kafkalake.kafka import REFUSED
+from kafkalake.kafka_access import MskIamToken
 from spark_jobs.archiver.plan import Plan
 
 KAFKA_COLUMNS = (
@@ -155,14 +156,30 @@ class RangeReader:
             for task in batch.column("id").to_pylist():
                 errors = ClientErrors()
                 consumer = Consumer({**self.config, "error_cb": errors})
-                yield from read(consumer, self.tasks[task], self.include_headers, errors)
+                fix = IAM_FIX if isinstance(self.config.get("oauth_cb"), MskIamToken) else LOGIN_FIX
+                yield from read(consumer, self.tasks[task], self.include_headers, errors, fix)
+
+
+LOGIN_FIX = (
+    "check the secret that kafka_secret_arn names in environments.yaml (its username and password, and with a private "
+    "CA its ca_pem) and the user's ACLs (docs/deploying.md)"
+)
+IAM_FIX = (
+    "check the archiver role's kafka-cluster:Connect on msk_cluster_arn and kafka-cluster:DescribeTopic and "
+    "kafka-cluster:ReadData on the topic's ARN (docs/deploying.md)"
+)
 
 
 def read(
-    consumer: Consumer, ranges: Sequence[KafkaRange], include_headers: bool, errors: ClientErrors | None = None
+    consumer: Consumer,
+    ranges: Sequence[KafkaRange],
+    include_headers: bool,
+    errors: ClientErrors | None = None,
+    fix: str = LOGIN_FIX,
 ) -> Iterator[pa.RecordBatch]:
     """The ranges' records through ``consumer`` (closed at the end), in batches of ``BATCH_ROWS`` at most; raise
-    ``KafkaReadFailed`` when one cannot be read to its end. ``errors``: the consumer's error callback."""
+    ``KafkaReadFailed`` when one cannot be read to its end, saying what to check (``fix``: the secret's login or,
+    with MSK IAM, the role's grants). ``errors``: the consumer's error callback."""
     by_partition = {(r.topic, r.partition): r for r in ranges}
     left = set(by_partition)
     rows = _Rows(include_headers)
@@ -178,11 +195,7 @@ def read(
         while left:
             messages = consumer.consume(BATCH_ROWS, POLL_SECONDS)
             if failed := errors.unrecoverable():
-                raise KafkaReadFailed(
-                    f"{failed} while reading {waiting()}{errors.said()}: check the secret that kafka_secret_arn names "
-                    "in environments.yaml (its username and password, and with a private CA its ca_pem) and the "
-                    "user's ACLs (docs/deploying.md)"
-                )
+                raise KafkaReadFailed(f"{failed} while reading {waiting()}{errors.said()}: {fix}")
             for message in messages:
                 where = (str(message.topic()), int(message.partition() or 0))
                 if where not in left:

@@ -86,7 +86,7 @@ def test_without_the_private_ca_the_driver_the_task_reader_and_the_registry_clie
         archive_topic(spark, untrusted, topic)
 
     assert f"topic {topic.kafka_topic}: cannot reach Kafka at 127.0.0.1:{KAFKA_TLS_PORT}" in str(failed.value)
-    assert "certificate verify failed" in str(failed.value) and "its ca_pem" in str(failed.value)
+    assert "certificate verify failed" in str(failed.value) and "the secret's ca_pem" in str(failed.value)
     credentials = Credentials(*KAFKA_USER)  # SCRAM-SHA-512 over SASL_SSL, trusting the system's CAs
     reader = light_read_config(KafkaAccess(f"127.0.0.1:{KAFKA_TLS_PORT}", endpoints.schema_registry_url, credentials))
     with pytest.raises(Exception) as unread:
