@@ -2,11 +2,12 @@
 
 Why ours and not Spark's ``from_protobuf``: that lives in the external module spark-protobuf, and Maven Central serves
 no spark-protobuf_2.12 of Spark 3.5 (3.4.1 is its only release there: the 3.5.x jars answer 404, tried 3.5.0 to 3.5.9
-on 28 Nov 2026), while the jobs run Spark 3.5.3 and download nothing at run time. The decoder is a Java function over
-``DynamicMessage`` of the protobuf runtime Spark's core jar already carries (relocated as
+on 28 Nov 2026), while the jobs run Spark 3.5.3 and download nothing at run time. The decoder is a Catalyst
+expression over ``DynamicMessage`` of the protobuf runtime Spark's core jar already carries (relocated as
 ``org.sparkproject.spark_core.protobuf``): no second protobuf on the classpath, and rows go from the JVM's Kafka read to
-the struct with no hop through Python, as ``from_avro``'s do. The struct is the one spark-avro maps the version's
-rendering to (``kafkalake.protobuf_schema``), so the columns' types are decided in one place.
+the struct with no hop through Python, written as Spark's internal rows, as ``from_avro``'s are. The struct is the one
+spark-avro maps the version's rendering to (``kafkalake.protobuf_schema``), so the columns' types are decided in one
+place.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 
 from pyspark import SparkContext
 from pyspark.sql import Column
-from pyspark.sql.column import _to_java_column, _to_seq
+from pyspark.sql.column import _to_java_column
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 
@@ -30,10 +31,10 @@ def protobuf_value(payload: Column, descriptor_set: bytes, message: str, struct:
         raise RuntimeError("protobuf_value needs an active Spark session")
     jvm = context._jvm
     assert jvm is not None
-    function = jvm.kafkalake.jobs.ProtobufDecoder.function(
-        bytearray(descriptor_set), message, json.dumps(struct.jsonValue())
+    decoded = jvm.kafkalake.jobs.ProtobufDecoder.column(
+        _to_java_column(payload), bytearray(descriptor_set), message, json.dumps(struct.jsonValue())
     )
-    return Column(function.apply(_to_seq(context, [payload], _to_java_column)))
+    return Column(decoded)
 
 
 def nullable(data_type: DataType) -> DataType:
