@@ -1,8 +1,9 @@
 """The local broker's MSK IAM listener (``KAFKA_IAM_PORT``: SASL_SSL, OAUTHBEARER, ``MskIamValidator``) with
 librdkafka signing as the jobs do (``aws-msk-iam-sasl-signer-python`` in ``oauth_cb``): the role of the access key
-``principal-archiver`` reads as ``User:archiver``, whose ACLs decide per topic as IAM would; a token of another
-region, of a wrong secret key or expired fails authentication at once, saying why. The authorizer's decisions on the
-role's requests are in the stack's authorizer log."""
+``principal-broker-test`` reads as ``User:broker-test``, whose ACLs decide per topic as IAM would (a role of no
+pipeline principal: the permission check maps the archiver's requests only, and these are not the archiver's); a
+token of another region, of a wrong secret key or expired fails authentication at once, saying why. The
+authorizer's decisions on the role's requests are in the stack's authorizer log."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ from kafkalake_dev.local.workload import ensure_topic
 from tests.integration.archive_helpers import kafka_acls
 
 pytestmark = pytest.mark.stack
-ROLE_KEY = "principal-archiver"
-ROLE = "User:archiver"
+ROLE_KEY = "principal-broker-test"
+ROLE = "User:broker-test"
 REFUSAL_SECONDS = 5
 """A refused token must fail within this: authentication errors come at once, never as a timeout."""
 
