@@ -71,12 +71,7 @@ class Credentials:
 
     @classmethod
     def from_secret(cls, secret_string: str, source: str) -> Credentials:
-        try:
-            fields = json.loads(secret_string)
-        except json.JSONDecodeError as exc:
-            raise CredentialsInvalid(f"secret {source} is not JSON ({exc}); store a JSON object") from exc
-        if not isinstance(fields, dict):
-            raise CredentialsInvalid(f"secret {source} must be a JSON object, not {type(fields).__name__}")
+        fields = secret_fields(secret_string, source)
         mutual = fields.get("security_protocol") == MUTUAL_TLS
         needed, foreign = (MUTUAL_TLS_FIELDS, SASL_FIELDS) if mutual else (("username", "password"), MUTUAL_TLS_FIELDS)
         missing = [k for k in needed if not fields.get(k)]
@@ -257,19 +252,22 @@ def kafka_access(endpoints: Endpoints, secrets: Any | None = None) -> KafkaAcces
 def registry_credentials(secret_string: str, source: str) -> Credentials:
     """With IAM access control, the secret's registry credentials and CA; any Kafka credential in it is refused, as
     the job's role is what authenticates."""
-    try:
-        fields = json.loads(secret_string)
-    except json.JSONDecodeError as exc:
-        raise CredentialsInvalid(f"secret {source} is not JSON ({exc}); store a JSON object") from exc
-    if not isinstance(fields, dict):
-        raise CredentialsInvalid(f"secret {source} must be a JSON object, not {type(fields).__name__}")
+    fields = secret_fields(secret_string, source)
     unknown = sorted(set(fields) - set(REGISTRY_ONLY_FIELDS))
     if unknown:
         raise CredentialsInvalid(
             f"secret {source}: with kafka_auth: {MSK_IAM} the job's role authenticates to Kafka, so the secret holds "
             f"only {', '.join(REGISTRY_ONLY_FIELDS)}; remove {', '.join(unknown)}"
         )
-    found = Credentials(security_protocol="SASL_SSL", **fields)
-    if found.ca_pem is not None and not _pem(found.ca_pem, PEM_CERTIFICATE):
-        raise CredentialsInvalid(f"secret {source}: ca_pem must be the brokers' CA certificate in PEM")
-    return found
+    return Credentials(security_protocol="SASL_SSL", **fields).checked(source)
+
+
+def secret_fields(secret_string: str, source: str) -> dict[str, Any]:
+    """The secret's JSON object, or ``CredentialsInvalid`` saying what it is instead."""
+    try:
+        fields = json.loads(secret_string)
+    except json.JSONDecodeError as exc:
+        raise CredentialsInvalid(f"secret {source} is not JSON ({exc}); store a JSON object") from exc
+    if not isinstance(fields, dict):
+        raise CredentialsInvalid(f"secret {source} must be a JSON object, not {type(fields).__name__}")
+    return fields

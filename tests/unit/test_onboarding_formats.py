@@ -164,16 +164,20 @@ def test_framed_keys_of_the_key_subject_are_proposed_as_key_format_kept_decoded(
     opened = datetime.fromtimestamp(NOW_S, UTC).isoformat()
     values = [encode({"id": f"t{i}", "customer_id": "c", "opened_at": opened, "priority": 1}, i) for i in range(4)]
     key_versions = (RegisteredSchema("k", 1, 77, '"string"'),)
-    framed = Sample(values, 4, keys=4, key_ids=Counter({77: 3}))
-    found = propose(
-        NAME,
-        env="staging",
-        root=tmp_path,
-        catalog=CATALOG,
-        registered=registered,
-        sample=framed,
-        key_registered=key_versions,
-    )
+
+    def proposed(key_ids: Counter[int]) -> Proposal | Flagged:
+        sample = Sample(values, 4, keys=4, key_ids=key_ids)
+        return propose(
+            NAME,
+            env="staging",
+            root=tmp_path,
+            catalog=CATALOG,
+            registered=registered,
+            sample=sample,
+            key_registered=key_versions,
+        )
+
+    found = proposed(Counter({77: 3}))
     assert isinstance(found, Proposal)
     folder = tmp_path / "acme" / "sales" / "staging"
     text = found.files[folder / "orders.yaml"]
@@ -183,17 +187,6 @@ def test_framed_keys_of_the_key_subject_are_proposed_as_key_format_kept_decoded(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body)
     assert load_topic_catalog(tmp_path).get("orders", "staging").spec.key_format == ValueFormat.AVRO
-    for sample in (
-        Sample(values, 4, keys=4, key_ids=Counter({77: 2})),
-        Sample(values, 4, keys=4, key_ids=Counter({9: 4})),
-    ):
-        kept = propose(
-            NAME,
-            env="staging",
-            root=tmp_path,
-            catalog=CATALOG,
-            registered=registered,
-            sample=sample,
-            key_registered=key_versions,
-        )
+    for key_ids in (Counter({77: 2}), Counter({9: 4})):  # half the keys framed; framed with ids of no key version
+        kept = proposed(key_ids)
         assert isinstance(kept, Proposal) and "key_format" not in kept.files[folder / "orders.yaml"]
