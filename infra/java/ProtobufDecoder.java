@@ -85,6 +85,10 @@ import scala.collection.Seq;
  * {@link #decode}, as {@code from_avro}'s calls its own class. It travels to the executors as any expression of a
  * plan does (Java serialization): the descriptor set, the message's name and the struct; the reader is rebuilt from
  * them on first use.
+ *
+ * <p>Past 400 lines on purpose: the wire reader (one method per wire type and field kind, as the protobuf runtime's
+ * parser has them) must stay beside the descriptor lookup and the Catalyst plumbing it serves; the row-by-row
+ * comparison with the runtime's own parser (see the commit that made it) covers it as one unit.
  */
 public final class ProtobufDecoder extends Expression implements ExpectsInputTypes, Serializable {
     private static final long serialVersionUID = 2L;
