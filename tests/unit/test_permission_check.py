@@ -1,7 +1,8 @@
 """``python -m kafkalake_dev.checks.permissions`` on a sample of calls the stack tests recorded
 (``data/recorded_calls.jsonl``: every principal, every kind of call) against the synthesized staging template: it
 passes on today's template, names the role, the action and the key when the archiver's grant of its erasure requests
-is removed (finding 1 of #34), and fails on nothing recorded, a principal that made no call, or a call it cannot map."""
+is removed (finding 1 of #34) and the Kafka action when its ReadData grant is (``KAFKA_DECISIONS``, MSK IAM), and fails
+on nothing recorded, a principal that made no call, or a call it cannot map."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from kafkalake_dev.checks.permissions.mapping import LocalNames, iam_and_lake_fo
 from kafkalake_dev.checks.permissions.requests import GlueCall
 
 SAMPLE = Path(__file__).parent / "data" / "recorded_calls.jsonl"
+KAFKA_DECISIONS = Path(__file__).parent / "data" / "kafka_decisions.log"
+"""The broker's authorizer decisions of the archiver's job on the IAM listener (tests/integration/test_msk_iam.py),
+one line per kind of request: the Kafka calls the staging template's MSK grants are checked against. Given
+explicitly, so that the check never reads the local stack's log of whatever ran last."""
 ERASURE_REQUESTS = "erasure/staging/requests/*"
 
 
@@ -35,7 +40,8 @@ def check(template: dict[str, Any], calls: list[str], folder: Path) -> int:
     (folder / "cdk.out").mkdir(exist_ok=True)
     (folder / "cdk.out" / "kafkalake-staging.template.json").write_text(json.dumps(template))
     (folder / "calls.jsonl").write_text("".join(calls))
-    return main([str(folder / "calls.jsonl"), "--cdk-out", str(folder / "cdk.out")])
+    cdk_out, kafka_log = str(folder / "cdk.out"), str(KAFKA_DECISIONS)
+    return main([str(folder / "calls.jsonl"), "--cdk-out", cdk_out, "--kafka-log", kafka_log])
 
 
 def sample() -> list[str]:
@@ -124,3 +130,22 @@ def test_removing_any_pipeline_lake_formation_grant_denies_a_recorded_call(stagi
         if not evaluate_lake_formation(calls, without, tables):
             unneeded.append(grant)
     assert unneeded == []
+
+
+def test_without_the_archivers_read_data_grant_its_kafka_reads_are_denied(
+    staging: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = copy.deepcopy(staging)
+    removed = 0
+    for resource in changed["Resources"].values():
+        if resource["Type"] == "AWS::IAM::Policy":
+            for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                kept = [a for a in actions if a != "kafka-cluster:ReadData"]
+                removed += len(actions) - len(kept)
+                statement["Action"] = kept or ["kafka-cluster:Connect"]
+    assert removed == 1
+    assert check(changed, sample(), tmp_path) == 1
+    denied = capsys.readouterr().err
+    assert "archiver: kafka-cluster:ReadData on arn:aws:kafka:eu-west-1:" in denied  # from Fetch or OffsetCommit
+    assert "READ Topic:test.card-authorized." in denied
