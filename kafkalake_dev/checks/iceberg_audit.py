@@ -17,12 +17,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkalake.archive_receipts import ArchiveReceipt
-from kafkalake.aws import list_objects, make_client, read_json
+from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.iceberg import committed_plans, table_catalog
 from kafkalake.topic_catalog import Topic
 from kafkalake_dev.checks.audit import Problem
+from kafkalake_dev.checks.inventory import stored_receipts
 
 OFFSET_COLUMNS = ("_kafka_partition", "_kafka_offset")
 
@@ -82,12 +82,7 @@ def audit_topic(endpoints: Endpoints, topic: Topic, committed: Mapping[int, int 
 
 def receipted_plans(s3: Any, bucket: str, topic: Topic) -> dict[str, dict[int, tuple[int, int]]]:
     """Plan id (the receipt's name) → offset ranges, of every receipt of the topic."""
-    prefix = topic.prefix.receipts_prefix()
-    found = {}
-    for key in sorted(list_objects(s3, bucket, prefix, ".json")):
-        document = read_json(s3, bucket, key)
-        if document is not None:  # None: deleted between the listing and the read
-            receipt = ArchiveReceipt.from_dict(document)
-            plan = topic.prefix.plan_of_receipt(key)
-            found[plan] = {p: (a.start, a.end) for p, a in receipt.partitions.items()}
-    return found
+    return {
+        topic.prefix.plan_of_receipt(key): {p: (a.start, a.end) for p, a in receipt.partitions.items()}
+        for key, receipt in stored_receipts(s3, bucket, topic.prefix).items()
+    }

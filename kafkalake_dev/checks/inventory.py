@@ -9,6 +9,7 @@ S3 listings, compaction manifests and Parquet footers; an Iceberg table's from i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 
+from kafkalake.archive_receipts import ArchiveReceipt
 from kafkalake.aws import list_objects, read_json
 from kafkalake.drift import Drift
 from kafkalake.footer import newest_time, read_footer
@@ -180,10 +182,31 @@ def quarantined_rows(s3: Any, bucket: str, topic: Topic) -> int:
     return sum(read_footer(s3, bucket, key).num_rows for key in keys)
 
 
+def stored_receipts(s3: Any, bucket: str, prefix: TablePrefix) -> dict[str, ArchiveReceipt]:
+    """Every archiver receipt of the table (one per carried-out plan), by its key."""
+    found = {}
+    for key in sorted(list_objects(s3, bucket, prefix.receipts_prefix(), ".json")):
+        document = read_json(s3, bucket, key)
+        if document is not None:  # None: deleted between the listing and the read
+            found[key] = ArchiveReceipt.from_dict(document)
+    return found
+
+
+def iceberg_hour(live: list[str], archived: Mapping[str, datetime], hour: datetime) -> tuple[bool, int]:
+    """Whether a rewrite (the compactor's, or an erasure's) replaced the archiver's files of ``hour`` (its start),
+    and the files before it, as the Hive inventory counts them: the files the archiver wrote into the hour
+    (``archived``: each data object the receipts list, key → its hour) once the hour holds a file no receipt names,
+    else the ``live`` ones (the keys of the current snapshot's files)."""
+    rewritten = any(key not in archived for key in live)
+    written = sum(1 for at in archived.values() if at == hour)
+    return rewritten, (written or len(live)) if rewritten else len(live)
+
+
 def iceberg_inventory(s3: Any, bucket: str, tables: Catalog, topic: Topic) -> TableInventory:
     """An Iceberg table's current snapshot: its hour partitions' live files, bytes and rows (the table's own
     metadata, ``inspect``), its columns, and the newest Kafka time the manifests' bounds give; its quarantine. An hour
-    is complete once the maintainer announced it (its completeness claim)."""
+    is complete once the maintainer announced it (its completeness claim). Its files before are the archiver's,
+    from its receipts (``iceberg_hour``): the table's history, where the rewrite is, expires."""
     quarantined = quarantined_rows(s3, bucket, topic)
     found = TableInventory(topic.database, topic.table, topic.kafka_topic, {}, [], quarantined, owner=topic.spec.owner)
     found.table_format = TableFormat.ICEBERG.value
@@ -198,21 +221,33 @@ def iceberg_inventory(s3: Any, bucket: str, tables: Catalog, topic: Topic) -> Ta
         for key in list_objects(s3, bucket, claims)
         if (match := PARTITION_PATH_RE.search(key.removeprefix(claims))) is not None
     }
+    archived = {
+        stored.key: parse_data_key(stored.key).partition.start
+        for receipt in stored_receipts(s3, bucket, topic.prefix).values()
+        for stored in receipt.data
+    }
     found.columns_added = {versions: [f.name for f in table.schema().fields]} if table.current_snapshot() else {}
-    for partition in table.inspect.partitions().to_pylist():
-        hour = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=partition["partition"][PARTITION_FIELD])
+    files = [f for f in table.inspect.files().to_pylist() if f["content"] == 0]  # data files (no delete files)
+    by_hour: dict[int, list[dict[str, Any]]] = {}
+    for file in files:
+        by_hour.setdefault(file["partition"][PARTITION_FIELD], []).append(file)
+    for number, here in sorted(by_hour.items()):
+        hour = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=number)
+        dt_hour = (f"{hour:%Y-%m-%d}", f"{hour:%H}")
+        live = [parse_s3_uri(f["file_path"]).key for f in here]
+        rewritten, before = iceberg_hour(live, archived, hour)
         found.partitions.append(
             PartitionFiles(
-                values=(str(versions), f"{hour:%Y-%m-%d}", f"{hour:%H}"),
+                values=(str(versions), *dt_hour),
                 location=table.location(),
-                complete=(f"{hour:%Y-%m-%d}", f"{hour:%H}") in announced,
-                compacted=False,
-                files_before=partition["file_count"],
-                files=partition["file_count"],
-                bytes=partition["total_data_file_size_in_bytes"],
+                complete=dt_hour in announced,
+                compacted=rewritten,
+                files_before=before,
+                files=len(live),
+                bytes=sum(f["file_size_in_bytes"] for f in here),
             )
         )
-    bounds = [f["readable_metrics"]["_kafka_timestamp"]["upper_bound"] for f in table.inspect.files().to_pylist()]
+    bounds = [f["readable_metrics"]["_kafka_timestamp"]["upper_bound"] for f in files]
     found.newest_kafka_time = max((b for b in bounds if b is not None), default=None)
     return found
 

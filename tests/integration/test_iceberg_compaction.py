@@ -1,8 +1,9 @@
 """The compactor on an Iceberg topic (``spark_jobs.compaction.table_maintenance``) on the local stack: the closed
 hours' small files rewritten into one commit, the old snapshots expired and orphans removed in the same run, every
 reader (Spark through the Iceberg catalog, pyiceberg's scan) reading exactly the same rows before, between the
-rewrite and the expiry (the current snapshot and the one pinned before the rewrite), and after; the archiver goes on
-appending after it. The archiver and the compactor run one after the other: moto's Glue ignores ``VersionId``."""
+rewrite and the expiry (the current snapshot and the one pinned before the rewrite), and after; the inventory shows
+the rewritten hours and their files before, once the history is gone; the archiver goes on appending after it. The
+archiver and the compactor run one after the other: moto's Glue ignores ``VersionId``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.registry import RegistryClient
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
+from kafkalake_dev.checks.inventory import iceberg_inventory
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.workload import produce_topic
 from spark_jobs import iceberg_maintenance
@@ -164,6 +166,14 @@ def test_closed_hours_are_rewritten_in_one_commit_old_files_go_and_every_reader_
     assert not replaced & current  # deleted by the expiry
     assert {parse_s3_uri(f).key for f in files_after} <= current
     assert orphan not in current and result.orphan_files >= 1 and result.expired_files >= len(replaced)
+    inventory = iceberg_inventory(s3, endpoints.bucket, table_catalog(endpoints), topic)  # the history has expired
+    hours = {
+        int(datetime.fromisoformat(f"{p.values[1]}T{p.values[2]}:00+00:00").timestamp()) // 3600: p
+        for p in inventory.partitions
+    }
+    assert {h for h, p in hours.items() if p.compacted} == due
+    assert all((p.files_before, p.files) == (per_hour_before[h], per_hour_after[h]) for h, p in hours.items())
+    assert inventory.files_before == len(files_before) > inventory.files == len(files_after)
 
     more = produce_around_now(endpoints, topic, 900)  # the archiver goes on after the compaction
     assert archive_all(spark, endpoints, topic) == 3

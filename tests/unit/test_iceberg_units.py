@@ -1,5 +1,5 @@
 """The pure parts of Iceberg tables: the plan, offsets, hours and newest time in a snapshot summary, the current
-line of snapshots, and the audit that reads them."""
+line of snapshots, the audit that reads them, and an hour's files before and after a rewrite in the inventory."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from kafkalake.iceberg import (
 )
 from kafkalake.layout import Partition
 from kafkalake_dev.checks.iceberg_audit import audit_table
+from kafkalake_dev.checks.inventory import iceberg_hour
 
 
 def plan(plan_id: str, ranges: dict[int, tuple[int, int]]) -> dict[str, str]:
@@ -95,3 +96,14 @@ def test_current_summaries_follow_the_current_line_only() -> None:
     assert [s["n"] for s in current_summaries({"current-snapshot-id": 9, "snapshots": expired_parent})] == ["9"]
     assert current_summaries({"current-snapshot-id": -1, "snapshots": []}) == [], "a table without snapshots"
     assert current_summaries({"format-version": 2}) == []
+
+
+def test_an_hours_rewrite_shows_the_files_the_archiver_wrote_before_it() -> None:
+    closed, open_ = (datetime(2026, 11, 24, h, tzinfo=UTC) for h in (1, 2))
+    archived = {f"data/t/hour={h:%H}/t+{p}+0-9.parquet": h for h in (closed, open_) for p in range(3)}
+    archived["data/t/hour=01/t+0+10-19.parquet"] = closed  # a later plan's file of the same hour
+    rewritten = ["data/t/data/_business_time_hour=2026-11-24-01/00000-1-a.parquet"]  # Iceberg's name, no receipt
+    assert iceberg_hour(rewritten, archived, closed) == (True, 4)
+    untouched = [k for k, h in archived.items() if h == open_]
+    assert iceberg_hour(untouched, archived, open_) == (False, 3)
+    assert iceberg_hour(rewritten, {}, closed) == (True, 1)  # no receipt: the live files, never fewer than now
