@@ -54,6 +54,8 @@ def demo(
 
     from kafkalake_dev.demo import default_html_path, run_demo
     from kafkalake_dev.local.maintainer import lambda_log
+    from kafkalake_dev.local.spark import spark_log
+    from kafkalake_dev.local.workload import kafka_client_log
 
     console = render.wide_console()
     endpoints = on_local_stack(ctx)
@@ -93,7 +95,8 @@ def demo(
         f"table's _compacted/), /quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, "
         f"late-data markers), /erasure/{env}/ (requests, receipts for `kafkalake erase status`, the tables' subject "
         f"indexes).\n"
-        f"The Lambdas' structured logs and metrics (what CloudWatch would hold): {lambda_log()}"
+        f"Logs: the Lambdas' structured logs and metrics (what CloudWatch would hold) {lambda_log()}; Spark's and the "
+        f"JVM's lines of this process {spark_log()}; the workload's Kafka clients' {kafka_client_log()}."
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
     console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")

@@ -24,6 +24,17 @@ LOCAL_CONF = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.ui
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 JVM_OPTION_SETTINGS = (JAVA_OPTIONS, "spark.executor.extraJavaOptions")
+LOG4J2 = """rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+"""Spark's and the JVM's log lines of an in-process session, appended to a file: never between the demo's or a
+command's own lines (Spark's default sends them to the terminal, from the JVM's start on)."""
 
 
 def under_platform(job: Mapping[str, str], platform: Mapping[str, str]) -> dict[str, str]:
@@ -65,6 +76,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def spark_log() -> Path:
+    """Where the in-process sessions' Spark and JVM log lines go (the stack's ``logs/spark.log``)."""
+    return state_dir() / "logs" / "spark.log"
+
+
+def log_option(log: Path) -> str:
+    """The JVM option that appends log4j2's output to ``log``, its configuration written beside it (replaced whole,
+    so a JVM starting meanwhile never reads half of one)."""
+    config, text = log.with_name(f"{log.stem}-log4j2.properties"), LOG4J2.format(log=log)
+    if not config.exists() or config.read_text() != text:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        written = config.with_name(f"{config.name}.{os.getpid()}")
+        written.write_text(text)
+        written.replace(config)
+    return f"-Dlog4j2.configurationFile=file:{config}"
+
+
 def s3a_conf(endpoints: Endpoints, access_key: str = ACCESS_KEY) -> dict[str, str]:
     """Hadoop S3A settings; locally path-style against the moto endpoint with ``access_key`` (moto's test key, or a
     principal's: ``kafkalake_dev.local.principals``), in AWS the defaults."""
@@ -89,7 +117,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake", job: Job | 
     its JVM started with ``job``'s options as EMR starts the job's (``kafkalake.jobspec.jvm_conf``; without one,
     Java's defaults, as the demo's session, which runs every job, keeps them). Its S3A requests and Python workers
     name the principal of the code that runs a Spark job once it is followed (``principal_session``), moto's test
-    key otherwise."""
+    key otherwise. Spark's and the JVM's log lines go to ``spark_log()``."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this virtualenv
@@ -115,6 +143,7 @@ def local_session(endpoints: Endpoints, app_name: str = "kafkalake", job: Job | 
         **principals,
         **scratch_conf(session_scratch()),
     }
+    settings[JAVA_OPTIONS] = f"{settings[JAVA_OPTIONS]} {log_option(spark_log())}"
     for key, value in under_platform(jvm_conf(job) if job else {}, settings).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import random
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
@@ -24,6 +26,7 @@ from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.local.producers import ProducerSchemas
+from kafkalake_dev.local.stack import state_dir
 
 EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
@@ -33,6 +36,32 @@ WORKLOAD_SHAPE = 2
 does not compare Kafka's records of an earlier shape with a plan of this one."""
 LATE_SHARE = 0.03
 """Records whose business time lies about a day behind the rest: they arrive after their hour has closed."""
+
+
+def kafka_client_log() -> Path:
+    """Where the workload's Kafka clients log (the stack's ``logs/kafka-clients.log``)."""
+    return state_dir() / "logs" / "kafka-clients.log"
+
+
+def client_logger() -> logging.Logger:
+    """librdkafka's lines of the workload's clients (a producer retrying while the broker loads a coordinator, say)
+    into ``kafka_client_log()``: librdkafka writes them to the terminal, between the demo's lines, otherwise."""
+    logger, path = logging.getLogger("kafkalake.workload.librdkafka"), kafka_client_log()
+    if [getattr(h, "baseFilename", None) for h in logger.handlers] != [str(path)]:  # first use, or another stack
+        for old in list(logger.handlers):
+            logger.removeHandler(old)
+            old.close()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    return logger
+
+
+def client_settings(bootstrap: str, more: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A workload client's settings: ``bootstrap`` and ``more``, its log lines to ``client_logger``."""
+    return {"bootstrap.servers": bootstrap, "logger": client_logger(), **(more or {})}
 
 
 def ensure_topic(admin: AdminClient, name: str, partitions: int, wait_seconds: float = 30) -> None:
@@ -142,7 +171,7 @@ def _avro(schema_id: int, schema: str, record: dict[str, Any], _: int) -> bytes:
 def topic_size(bootstrap: str, name: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalake-demo-probe"})
+    consumer = Consumer(client_settings(bootstrap, {"group.id": "kafkalake-demo-probe"}))
     try:
         metadata = consumer.list_topics(name, timeout=10).topics[name]
         return sum(watermarks(consumer, TopicPartition(name, p))[1] for p in metadata.partitions)
@@ -210,7 +239,7 @@ def produce_topic(
     progress: Callable[[int], None] = lambda _: None,
 ) -> Produced:
     """Produce the planned workload unless the topic already holds it; either way, say what it holds."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_settings(bootstrap))
     ensure_topic(admin, topic.kafka_topic, 3)
     planned = plan_workload(topic, records, start=start, hours=hours, seed=seed)
     result = tally(topic, planned)
@@ -224,7 +253,7 @@ def produce_topic(
     else:
         ids = [registry.register(subject, s) for s in topic.schemas]
         encoders = [functools.partial(_avro, i, s) for i, s in zip(ids, topic.schemas, strict=True)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    producer = Producer(client_settings(bootstrap, {"linger.ms": 20, "enable.idempotence": True}))
     for item in planned:
         key = item.key(topic)
         if item.kind == "tombstone":
