@@ -53,9 +53,6 @@ def demo(
     from rich.progress import Progress
 
     from kafkalake_dev.demo import default_html_path, run_demo
-    from kafkalake_dev.local.maintainer import lambda_log
-    from kafkalake_dev.local.spark import spark_log
-    from kafkalake_dev.local.workload import kafka_client_log
 
     console = render.wide_console()
     endpoints = on_local_stack(ctx)
@@ -94,14 +91,24 @@ def demo(
         f"S3 (moto at {endpoints.aws_endpoint_url}): s3://{report.bucket}/data/ (raw files; compacted ones in each "
         f"table's _compacted/), /quarantine/, /state/ (plans, receipts for `kafkalake audit`, compaction manifests, "
         f"late-data markers), /erasure/{env}/ (requests, receipts for `kafkalake erase status`, the tables' subject "
-        f"indexes).\n"
-        f"Logs: the Lambdas' structured logs and metrics (what CloudWatch would hold) {lambda_log()}; Spark's and the "
-        f"JVM's lines of this process {spark_log()}; the workload's Kafka clients' {kafka_client_log()}."
+        f"indexes).\n{log_files()}"
     )
     ok = all(t.matches and t.quarantine_matches for t in report.tables)
     console.print(f"demo {'done' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
     if not ok:
         raise typer.Exit(1)
+
+
+def log_files() -> str:
+    """Where the demo's structured and raw log lines went, never between its own."""
+    from kafkalake_dev.local.maintainer import lambda_log
+    from kafkalake_dev.local.spark import spark_log
+    from kafkalake_dev.local.workload import kafka_client_log
+
+    return (
+        f"Logs: the Lambdas' structured logs and metrics (what CloudWatch would hold) {lambda_log()}; Spark's and the "
+        f"JVM's lines of this process {spark_log()}; the workload's Kafka clients' {kafka_client_log()}."
+    )
 
 
 def archive(
