@@ -23,13 +23,24 @@ ENV_VARS: Final = {
     "aws_endpoint_url": "KAFKALAKE_AWS_ENDPOINT_URL",
     "kafka_secret_arn": "KAFKALAKE_KAFKA_SECRET_ARN",
     "kafka_auth": "KAFKALAKE_KAFKA_AUTH",
+    "kafka_token_seconds": "KAFKALAKE_KAFKA_TOKEN_SECONDS",
     "pseudonym_secret_arn": "KAFKALAKE_PSEUDONYM_SECRET_ARN",
     "restricted_key_arn": "KAFKALAKE_RESTRICTED_KEY_ARN",
 }
 """Field → environment variable: the one list the jobs, the job specification and the dev tooling use."""
 OPTIONAL: Final = frozenset(
-    {"aws_endpoint_url", "kafka_secret_arn", "kafka_auth", "pseudonym_secret_arn", "restricted_key_arn"}
+    {
+        "aws_endpoint_url",
+        "kafka_secret_arn",
+        "kafka_auth",
+        "kafka_token_seconds",
+        "pseudonym_secret_arn",
+        "restricted_key_arn",
+    }
 )
+MSK_TOKEN_SECONDS: Final = 900
+"""How long an MSK IAM token is valid after signing: what both signers sign for (Python's and Java's, fixed)."""
+MIN_TOKEN_SECONDS: Final = 5
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,10 @@ class Endpoints:
     kafka_auth: str | None = None
     """``msk_iam``: Amazon MSK with IAM access control, the job's role signing (``kafkalake.kafka_access``); None:
     the secret's credentials, if any."""
+    kafka_token_seconds: int | None = None
+    """With ``msk_iam``: how long the clients count a token valid after signing, so they sign again at 80% of it
+    (None: ``MSK_TOKEN_SECONDS``, what MSK honours). Only a cluster honouring tokens for less needs it: the local
+    stack's short-lived IAM listener, where tests show a read outlives its tokens."""
     pseudonym_secret_arn: str | None = None
     """Secrets Manager secret with the environment's HMAC key (``kafkalake.personal``); needed only when a topic
     has personal fields or erasure requests are hashed."""
@@ -58,8 +73,9 @@ class Endpoints:
     def from_env(cls, environ: Mapping[str, str]) -> Endpoints:
         """Read the ``KAFKALAKE_*`` variables (``AWS_REGION`` stands in for the region); raise ``EndpointsError``
         naming every required variable that is missing."""
-        values = {name: environ.get(var) or None for name, var in ENV_VARS.items()}
+        values: dict[str, str | int | None] = {name: environ.get(var) or None for name, var in ENV_VARS.items()}
         values["region"] = values["region"] or environ.get("AWS_REGION") or None
+        values["kafka_token_seconds"] = _token_seconds(environ.get(ENV_VARS["kafka_token_seconds"]) or None)
         missing = [ENV_VARS[name] for name, value in values.items() if value is None and name not in OPTIONAL]
         if missing:
             raise EndpointsError(
@@ -70,4 +86,16 @@ class Endpoints:
 
     def to_env(self) -> dict[str, str]:
         """The variables ``from_env`` reads back (an unset optional one as an empty string)."""
-        return {ENV_VARS[f.name]: getattr(self, f.name) or "" for f in fields(self)}
+        return {ENV_VARS[f.name]: str(getattr(self, f.name) or "") for f in fields(self)}
+
+
+def _token_seconds(value: str | None) -> int | None:
+    variable = ENV_VARS["kafka_token_seconds"]
+    if value is None:
+        return None
+    if not value.isdigit() or not MIN_TOKEN_SECONDS <= int(value) <= MSK_TOKEN_SECONDS:
+        raise EndpointsError(
+            f"{variable}={value!r} is not a number of seconds from {MIN_TOKEN_SECONDS} to {MSK_TOKEN_SECONDS}: "
+            "leave it unset for MSK, whose tokens last 900 s"
+        )
+    return int(value)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from kafkalake.endpoints import Endpoints
+from kafkalake.endpoints import MSK_TOKEN_SECONDS, Endpoints
 from kafkalake.registry import RegistryClient
 
 LOGIN_MODULES = {
@@ -134,20 +134,34 @@ login handler signs with the AWS SDK's default credentials and region (the job's
 again before each token expires."""
 
 
+def msk_iam_spark_options(token_seconds: int) -> dict[str, str]:
+    """``MSK_IAM_SPARK_OPTIONS``, and for tokens honoured ``token_seconds`` (less than the signer's 900) a refresh
+    at 80% of that: Kafka's login refreshes ``buffer`` seconds before the signed expiry (its rule when the 80% point
+    falls inside that buffer), at least a second apart."""
+    if token_seconds >= MSK_TOKEN_SECONDS:
+        return MSK_IAM_SPARK_OPTIONS
+    return MSK_IAM_SPARK_OPTIONS | {
+        "kafka.sasl.login.refresh.buffer.seconds": str(MSK_TOKEN_SECONDS - token_seconds * 4 // 5),
+        "kafka.sasl.login.refresh.min.period.seconds": "1",
+    }
+
+
 @dataclass(frozen=True)
 class MskIamToken:
     """librdkafka's ``oauth_cb`` for MSK with IAM: a token signed with the default AWS credentials (the job's role)
-    for ``region`` (``aws-msk-iam-sasl-signer-python``), and when it expires. librdkafka asks again at 80% of its
-    lifetime, so a read longer than a token's lifetime goes on. A class, so it pickles to the task reader's
-    executors by name."""
+    for ``region`` (``aws-msk-iam-sasl-signer-python``), and when it expires: ``token_seconds`` after signing, at
+    most the signer's 900. librdkafka asks again at 80% of that lifetime, so a read longer than a token's lifetime
+    goes on. A class, so it pickles to the task reader's executors by name."""
 
     region: str
+    token_seconds: int = MSK_TOKEN_SECONDS
 
     def __call__(self, _config: str | None = None) -> tuple[str, float]:
         from aws_msk_iam_sasl_signer import MSKAuthTokenProvider  # the jobs' dependency; imported where it signs
 
         token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(self.region)
-        return token, expiry_ms / 1000
+        expiry = expiry_ms / 1000
+        return token, expiry - MSK_TOKEN_SECONDS + min(self.token_seconds, MSK_TOKEN_SECONDS)
 
 
 def _pem(value: str | None, begins: str) -> bool:
@@ -161,6 +175,8 @@ class KafkaAccess:
     credentials: Credentials | None = None
     iam_region: str | None = None
     """MSK with IAM access control: the region the tokens are signed for; None: the secret's credentials, if any."""
+    iam_token_seconds: int = MSK_TOKEN_SECONDS
+    """With IAM: how long the cluster honours a token after signing (``Endpoints.kafka_token_seconds``)."""
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka (confluent-kafka) settings."""
@@ -168,7 +184,7 @@ class KafkaAccess:
         found = self.credentials
         if self.iam_region is not None:
             config |= {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER"}
-            config["oauth_cb"] = MskIamToken(self.iam_region)
+            config["oauth_cb"] = MskIamToken(self.iam_region, self.iam_token_seconds)
             if found is not None and found.ca_pem:
                 config["ssl.ca.pem"] = found.ca_pem
             return config
@@ -192,7 +208,7 @@ class KafkaAccess:
         options = {"kafka.bootstrap.servers": self.bootstrap}
         found = self.credentials
         if self.iam_region is not None:
-            options |= MSK_IAM_SPARK_OPTIONS
+            options |= msk_iam_spark_options(self.iam_token_seconds)
             if found is not None and found.ca_pem:
                 options |= {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.certificates": found.ca_pem}
             return options
@@ -237,8 +253,14 @@ def kafka_access(endpoints: Endpoints, secrets: Any | None = None) -> KafkaAcces
             "Kafka secret's credentials"
         )
     iam_region = endpoints.region if endpoints.kafka_auth == MSK_IAM else None
+    token_seconds = endpoints.kafka_token_seconds or MSK_TOKEN_SECONDS
     if not endpoints.kafka_secret_arn:
-        return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, iam_region=iam_region)
+        return KafkaAccess(
+            endpoints.kafka_bootstrap,
+            endpoints.schema_registry_url,
+            iam_region=iam_region,
+            iam_token_seconds=token_seconds,
+        )
     if secrets is None:
         raise ValueError(f"reading {endpoints.kafka_secret_arn} needs a Secrets Manager client")
     value = secrets.get_secret_value(SecretId=endpoints.kafka_secret_arn)["SecretString"]
@@ -246,7 +268,7 @@ def kafka_access(endpoints: Endpoints, secrets: Any | None = None) -> KafkaAcces
         credentials = registry_credentials(value, endpoints.kafka_secret_arn)
     else:
         credentials = Credentials.from_secret(value, endpoints.kafka_secret_arn)
-    return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, credentials, iam_region)
+    return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, credentials, iam_region, token_seconds)
 
 
 def registry_credentials(secret_string: str, source: str) -> Credentials:

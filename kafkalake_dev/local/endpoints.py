@@ -37,6 +37,11 @@ token signed as MSK's signers sign it (a SigV4-presigned ``kafka-cluster:Connect
 ``DEFAULTS.region``. Its principal is the signing role, ``User:archiver`` for the access key ``principal-archiver``
 (``principals.principal_credentials``), so ACLs decide per topic and group as IAM policies do; certificate as
 ``KAFKA_TLS_PORT``'s."""
+KAFKA_IAM_BRIEF_PORT: Final = 19099
+"""``KAFKA_IAM_PORT``'s twin whose tokens count as expired ``IAM_BRIEF_TOKEN_SECONDS`` after signing (MSK's last 900 s)
+and whose sessions end with their token: a client must sign again and re-authenticate, so a read that outlives a
+token shows in seconds. Its clients set ``KAFKALAKE_KAFKA_TOKEN_SECONDS`` to the same."""
+IAM_BRIEF_TOKEN_SECONDS: Final = 15
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 """The user both SASL listeners admit (PLAIN on one, SCRAM-SHA-512 on the other)."""
 REGISTRY_PORT: Final = 18081

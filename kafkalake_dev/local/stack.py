@@ -34,6 +34,8 @@ from kafkalake_dev.local.endpoints import (
     AWS_PORT,
     CONTROLLER_PORT,
     DEFAULTS,
+    IAM_BRIEF_TOKEN_SECONDS,
+    KAFKA_IAM_BRIEF_PORT,
     KAFKA_IAM_PORT,
     KAFKA_MTLS_PORT,
     KAFKA_PORT,
@@ -137,11 +139,15 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+LISTENER_PORTS = (KAFKA_PORT, KAFKA_SASL_PORT, KAFKA_TLS_PORT, KAFKA_MTLS_PORT, KAFKA_IAM_PORT, KAFKA_IAM_BRIEF_PORT)
+
+
 def _kafka_ok() -> bool:
     from confluent_kafka.admin import AdminClient
 
     try:
-        socket.create_connection(("127.0.0.1", KAFKA_PORT), timeout=1).close()
+        for port in LISTENER_PORTS:  # each: a broker started before a listener was added is restarted
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
         AdminClient({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}", "log_level": 0}).list_topics(timeout=2)
     except Exception:  # noqa: BLE001 - any failure means "not healthy yet"
         return False
@@ -246,13 +252,35 @@ def msk_iam_validator_jar() -> Path:
     return compiled_jar(MSK_IAM_VALIDATOR_SOURCE, "msk-iam-validator", [kafka_libs() / "*"])
 
 
+def _iam_listener(name: str, tls: StackTls, lifetime_seconds: int | None = None) -> list[str]:
+    """Settings of the IAM listener ``name``: OAUTHBEARER over TLS, tokens checked by ``MskIamValidator`` for the
+    local region and secret; with ``lifetime_seconds``, tokens count as expired that long after signing and a session
+    ends with its token (``connections.max.reauth.ms``), so a client must sign again and re-authenticate."""
+    brief = f' lifetimeSeconds="{lifetime_seconds}"' if lifetime_seconds else ""
+    lines = [
+        f"listener.name.{name}.sasl.enabled.mechanisms=OAUTHBEARER",
+        f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class={MSK_IAM_VALIDATOR}",
+        # region and secret: the validator's; the broker's own login (a token it never sends: brokers talk over
+        # PLAINTEXT) is Kafka's unsecured one, which needs a subject
+        f"listener.name.{name}.oauthbearer.sasl.jaas.config="
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        f'region="{DEFAULTS.region}" secret="{ACCESS_KEY}"{brief} unsecuredLoginStringClaim_sub="broker";',
+        f"listener.name.{name}.ssl.keystore.type=PEM",
+        f"listener.name.{name}.ssl.keystore.location={tls.keystore}",
+    ]
+    if lifetime_seconds:
+        lines.append(f"listener.name.{name}.oauthbearer.connections.max.reauth.ms={4 * lifetime_seconds * 1000}")
+    return lines
+
+
 def _kafka_listeners(tls: StackTls) -> list[str]:
     """The broker's listeners: plaintext (its ANONYMOUS a super user), SASL PLAIN, SCRAM over TLS, mutual TLS and
-    Amazon MSK's IAM access control (OAUTHBEARER over TLS, tokens checked by ``MskIamValidator`` for the local
-    region and secret); ACLs decide, and a resource without ACLs is open."""
+    Amazon MSK's IAM access control twice (the second's tokens short-lived); ACLs decide, and a resource without ACLs
+    is open."""
     listeners = (
         f"PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT},"
-        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT},SSL://127.0.0.1:{KAFKA_MTLS_PORT},IAM://127.0.0.1:{KAFKA_IAM_PORT}"
+        f"SASL_SSL://127.0.0.1:{KAFKA_TLS_PORT},SSL://127.0.0.1:{KAFKA_MTLS_PORT},IAM://127.0.0.1:{KAFKA_IAM_PORT},"
+        f"IAM_BRIEF://127.0.0.1:{KAFKA_IAM_BRIEF_PORT}"
     )
     return [
         f"listeners={listeners},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
@@ -260,7 +288,7 @@ def _kafka_listeners(tls: StackTls) -> list[str]:
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-        "SASL_SSL:SASL_SSL,SSL:SSL,IAM:SASL_SSL",
+        "SASL_SSL:SASL_SSL,SSL:SSL,IAM:SASL_SSL,IAM_BRIEF:SASL_SSL",
         "sasl.enabled.mechanisms=PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config="
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -275,15 +303,8 @@ def _kafka_listeners(tls: StackTls) -> list[str]:
         "listener.name.ssl.ssl.truststore.type=PEM",
         f"listener.name.ssl.ssl.truststore.location={tls.ca}",
         "listener.name.ssl.ssl.client.auth=required",
-        "listener.name.iam.sasl.enabled.mechanisms=OAUTHBEARER",
-        f"listener.name.iam.oauthbearer.sasl.server.callback.handler.class={MSK_IAM_VALIDATOR}",
-        # region and secret: the validator's; the broker's own login (a token it never sends: brokers talk over
-        # PLAINTEXT) is Kafka's unsecured one, which needs a subject
-        "listener.name.iam.oauthbearer.sasl.jaas.config="
-        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        f'region="{DEFAULTS.region}" secret="{ACCESS_KEY}" unsecuredLoginStringClaim_sub="broker";',
-        "listener.name.iam.ssl.keystore.type=PEM",
-        f"listener.name.iam.ssl.keystore.location={tls.keystore}",
+        *_iam_listener("iam", tls),
+        *_iam_listener("iam_brief", tls, IAM_BRIEF_TOKEN_SECONDS),
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users=User:ANONYMOUS",
         "allow.everyone.if.no.acl.found=true",

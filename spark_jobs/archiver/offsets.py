@@ -20,6 +20,8 @@ class KafkaAccessDenied(RuntimeError):
     of the topic, or its login)."""
 
 
+ADMIN_SECONDS = 15
+"""How long a group-offsets request may go unanswered."""
 KafkaState = tuple[dict[int, int | None], dict[int, int], dict[int, int]]
 """Per partition: the group's committed offset (None when it has none), the low and the high watermark."""
 
@@ -109,7 +111,11 @@ class Offsets:
         request = [ConsumerGroupTopicPartitions(self.group, [TopicPartition(self.topic, p) for p in partitions])]
         with self.refusals("read the committed offsets of", "Describe"):
             found = _checked(
-                settled(lambda: self.clients.admin.list_consumer_group_offsets(request)[self.group].result(timeout=15))
+                settled(
+                    lambda: self.clients.admin.list_consumer_group_offsets(request)[self.group].result(
+                        timeout=ADMIN_SECONDS
+                    )
+                )
             )
         return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
 
@@ -125,15 +131,27 @@ class Offsets:
             with self.refusals("commit the offsets of", "Read"):
                 _checked(
                     settled(
-                        lambda: self.clients.admin.alter_consumer_group_offsets(request)[self.group].result(timeout=15)
+                        lambda: self.clients.admin.alter_consumer_group_offsets(request)[self.group].result(
+                            timeout=ADMIN_SECONDS
+                        )
                     )
                 )
 
     @contextmanager
     def refusals(self, what: str, operation: str) -> Iterator[None]:
-        """A refusal from Kafka (``kafkalake.kafka.REFUSED``) as ``KafkaAccessDenied``, saying what to grant."""
+        """A refusal from Kafka (``kafkalake.kafka.REFUSED``) as ``KafkaAccessDenied``, saying what to grant; no
+        answer in time as an error with what the clients reported meanwhile (a login the brokers stopped taking,
+        say an expired token, shows only there)."""
         try:
             yield
+        except TimeoutError as exc:
+            self.clients.admin.poll(0.5)  # serves the error callbacks that say why
+            reported = "; ".join(dict.fromkeys(self.clients.errors[-5:])) or "nothing"
+            raise RuntimeError(
+                f"topic {self.topic}: Kafka did not answer in {ADMIN_SECONDS} s when asked to {what} group "
+                f"{self.group}; the Kafka clients reported: {reported}. Nothing of the plan was committed, and the "
+                "next run redoes it"
+            ) from exc
         except KafkaException as exc:
             error = refusal(exc)
             if error is None:

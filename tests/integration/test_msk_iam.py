@@ -4,14 +4,22 @@ job-run specification runs as EMR runs it (spark-submit, the archiver role's cre
 is ``User:archiver``): a heavy plan through Spark's Kafka source (aws-msk-iam-auth) and a light pass through the
 task reader (librdkafka with the signer's tokens) archive exactly; a topic the role may not read fails alone, saying
 which action to grant; the broker's authorizer log holds the requests the permission check maps to IAM actions. In
-this process, a wrong secret key fails at once with what to check."""
+this process, a wrong secret key fails at once with what to check. On the twin listener whose tokens count as expired
+15 s after signing (``KAFKA_IAM_BRIEF_PORT``), the job told so (``KAFKALAKE_KAFKA_TOKEN_SECONDS``) reads a topic
+for longer than two token lifetimes (the role's reads throttled by a Kafka quota) and archives it exactly."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import shutil
+import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -32,10 +40,10 @@ from kafkalake.job_runs import archiver_run
 from kafkalake.kafka_access import MSK_IAM, kafka_access
 from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.local.endpoints import KAFKA_IAM_PORT
+from kafkalake_dev.local.endpoints import IAM_BRIEF_TOKEN_SECONDS, KAFKA_IAM_BRIEF_PORT, KAFKA_IAM_PORT
 from kafkalake_dev.local.runner import LocalAssets, run_job
 from kafkalake_dev.local.sandbox import with_bucket
-from kafkalake_dev.local.stack import authorizer_log, local_tls
+from kafkalake_dev.local.stack import SERVICES, authorizer_log, kafka_libs, local_tls
 from kafkalake_dev.local.workload import produce_topic
 from spark_jobs.archiver.offsets import OffsetClients, Offsets
 from tests.integration.archive_helpers import (
@@ -52,6 +60,8 @@ BUCKET = "kafkalake-msk-iam-tests"
 HEAVY, LIGHT = 60_000, 300
 """Records of the heavy topic (a plan alone: ``LIGHT_PLAN_RECORDS`` is 50,000) and of each light one."""
 ARCHIVER = "User:archiver"
+READ_BYTES_A_SECOND = 150_000
+"""The role's read quota in the token-lifetime test: the heavy topic then takes several token lifetimes to read."""
 
 
 def through_msk_iam(endpoints: Endpoints) -> Endpoints:
@@ -151,3 +161,65 @@ def test_a_wrong_secret_key_fails_at_once_saying_what_to_check(
     message = str(failed.value)
     assert "with MSK IAM tokens the job's role signs for eu-west-1" in message
     assert "kafka-cluster:Connect on msk_cluster_arn" in message and "not-the-secret" not in message
+
+
+@contextmanager
+def consumer_byte_rate(endpoints: Endpoints, user: str, rate: int) -> Iterator[None]:
+    """A Kafka quota on ``user``'s reads (bytes a second, all its clients together) while the block runs."""
+    java = shutil.which("java")
+    assert java is not None
+    command = [java, "-cp", f"{kafka_libs()}/*", "kafka.admin.ConfigCommand"]
+    command += ["--bootstrap-server", endpoints.kafka_bootstrap, "--alter", "--entity-type", "users"]
+    command += ["--entity-name", user]
+    subprocess.run([*command, "--add-config", f"consumer_byte_rate={rate}"], check=True, capture_output=True)
+    try:
+        yield
+    finally:
+        subprocess.run([*command, "--delete-config", "consumer_byte_rate"], check=True, capture_output=True)
+
+
+def accepted_tokens(log: Path, since: int, principal: str) -> list[str]:
+    """The signing times (``X-Amz-Date``) of the short-lived tokens the broker accepted for ``principal`` in ``log``
+    past byte ``since``."""
+    pattern = re.compile(rf"MSK IAM token accepted as {principal}, signed (\S+), valid {IAM_BRIEF_TOKEN_SECONDS} s")
+    with log.open(errors="replace") as lines:
+        lines.seek(since)
+        return [found.group(1) for line in lines if (found := pattern.search(line))]
+
+
+def test_the_archiver_job_reads_on_past_its_tokens_lifetime_and_archives_exactly(
+    local_stack: Endpoints, spark: SparkSession, tmp_path: Path
+) -> None:
+    endpoints = with_bucket(local_stack, BUCKET)
+    env = f"t{uuid.uuid4().hex[:10]}"
+    heavy, light = copy_of_card_authorized(tmp_path / "catalog", env, ["heavy", "light"])
+    registry = RegistryClient(endpoints.schema_registry_url)
+    produced = {
+        t.kafka_topic: produce_topic(t, endpoints.kafka_bootstrap, registry, n, start=START, hours=5).counts
+        for t, n in ((heavy, HEAVY), (light, LIGHT))
+    }
+    brief = dataclasses.replace(
+        through_msk_iam(endpoints),
+        kafka_bootstrap=f"127.0.0.1:{KAFKA_IAM_BRIEF_PORT}",
+        kafka_token_seconds=IAM_BRIEF_TOKEN_SECONDS,
+    )
+    broker_log = next(s for s in SERVICES if s.name == "kafka").log_file
+    log_before = broker_log.stat().st_size
+    settings = load_environments(environments_file())["staging"].model_copy(update={"name": env, "bucket": BUCKET})
+    assets = LocalAssets.build(tmp_path / "assets", tmp_path / "catalog")
+
+    with consumer_byte_rate(endpoints, ARCHIVER.removeprefix("User:"), READ_BYTES_A_SECOND):
+        outcome = run_job(archiver_run(settings, assets.artifacts), brief, say=lambda _: None)
+
+    results = {r["kafka_topic"]: r for r in outcome.lines if "kafka_topic" in r}
+    assert outcome.returncode == 0, outcome.stderr[-3000:]
+    for topic in (heavy, light):
+        assert results[topic.kafka_topic]["error"] is None, results[topic.kafka_topic]
+        assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic])
+        committed, ends = committed_and_end(endpoints, topic)
+        assert committed == ends
+        assert audit_problems(endpoints, topic) == []
+    assert results[heavy.kafka_topic]["seconds"] > 2 * IAM_BRIEF_TOKEN_SECONDS, results[heavy.kafka_topic]
+    signed = sorted({datetime.strptime(t, "%Y%m%dT%H%M%SZ") for t in accepted_tokens(broker_log, log_before, ARCHIVER)})
+    assert len(signed) >= 3, signed  # signed again and again as the tokens aged
+    assert (signed[-1] - signed[0]).total_seconds() > 2 * IAM_BRIEF_TOKEN_SECONDS, signed

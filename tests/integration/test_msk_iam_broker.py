@@ -3,7 +3,9 @@ librdkafka signing as the jobs do (``aws-msk-iam-sasl-signer-python`` in ``oauth
 ``principal-broker-test`` reads as ``User:broker-test``, whose ACLs decide per topic as IAM would (a role of no
 pipeline principal: the permission check maps the archiver's requests only, and these are not the archiver's); a
 token of another region, of a wrong secret key or expired fails authentication at once, saying why. The
-authorizer's decisions on the role's requests are in the stack's authorizer log."""
+authorizer's decisions on the role's requests are in the stack's authorizer log. On the twin listener whose tokens
+count as expired 15 s after signing (``KAFKA_IAM_BRIEF_PORT``), the jobs' own token callback (``MskIamToken``) told
+so keeps a consumer reading for three lifetimes; the same callback counting on MSK's 900 s is cut off."""
 
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there
     ResourceType,
 )
 
-from kafkalake.endpoints import Endpoints
-from kafkalake_dev.local.endpoints import ACCESS_KEY, KAFKA_IAM_PORT
+from kafkalake.endpoints import MSK_TOKEN_SECONDS, Endpoints
+from kafkalake.kafka_access import MskIamToken
+from kafkalake_dev.local.endpoints import ACCESS_KEY, IAM_BRIEF_TOKEN_SECONDS, KAFKA_IAM_BRIEF_PORT, KAFKA_IAM_PORT
 from kafkalake_dev.local.stack import authorizer_log, local_tls
 from kafkalake_dev.local.workload import ensure_topic
 from tests.integration.archive_helpers import kafka_acls
@@ -68,10 +71,12 @@ def signer(
     return token
 
 
-def iam_consumer(oauth_cb: Callable[[str | None], tuple[str, float]], errors: list[KafkaError]) -> Consumer:
+def iam_consumer(
+    oauth_cb: Callable[[str | None], tuple[str, float]], errors: list[KafkaError], port: int = KAFKA_IAM_PORT
+) -> Consumer:
     return Consumer(
         {
-            "bootstrap.servers": f"127.0.0.1:{KAFKA_IAM_PORT}",
+            "bootstrap.servers": f"127.0.0.1:{port}",
             "security.protocol": "SASL_SSL",
             "sasl.mechanisms": "OAUTHBEARER",
             "oauth_cb": oauth_cb,
@@ -169,3 +174,44 @@ def test_a_token_of_another_region_a_wrong_secret_or_expired_fails_authenticatio
     assert time.monotonic() - started < REFUSAL_SECONDS
     assert errors[0].code() == KafkaError._AUTHENTICATION, errors
     assert reason in errors[0].str(), errors[0].str()
+
+
+@pytest.mark.parametrize(
+    ("token_seconds", "goes_on"), [(IAM_BRIEF_TOKEN_SECONDS, True), (MSK_TOKEN_SECONDS, False)], ids=["told", "900s"]
+)
+def test_a_read_outlives_its_tokens_when_the_client_signs_again_before_the_cluster_stops_honouring_them(
+    local_stack: Endpoints,
+    topics: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    token_seconds: int,
+    goes_on: bool,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ROLE_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ACCESS_KEY)
+    readable, _ = topics
+    errors: list[KafkaError] = []
+    consumer = iam_consumer(MskIamToken(local_stack.region, token_seconds), errors, KAFKA_IAM_BRIEF_PORT)
+    producer = Producer({"bootstrap.servers": local_stack.kafka_bootstrap})
+    consumer.subscribe([readable])
+    sent, received = 1, 0  # the fixture's record, then one every 3 s for three token lifetimes
+    reading_until = time.monotonic() + 3 * IAM_BRIEF_TOKEN_SECONDS
+    next_send = time.monotonic() + 3
+    try:
+        while time.monotonic() < reading_until + 5:  # then 5 s more for the last record
+            if time.monotonic() >= reading_until and received == sent:
+                break
+            message = consumer.poll(0.5)
+            received += message is not None and message.error() is None
+            if next_send <= time.monotonic() < reading_until:
+                producer.produce(readable, b"later")
+                producer.flush(10)
+                sent, next_send = sent + 1, next_send + 3
+    finally:
+        consumer.close()
+
+    if goes_on:
+        assert errors == [] and received == sent >= 10, (errors, sent, received)
+    else:
+        assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+        assert any("token expired at" in e.str() and "valid 15 s" in e.str() for e in errors), errors
+        assert received < sent  # cut off: what was produced after its token expired never came

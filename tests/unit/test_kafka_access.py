@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import pickle
 import time
+from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -13,7 +15,7 @@ from moto import mock_aws
 from pydantic import ValidationError
 
 from infra.msk import NotAClusterArn, archiver_resources
-from kafkalake.endpoints import Endpoints
+from kafkalake.endpoints import Endpoints, EndpointsError
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.kafka_access import Credentials, CredentialsInvalid, KafkaAccess, kafka_access
 
@@ -147,6 +149,30 @@ def test_msk_iam_without_a_secret_signs_with_the_role_for_the_region_in_both_kaf
     assert options["kafka.sasl.mechanism"] == "OAUTHBEARER" and options["kafka.security.protocol"] == "SASL_SSL"
     assert options["kafka.sasl.login.callback.handler.class"].startswith("software.amazon.msk.auth.iam.")
     assert not any("password" in k or "username" in k for k in options)
+
+
+def test_tokens_honoured_briefly_are_signed_again_at_80_percent_of_that_by_both_kafka_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
+    brief = dataclasses.replace(iam_endpoints(), kafka_token_seconds=15)
+    access = kafka_access(brief)
+    token, expires = access.client_config()["oauth_cb"]("")
+    url = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    signed = datetime.strptime(url.split("X-Amz-Date=")[1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert expires == signed.timestamp() + 15  # librdkafka signs again at 80% of 15 s, not of the signed 900 s
+    options = access.spark_options()
+    # Kafka's login refreshes at the signed expiry (900 s) minus the buffer: 12 s after signing, 80% of 15 s
+    assert options["kafka.sasl.login.refresh.buffer.seconds"] == "888"
+    assert options["kafka.sasl.login.refresh.min.period.seconds"] == "1"
+    assert not any("refresh" in k for k in kafka_access(iam_endpoints()).spark_options())  # MSK's 900 s: defaults
+    assert Endpoints.from_env(brief.to_env()) == brief
+    for wrong in ("4", "901", "15s"):
+        with pytest.raises(EndpointsError, match=f"KAFKALAKE_KAFKA_TOKEN_SECONDS='{wrong}' is not a number"):
+            Endpoints.from_env(
+                dataclasses.replace(brief, kafka_token_seconds=None).to_env() | {"KAFKALAKE_KAFKA_TOKEN_SECONDS": wrong}
+            )
 
 
 @mock_aws

@@ -107,12 +107,16 @@ def _java() -> str:
     return java
 
 
-def verdicts(tokens: list[str], region: str = REGION, secret: str = ACCESS_KEY) -> list[str]:
+def verdicts(
+    tokens: list[str], region: str = REGION, secret: str = ACCESS_KEY, lifetime_seconds: int | None = None
+) -> list[str]:
     """The validator's verdict on each token (one JVM for all): ``accepted <principal> <startMs> <lifetimeMs>`` or
-    ``refused <reason>``."""
+    ``refused <reason>``; with ``lifetime_seconds``, as a listener whose tokens count expired that long after
+    signing."""
     classpath = f"{msk_iam_validator_jar()}:{kafka_libs()}/*"
+    lifetime = [] if lifetime_seconds is None else [str(lifetime_seconds)]
     done = subprocess.run(
-        [_java(), "-cp", classpath, "kafkalake.local.MskIamValidator", region, secret],
+        [_java(), "-cp", classpath, "kafkalake.local.MskIamValidator", region, secret, *lifetime],
         input="\n".join(tokens) + "\n",
         capture_output=True,
         text=True,
@@ -189,3 +193,16 @@ def test_the_same_tokens_are_refused_by_a_cluster_of_another_region_or_with_anot
     token, _ = python_token()
     assert verdicts([token], region="us-east-1")[0].startswith("refused token is for region eu-west-1")
     assert verdicts([token], secret="another")[0].startswith("refused signature does not match")
+
+
+def test_a_listener_of_short_lived_tokens_counts_them_expired_that_long_after_signing() -> None:
+    now = datetime.now(UTC)
+    fresh, _ = python_token(signed=now - timedelta(seconds=2))
+    old, _ = python_token(signed=now - timedelta(seconds=40))
+
+    found = verdicts([fresh, old], lifetime_seconds=15)
+
+    principal, start, lifetime = found[0].removeprefix("accepted ").split()
+    assert principal == "archiver" and int(lifetime) - int(start) == 15_000  # not the signed 900 s
+    assert found[1].startswith("refused token expired at") and "valid 15 s" in found[1], found[1]
+    assert verdicts([old])[0].startswith("accepted archiver")  # the same token, on a listener honouring 900 s

@@ -71,3 +71,33 @@ def test_with_msk_iam_a_refusal_names_the_iam_action_and_the_arn(code: int, gran
     with pytest.raises(KafkaAccessDenied) as refused:
         Offsets(cast(OffsetClients, clients), "t").committed([0])
     assert grant in str(refused.value) and "ACL" not in str(refused.value)
+
+
+class SilentAdmin:
+    """Never answers (its future times out), as when the brokers stopped taking the client's login; its error
+    callback has told why."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+
+    def list_consumer_group_offsets(self, request: list[Any]) -> dict[str, Future[Any]]:
+        silent: Future[Any] = Future()
+        silent.set_exception(TimeoutError())
+        return {request[0].group_id: silent}
+
+    def poll(self, _timeout: float) -> int:
+        self.errors.append("SASL authentication error: token expired at 2026-11-29T05:00:03Z")
+        return 0
+
+
+def test_no_answer_says_what_was_asked_and_what_the_clients_reported() -> None:
+    errors: list[str] = []
+    access = KafkaAccess("b:9098", "http://r", iam_region="eu-west-1")
+    clients = SimpleNamespace(admin=SilentAdmin(errors), lock=threading.Lock(), access=access, errors=errors)
+
+    with pytest.raises(RuntimeError) as silent:
+        Offsets(cast(OffsetClients, clients), "t").committed([0])
+
+    message = str(silent.value)
+    assert message.startswith("topic t: Kafka did not answer in 15 s when asked to read the committed offsets of ")
+    assert "reported: SASL authentication error: token expired at 2026-11-29T05:00:03Z" in message

@@ -70,9 +70,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>JAAS options of the listener's {@code OAuthBearerLoginModule} entry: {@code region} (required), {@code secret}
  * (the secret key of every access key), {@code secret.<access key>} (one key's own secret, before {@code secret}),
- * {@code principalPrefix} (default {@code principal-}), {@code clockSkewSeconds} (default 60).
+ * {@code principalPrefix} (default {@code principal-}), {@code clockSkewSeconds} (default 60), {@code lifetimeSeconds}
+ * (a token counts as expired that many seconds after its signing, when sooner than its {@code X-Amz-Expires}: MSK's
+ * signers sign for 900 s, and a listener of short-lived tokens shows that reads outlive them in seconds, not
+ * minutes). Each accepted token is logged at INFO with its principal and expiry.
  *
- * <p>{@code main(region, secret)} checks the tokens on standard input, one a line, through the same callbacks, and
+ * <p>{@code main(region, secret[, lifetimeSeconds])} checks the tokens on standard input, one a line, through the same callbacks, and
  * prints {@code accepted <principal> <startMs> <lifetimeMs>} or {@code refused <reason>} for each.
  *
  * <p>Past 400 lines on purpose: SigV4's canonical request, the token's checks in order and the stdin harness the
@@ -96,6 +99,7 @@ public class MskIamValidator implements AuthenticateCallbackHandler {
     private final Map<String, String> secrets = new HashMap<>();
     private String principalPrefix = "principal-";
     private long clockSkewMs = 60_000;
+    private long lifetimeMs = Long.MAX_VALUE;
 
     /** Why a token was refused: the SASL error status the client sees. */
     static final class Refused extends Exception {
@@ -127,6 +131,8 @@ public class MskIamValidator implements AuthenticateCallbackHandler {
                 principalPrefix = value;
             } else if (name.equals("clockSkewSeconds")) {
                 clockSkewMs = Long.parseLong(value) * 1000;
+            } else if (name.equals("lifetimeSeconds")) {
+                lifetimeMs = Long.parseLong(value) * 1000;
             }
         }
         if (region == null || region.isEmpty()) {
@@ -232,10 +238,11 @@ public class MskIamValidator implements AuthenticateCallbackHandler {
         if (expires < 1 || expires > MAX_EXPIRES_SECONDS) {
             throw new Refused("X-Amz-Expires " + expires + " is not between 1 and " + MAX_EXPIRES_SECONDS);
         }
-        long expiryMs = signedMs + expires * 1000;
+        long validMs = Math.min(expires * 1000, lifetimeMs);
+        long expiryMs = signedMs + validMs;
         if (nowMs >= expiryMs) {
             throw new Refused("token expired at " + Instant.ofEpochMilli(expiryMs) + " (signed " + amzDate
-                    + ", valid " + expires + " s)");
+                    + ", valid " + validMs / 1000 + " s)");
         }
         if (signedMs > nowMs + clockSkewMs) {
             throw new Refused("token is signed in the future (" + amzDate + ")");
@@ -262,7 +269,7 @@ public class MskIamValidator implements AuthenticateCallbackHandler {
         String principal = accessKey.startsWith(principalPrefix) && accessKey.length() > principalPrefix.length()
                 ? accessKey.substring(principalPrefix.length())
                 : accessKey;
-        LOG.debug("MSK IAM token of {} accepted as User:{}", accessKey, principal);
+        LOG.info("MSK IAM token accepted as User:{}, signed {}, valid {} s", principal, amzDate, validMs / 1000);
         return new Token(value, principal, signedMs, expiryMs);
     }
 
@@ -415,15 +422,20 @@ public class MskIamValidator implements AuthenticateCallbackHandler {
         }
     }
 
-    /** Checks the tokens on standard input (one a line) for region {@code args[0]} and secret {@code args[1]}. */
+    /** Checks the tokens on standard input (one a line) for region {@code args[0]} and secret {@code args[1]}, tokens
+     * counting expired {@code args[2]} seconds after signing if given. */
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: MskIamValidator <region> <secret>  (tokens on standard input, one a line)");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println(
+                    "usage: MskIamValidator <region> <secret> [<lifetimeSeconds>]  (tokens on standard input, one a line)");
             System.exit(2);
         }
         Map<String, Object> options = new HashMap<>();
         options.put("region", args[0]);
         options.put("secret", args[1]);
+        if (args.length == 3) {
+            options.put("lifetimeSeconds", args[2]);
+        }
         MskIamValidator validator = new MskIamValidator();
         validator.configure(Collections.emptyMap(), OAuthBearerLoginModule.OAUTHBEARER_MECHANISM,
                 List.of(new AppConfigurationEntry(OAuthBearerLoginModule.class.getName(),
