@@ -17,10 +17,12 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there, re-exported without __all__
@@ -103,6 +105,18 @@ def denied_read_acl(kafka_topic: str) -> AclBinding:
     )
 
 
+def assert_archived_exactly(
+    spark: SparkSession, endpoints: Endpoints, topic: Topic, result: dict[str, Any], produced: Counter[str]
+) -> None:
+    """``topic`` archived by the run whose line for it is ``result``: no error, each good record once, its offsets
+    committed to the end, its audit clean."""
+    assert result["error"] is None, result
+    assert read_back(spark, endpoints, topic).count() == good_records(produced)
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+    assert audit_problems(endpoints, topic) == []
+
+
 def test_the_archiver_job_reads_msk_iam_as_its_role_and_a_topic_it_may_not_read_fails_alone(
     local_stack: Endpoints, spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -125,11 +139,7 @@ def test_the_archiver_job_reads_msk_iam_as_its_role_and_a_topic_it_may_not_read_
     results = {r["kafka_topic"]: r for r in outcome.lines if "kafka_topic" in r}
     assert outcome.returncode == 1, outcome.stderr[-3000:]  # the denied topic failed: the run says so at the end
     for topic in (heavy, light):
-        assert results[topic.kafka_topic]["error"] is None, results[topic.kafka_topic]
-        assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic])
-        committed, ends = committed_and_end(endpoints, topic)
-        assert committed == ends
-        assert audit_problems(endpoints, topic) == []
+        assert_archived_exactly(spark, endpoints, topic, results[topic.kafka_topic], produced[topic.kafka_topic])
     refused = results[denied.kafka_topic]
     assert "kafka-cluster:ReadData" in (refused["error"] or ""), refused
     assert all(offset < 0 for offset in committed_and_end(endpoints, denied)[0].values())  # nothing committed
@@ -214,11 +224,7 @@ def test_the_archiver_job_reads_on_past_its_tokens_lifetime_and_archives_exactly
     results = {r["kafka_topic"]: r for r in outcome.lines if "kafka_topic" in r}
     assert outcome.returncode == 0, outcome.stderr[-3000:]
     for topic in (heavy, light):
-        assert results[topic.kafka_topic]["error"] is None, results[topic.kafka_topic]
-        assert read_back(spark, endpoints, topic).count() == good_records(produced[topic.kafka_topic])
-        committed, ends = committed_and_end(endpoints, topic)
-        assert committed == ends
-        assert audit_problems(endpoints, topic) == []
+        assert_archived_exactly(spark, endpoints, topic, results[topic.kafka_topic], produced[topic.kafka_topic])
     assert results[heavy.kafka_topic]["seconds"] > 2 * IAM_BRIEF_TOKEN_SECONDS, results[heavy.kafka_topic]
     signed = sorted({datetime.strptime(t, "%Y%m%dT%H%M%SZ") for t in accepted_tokens(broker_log, log_before, ARCHIVER)})
     assert len(signed) >= 3, signed  # signed again and again as the tokens aged
