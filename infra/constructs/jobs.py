@@ -269,8 +269,13 @@ class Jobs(Construct):
         each by its exact ARN (``infra.msk``): no topic or group beyond the catalog's."""
         found = archiver_resources(cluster_arn, self.kafka_topics)
         role.add_to_policy(iam.PolicyStatement(actions=list(CLUSTER_ACTIONS), resources=[found.cluster]))
-        role.add_to_policy(iam.PolicyStatement(actions=list(TOPIC_ACTIONS), resources=list(found.topics)))
-        role.add_to_policy(iam.PolicyStatement(actions=list(GROUP_ACTIONS), resources=list(found.groups)))
+        # a statement per ARN: CDK merges them into statements of at most 2,000 characters, which it can spread
+        # over the role's managed overflow policies (6,144 characters each); one statement of every topic's ARN
+        # passes IAM's policy size at a few dozen topics and fails the deployment
+        for topic in found.topics:
+            role.add_to_policy(iam.PolicyStatement(actions=list(TOPIC_ACTIONS), resources=[topic]))
+        for group in found.groups:
+            role.add_to_policy(iam.PolicyStatement(actions=list(GROUP_ACTIONS), resources=[group]))
         role.add_to_policy(iam.PolicyStatement(actions=list(SHARED_GROUP_ACTIONS), resources=[found.shared_group]))
 
     def _compactor_role(self) -> iam.Role:

@@ -42,14 +42,30 @@ def all_statements(tpl: Template) -> list[dict[str, Any]]:
     return statements
 
 
-def role_statements(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
-    policies = resources(tpl, "AWS::IAM::Policy").values()
+def role_policies(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
+    """The policy documents attached to the role: its inline default policy and the managed overflow policies CDK
+    moves statements to when that grows past IAM's inline size."""
+    policies = [*resources(tpl, "AWS::IAM::Policy").values(), *resources(tpl, "AWS::IAM::ManagedPolicy").values()]
     return [
-        s
+        p["Properties"]["PolicyDocument"]
         for p in policies
-        if any(role_fragment in r["Ref"] for r in p["Properties"]["Roles"])
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if any(role_fragment in r["Ref"] for r in p["Properties"].get("Roles", []))
     ]
+
+
+def role_statements(tpl: Template, role_fragment: str) -> list[dict[str, Any]]:
+    return [s for document in role_policies(tpl, role_fragment) for s in document["Statement"]]
+
+
+def kafka_grants(statements: list[dict[str, Any]]) -> dict[tuple[str, ...], set[str]]:
+    """The ``kafka-cluster:`` actions granted, as each set of actions and every resource granted it, however the
+    statements are merged or split."""
+    found: dict[tuple[str, ...], set[str]] = {}
+    for statement in statements:
+        actions = tuple(sorted(resources_of({"Resource": statement["Action"]})))
+        if any(a.startswith("kafka-cluster:") for a in actions):
+            found.setdefault(actions, set()).update(resources_of(statement))
+    return found
 
 
 def resources_of(statement: dict[str, Any]) -> list[Any]:

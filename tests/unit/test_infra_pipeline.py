@@ -21,6 +21,7 @@ from tests.unit.cdk_templates import (
     CATALOG,
     ENVIRONMENTS,
     all_statements,
+    kafka_grants,
     resources,
     resources_of,
     role_statements,
@@ -216,27 +217,23 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
         "Resource": settings.kafka_secret_arn,
     } in archiver
     assert not [s for s in archiver if "s3:DeleteObject" in s["Action"]], "the archiver deletes nothing"
-    kafka = [s for s in archiver if any(a.startswith("kafka-cluster:") for a in as_list(s["Action"]))]
+    kafka = kafka_grants(archiver)
     if settings.msk_cluster_arn is None:
-        assert kafka == [] and not [s for s in all_statements(tpl) if "kafka-cluster:" in json.dumps(s["Action"])]
+        assert kafka == {} and not [s for s in all_statements(tpl) if "kafka-cluster:" in json.dumps(s["Action"])]
     else:  # exactly the catalog's topics and the archiver's groups, by their ARNs: no wildcard
         cluster = settings.msk_cluster_arn
         prefix = cluster.replace(":cluster/", ":{}/")
         topics = sorted(t.kafka_topic for t in CATALOG.for_env(env))
-        groups = sorted(f"kafkalake-archiver.{t}" for t in topics)
-        assert {(tuple(as_list(s["Action"])), tuple(as_list(s["Resource"]))) for s in kafka} == {
-            (("kafka-cluster:Connect",), (cluster,)),
-            (
-                ("kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"),
-                tuple(f"{prefix.format('topic')}/{t}" for t in topics),
-            ),
-            (
-                ("kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"),
-                tuple(f"{prefix.format('group')}/{g}" for g in groups),
-            ),
-            (("kafka-cluster:DescribeGroup",), (f"{prefix.format('group')}/kafkalake-archiver.(shared)",)),
+        groups = {f"{prefix.format('group')}/kafkalake-archiver.{t}" for t in topics}
+        assert kafka == {
+            ("kafka-cluster:Connect",): {cluster},
+            ("kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"): {
+                f"{prefix.format('topic')}/{t}" for t in topics
+            },
+            ("kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"): groups,
+            ("kafka-cluster:DescribeGroup",): {f"{prefix.format('group')}/kafkalake-archiver.(shared)"},
         }
-        assert not any("*" in r for s in kafka for r in as_list(s["Resource"]))
+        assert not any("*" in r for found in kafka.values() for r in found)
         others = [s for s in all_statements(tpl) if s not in archiver and "kafka-cluster:" in json.dumps(s["Action"])]
         assert others == [], "only the archiver talks to Kafka"
     archiver_puts = [r for s in archiver if s["Action"] == "s3:PutObject" for r in resources_of(s)]
