@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, protobuf, report, uploads
+from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, peer, protobuf, report, uploads
 from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "hashing": hashing.main,
     "uploads": uploads.main,
     "iceberg": iceberg.main,
+    "peer": peer.main,
     "fleet": fleet.full,
     "cost": report.write_cost,
 }

@@ -1,0 +1,209 @@
+"""kafkalake against a peer (``python -m bench peer``): the Apache Iceberg Kafka Connect sink (``bench.connect``), on
+the same topic and the same records, in the same run.
+
+The topic: BENCH_PEER_RECORDS (default 200,000; issue #55 asks 2,000,000, which does not fit a short run on two
+cores) plain JSON records in 3 partitions, the fields of ``bench.archiver.SCHEMA`` (about 220 bytes each). JSON
+because both sides read it without a registry: the sink through Kafka's JsonConverter (schemas.enable=false, the
+table's columns inferred from the first records), the archiver as ``value_format: json`` (the columns of the
+catalog's schema); an Avro topic would need a Confluent-compatible converter the sink's distribution does not carry.
+
+Each pair, alternated BENCH_PAIRS (default 3) times: a fresh Connect worker (one, distributed mode) with a new sink
+into a new Glue table, committing every BENCH_PEER_COMMIT_SECONDS (default 10; the sink's default is 300), from the
+start of its JVM until the table holds every record; then kafkalake's archiver (``bench.peer_archive``, a child
+process as the job runs) over the same topic into its own new Iceberg table, from the start of its Python process
+until caught up. Per side: wall seconds, CPU seconds of its whole process tree (the worker's JVM; the archiver's
+Python driver, Spark JVM and Python workers), both including each side's start; then the table's rows, duplicate
+(Kafka partition, offset) pairs and data files per table-hour (data files ÷ distinct hours of Kafka time). Each
+figure is kafkalake ÷ peer per pair, with the median and the spread (``bench.common``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from bench import connect
+from bench.archiver import PARTITIONS, child_run, forget_offsets
+from bench.common import BUCKET, pair_ratios, say, spread, timed, write_result
+from bench.proc import tree_sample
+from kafkalake.aws import make_client
+from kafkalake.endpoints import Endpoints
+from kafkalake.iceberg import table_catalog
+from kafkalake.topic_spec import ArchivePolicy
+from kafkalake_dev.local import stack
+from kafkalake_dev.local.endpoints import local_endpoints
+from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.workload import ensure_topic
+
+RECORDS = int(os.environ.get("BENCH_PEER_RECORDS", "200000"))
+PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
+COMMIT_SECONDS = float(os.environ.get("BENCH_PEER_COMMIT_SECONDS", "10"))
+TASKS = 2
+"""The sink's tasks: one per core of this machine, as the archiver's local Spark has."""
+DATABASE = "bench_peer"
+PEER_COLUMNS = ("_kafka_metadata_partition", "_kafka_metadata_offset", "_kafka_metadata_timestamp")
+KAFKALAKE_COLUMNS = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp")
+
+
+def produce_json(endpoints: Endpoints, topic: str, records: int) -> float:
+    """``records`` JSON records with ``bench.archiver.SCHEMA``'s fields (3 partitions); the values' mean size."""
+    ensure_topic(AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap}), topic, PARTITIONS)
+    settings = {"bootstrap.servers": endpoints.kafka_bootstrap, "linger.ms": 50, "compression.type": "lz4"}
+    producer = Producer({**settings, "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True})
+    base_ms, sizes = int(time.time() * 1000) - 3_600_000, 0
+    for i in range(records):
+        value = json.dumps(
+            {
+                "id": f"p-{i:012d}",
+                "amount_cents": i * 7,
+                "currency": "EUR",
+                "created_at_ms": base_ms + i % 3_600_000,
+                "note": "n" * 140,
+            }
+        ).encode()
+        sizes += len(value)
+        while True:
+            try:
+                producer.produce(topic, key=str(i).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"could not deliver every record to {topic}")
+    return sizes / records
+
+
+def table_records(endpoints: Endpoints, table: str) -> int:
+    """The rows the table's current snapshot holds (0: no table or no snapshot yet)."""
+    catalog = table_catalog(endpoints)
+    if not catalog.table_exists(table):
+        return 0
+    snapshot = catalog.load_table(table).current_snapshot()
+    return 0 if snapshot is None or snapshot.summary is None else int(snapshot.summary.get("total-records", "0"))
+
+
+def table_figures(endpoints: Endpoints, table: str, columns: tuple[str, str, str]) -> dict[str, Any]:
+    """Rows, duplicate (partition, offset) pairs, data files and data files per table-hour of ``table``, whose Kafka
+    partition, offset and timestamp are ``columns``."""
+    loaded = table_catalog(endpoints).load_table(table)
+    partition, offset, timestamp = columns
+    rows = loaded.scan(selected_fields=columns).to_arrow()
+    pairs = rows.group_by([partition, offset]).aggregate([([], "count_all")])
+    hours_of = pc.divide(rows[timestamp].cast(pa.int64()), 3_600_000)
+    if pa.types.is_timestamp(rows[timestamp].type):  # the archiver's column: microseconds
+        hours_of = pc.divide(rows[timestamp].cast(pa.timestamp("us", "UTC")).cast(pa.int64()), 3_600_000_000)
+    hours = len(pc.unique(hours_of))
+    files = len(loaded.inspect.files())
+    return {
+        "rows": rows.num_rows,
+        "duplicate_partition_offset_pairs": rows.num_rows - pairs.num_rows,
+        "data_files": files,
+        "table_hours": hours,
+        "data_files_per_table_hour": files / max(hours, 1),
+    }
+
+
+def peer_run(endpoints: Endpoints, topic: str, folder: Path, wait_seconds: float = 1800) -> dict[str, Any]:
+    """A fresh worker and sink from ``topic`` into a new table, until the table holds RECORDS rows: wall and CPU
+    seconds of the worker's JVM from its start (and after its REST API answered), then the table's figures."""
+    worker = connect.Worker(endpoints, folder)
+    table = f"{DATABASE}.peer_{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    worker.start()
+    assert worker.process is not None  # started
+    up_seconds, up_cpu = time.monotonic() - started, sum(tree_sample(worker.process.pid)[1].values())
+    try:
+        worker.sink(worker.name, topic, table, commit_seconds=COMMIT_SECONDS, tasks=TASKS)
+        while table_records(endpoints, table) < RECORDS:
+            failed = worker.failures(worker.name)
+            if failed or time.monotonic() - started > wait_seconds:
+                raise RuntimeError(f"the sink did not drain {topic}: {failed or 'timed out'}; see {worker.log}")
+            time.sleep(1)
+        wall, cpu = time.monotonic() - started, sum(tree_sample(worker.process.pid)[1].values())
+    finally:
+        worker.stop()
+    return {
+        "wall_seconds": wall,
+        "cpu_seconds": cpu,
+        "start_seconds": up_seconds,
+        "start_cpu_seconds": up_cpu,
+        "table": table,
+        "worker_log": str(worker.log),
+        **table_figures(endpoints, table, PEER_COLUMNS),
+    }
+
+
+def kafkalake_run(endpoints: Endpoints, topic: str) -> dict[str, Any]:
+    """The archiver over ``topic`` from its first offsets into a new table (``bench.peer_archive``)."""
+    forget_offsets(endpoints, topic)
+    wall, run = timed(lambda: child_run("bench.peer_archive", str(ArchivePolicy().max_records_per_run), topic))
+    return {**run, "wall_seconds": wall, **table_figures(endpoints, run["table"], KAFKALAKE_COLUMNS)}
+
+
+def ratio(ours: list[float], theirs: list[float]) -> dict[str, Any]:
+    ratios = pair_ratios(ours, theirs)
+    return {"median": statistics.median(ratios), "spread": spread(ratios), "pairs": ratios}
+
+
+def pairs(endpoints: Endpoints, folder: Path) -> dict[str, Any]:
+    topic = f"bench.peer.{uuid.uuid4().hex[:8]}"
+    value_bytes = produce_json(endpoints, topic, RECORDS)
+    say(f"peer: produced {RECORDS:,} JSON records ({value_bytes:.0f} bytes each) to {topic}")
+    glue = make_client(endpoints, "glue")
+    if DATABASE not in {d["Name"] for d in glue.get_databases()["DatabaseList"]}:
+        glue.create_database(DatabaseInput={"Name": DATABASE})
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    for number in range(1, PAIRS + 1):
+        theirs.append(peer_run(endpoints, topic, folder))
+        say(f"peer pair {number}/{PAIRS}, Iceberg sink: {summary(theirs[-1])}")
+        ours.append(kafkalake_run(endpoints, topic))
+        say(f"peer pair {number}/{PAIRS}, kafkalake: {summary(ours[-1])}")
+    per_cpu = [[RECORDS / run["cpu_seconds"] for run in runs] for runs in (ours, theirs)]
+    return {
+        "records": RECORDS,
+        "avg_value_bytes": value_bytes,
+        "topic_partitions": PARTITIONS,
+        "peer": {
+            "sink": f"org.apache.iceberg:iceberg-kafka-connect:{connect.SINK_VERSION}",
+            "connect_runtime": f"org.apache.kafka:connect-runtime:{stack.KAFKA_VERSION}",
+            "tasks_max": TASKS,
+            "commit_interval_seconds": COMMIT_SECONDS,
+            "converter": "JsonConverter, schemas.enable=false",
+        },
+        "kafkalake_runs": ours,
+        "peer_runs": theirs,
+        "records_per_cpu_second_kafkalake_to_peer": ratio(*per_cpu),
+        "wall_seconds_kafkalake_to_peer": ratio(*[[r["wall_seconds"] for r in runs] for runs in (ours, theirs)]),
+        "data_files_per_table_hour_kafkalake_to_peer": ratio(
+            *[[r["data_files_per_table_hour"] for r in runs] for runs in (ours, theirs)]
+        ),
+        "exactness": {
+            side: [{k: r[k] for k in ("rows", "duplicate_partition_offset_pairs")} for r in runs]
+            for side, runs in (("kafkalake", ours), ("peer", theirs))
+        },
+    }
+
+
+def summary(run: dict[str, Any]) -> str:
+    return (
+        f"{run['wall_seconds']:.0f} s wall, {RECORDS / run['cpu_seconds']:,.0f} records/CPU-s, {run['rows']:,} rows, "
+        f"{run['duplicate_partition_offset_pairs']} duplicates, {run['data_files']} data files"
+    )
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="bench-peer-"))  # kept: the workers' logs, the sink's commits in them
+    with stack.running():
+        write_result("peer", pairs(with_bucket(local_endpoints(), BUCKET), folder))

@@ -1,0 +1,58 @@
+"""Child process of ``bench.peer``: kafkalake's archiver on the peer's JSON topic (``value_format: json``, the columns
+of ``bench.archiver.SCHEMA``; ``table_format: iceberg``) until caught up, into a table of a fresh environment; reports
+the Spark start, the run's time and CPU seconds after it (``bench.proc``), the records read and the table's name."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from bench.archiver import SCHEMA
+from bench.common import started_session
+from bench.proc import cpu_since, tree_cpu
+from kafkalake.aws import make_client
+from kafkalake.jobspec import Job
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import ArchivePolicy, TableFormat, TopicSpec, ValueFormat
+from kafkalake_dev.local.endpoints import local_credentials
+from spark_jobs.archiver.job import archive_fleet
+
+
+def json_topic(kafka_topic: str, per_run: int) -> Topic:
+    spec = TopicSpec(
+        kafka_topic=kafka_topic,
+        archive=ArchivePolicy(max_records_per_run=per_run),
+        value_format=ValueFormat.JSON,
+        table_format=TableFormat.ICEBERG,
+    )
+    return Topic("payments", "bench", "bench", f"t{uuid.uuid4().hex[:8]}", spec, (SCHEMA,), Path("bench.v1.avsc"))
+
+
+def main() -> None:
+    """``python -m bench.peer_archive RESULT_FILE PER_RUN KAFKA_TOPIC``."""
+    result_file, per_run, kafka_topic = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    topic = json_topic(kafka_topic, per_run)
+    spark, endpoints, session_seconds = started_session("kafkalake-bench-peer", Job.ARCHIVE)
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
+    cpu_before, started = tree_cpu(), time.monotonic()
+    [result] = archive_fleet(
+        spark, endpoints, [topic], concurrency=1, deadline=time.monotonic() + 3600, pseudonym_key=None, say=print
+    )
+    if not result.ok:
+        raise SystemExit(f"archiver failed: {result.error}")
+    outcome = {
+        "records": result.totals()["read"],
+        "session_seconds": session_seconds,
+        "run_seconds": time.monotonic() - started,
+        "run_cpu_seconds": cpu_since(cpu_before, tree_cpu()),
+        "table": f"{topic.database}.{topic.table}",
+    }
+    result_file.write_text(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    with local_credentials():  # the archiver's driver and executors write to moto
+        main()
