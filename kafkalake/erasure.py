@@ -15,7 +15,9 @@ The erasure job (``spark_jobs.erasure``) ends each request with a receipt at ``e
 subjects, tables and partitions rewritten, rows removed per table, objects and versions deleted, start and finish.
 A request without a receipt is pending; past its deadline (``within_days`` after its creation) it is late. A done
 tombstone request stays watched for ``within_days`` after its receipt: rows it covers in objects written since its
-batch started (late) are erased by the next run, and its receipt amended.
+batch started (late) are erased by the next run, and its receipt amended. A request done and no longer watched
+(``finished``) is then replaced by what remains of it (``ErasureRequest.remains``: its receipt tokens, no digest),
+its earlier versions deleted: a pseudonym of an erased subject is personal data too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -75,10 +77,25 @@ class ErasureRequest:
     within_days: int = 1
     key_id: str = ""
     """The pseudonym key the subjects' ``digest`` were taken with (required in a stored request)."""
+    done: bool = False
+    """What remains of a finished request (``remains``): each subject's ``digest`` is its receipt token, with no
+    ``earlier_keys``, so it links the subject to no pseudonym."""
 
     @property
     def deadline(self) -> datetime:
         return datetime.fromisoformat(self.created_at) + timedelta(days=self.within_days)
+
+    def tokens(self) -> list[str]:
+        """The subjects as a receipt names them (``receipt_token``)."""
+        return sorted({s.digest if self.done else receipt_token(s.digest) for s in self.subjects})
+
+    def remains(self) -> ErasureRequest:
+        """What is kept of the request once it is finished: each subject's receipt token in place of its digests;
+        its Kafka partition and offset, tables, key id and dates as they were."""
+        if self.done:
+            return self
+        subjects = tuple(Subject(receipt_token(s.digest), s.kafka_partition, s.before_offset) for s in self.subjects)
+        return replace(self, subjects=subjects, done=True)
 
     def to_json(self) -> bytes:
         return json.dumps({**asdict(self), "source": str(self.source)}, sort_keys=True, indent=1).encode()
@@ -96,6 +113,7 @@ class ErasureRequest:
                 tuple(raw.get("tables", ())),
                 int(raw.get("within_days", 1)),
                 str(raw.get("key_id", "")),
+                bool(raw.get("done", False)),
             )
             datetime.fromisoformat(request.created_at)
         except (KeyError, TypeError, ValueError) as exc:
@@ -259,8 +277,16 @@ def watched(
     found = []
     for request in requests:
         receipt = receipts.get(request.request_id)
-        if request.source != Source.TOMBSTONES or not receipt:
+        if request.source != Source.TOMBSTONES or request.done or not receipt:
             continue
         if now <= datetime.fromisoformat(receipt["finished_at"]) + timedelta(days=request.within_days):
             found.append((request, datetime.fromisoformat(receipt["started_at"])))
     return found
+
+
+def finished(requests: Iterable[ErasureRequest], receipts: dict[str, Any], now: datetime) -> list[ErasureRequest]:
+    """Requests with a receipt, no longer watched and still holding their digests: due to be replaced by what remains
+    of them (an explicit request at its receipt, a tombstone request once its watch is over)."""
+    requests = list(requests)
+    still = {r.request_id for r, _ in watched(requests, receipts, now)}
+    return [r for r in requests if r.request_id in receipts and r.request_id not in still and not r.done]

@@ -58,7 +58,8 @@ index) and deletes what its rewrite replaced, as the compactor does; it never wr
 the table's ``_compacted/`` folder)."""
 ERASURE_PURGES = (DATA_ROOT, LEGACY_COMPACTED_ROOT, QUARANTINE_ROOT)
 """Where the erasure job deletes object versions by id (s3:DeleteObjectVersion): the data (the legacy compaction
-root included) and quarantine, and its environment's subject indexes (old segments hold erased subjects' digests)."""
+root included) and quarantine, and its environment's subject indexes and requests (old segments, and the versions of
+a done request before what remains of it, hold erased subjects' digests)."""
 REWRITER_GLUE_ACTIONS = ("glue:GetPartitions", "glue:GetPartition", "glue:UpdatePartition")
 """The compactor and the erasure job read a table's partitions and re-point them (``kafkalake.glue``); neither reads
 the table itself (the permission check saw no GetTable)."""
@@ -315,6 +316,7 @@ class Jobs(Construct):
                 [
                     *(self.bucket.arn_for_objects(f"{root}/*") for root in ERASURE_PURGES),
                     self.bucket.arn_for_objects(f"{subject_indexes_prefix(self.settings.name)}*"),
+                    self.bucket.arn_for_objects(f"{erasure_requests_prefix(self.settings.name)}*"),
                 ],
             ),
             (["s3:GetObject", "s3:DeleteObject"], [self.bucket.arn_for_objects(f"{r}/*") for r in ERASURE_LEGACY]),
@@ -343,7 +345,7 @@ class Jobs(Construct):
             role,
             "The erasure job rewrites partitions as the compactor does, rewrites quarantine objects, deletes the "
             "replaced objects' versions under the data (legacy compaction root included) and quarantine prefixes, "
-            "and writes its receipts and the "
+            "and writes its receipts, what remains of done requests (deleting their earlier versions) and the "
             "tables' subject indexes (deleting their old segments' versions), all named at run time, with the lake "
             "key; it updates partitions of tables "
             "created at run time in our databases. "
@@ -352,6 +354,7 @@ class Jobs(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             *(object_finding(self.bucket, root) for root in (*roots, *ERASURE_LEGACY)),
             object_finding(self.bucket, subject_indexes_prefix(self.settings.name).rstrip("/")),
+            object_finding(self.bucket, erasure_requests_prefix(self.settings.name).rstrip("/")),
             *glue_table_findings(stack, self.databases),
         )
         return role

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.erasure import ErasureRequest, RequestStore, Source, new_request
+from kafkalake.erasure import ErasureRequest, RequestStore, Source, new_request, receipt_token
 from kafkalake.layout import erasure_request_key
 from kafkalake.personal import load_keys
 from kafkalake.topic_catalog import Topic
@@ -38,7 +38,7 @@ def record_request(
     if once:
         requests, _ = store.requests()
         for earlier in requests:
-            same = [s.digest for s in earlier.subjects] == [digest] and earlier.tables == names
+            same = earlier.tokens() == [receipt_token(digest)] and earlier.tables == names
             if same and earlier.source == Source.REQUEST:
                 return Recorded(earlier, erasure_request_key(env, earlier.request_id), new=False)
     digests = {key.key_id: key.digest(subject) for key in keys.keys}

@@ -14,10 +14,12 @@ grace period its old snapshots, orphans and noncurrent versions go (``spark_jobs
 every table is done, the indexes forget the partitions it rewrote (their entries dropped and read again from what is
 left: no entry of an erased subject outlives its rows), then each request gets its receipt and the batch is cleared;
 an index that cannot forget holds the receipts back to the next run. A table that fails or is held is retried by the
-next run; the others go on.
+next run; the others go on. Last, every run replaces each finished request (``kafkalake.erasure.finished``: its
+receipt written, a tombstone request's watch over) by what remains of it, its receipt tokens, and deletes every
+earlier version of the requests (``spark_jobs.erasure.purge.purge_noncurrent``): no digest outlives its request.
 
-Past 400 lines: the run's steps (batch, rewrite, purge, forget, receipts) share its leases, clients and batch; apart,
-each would take all of them.
+Past 400 lines: the run's steps (batch, rewrite, purge, forget, receipts, remains) share its leases, clients and
+batch; apart, each would take all of them.
 """
 
 from __future__ import annotations
@@ -43,13 +45,13 @@ from kafkalake.erasure import (
     RequestStore,
     Source,
     TableErasure,
+    finished,
     pending,
-    receipt_token,
     watched,
 )
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
-from kafkalake.layout import Partition, erasure_lease_key
+from kafkalake.layout import Partition, erasure_lease_key, erasure_requests_prefix
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive, quiet_spell
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
 from kafkalake.personal import Keyring, KeyUnavailable, load_keys
@@ -64,7 +66,7 @@ from spark_jobs.compaction.selection import plan_partition
 from spark_jobs.compaction.work import Knobs, Rewriter, RewriterOptions, Work, describe, table_name
 from spark_jobs.erasure import index, matching, table_delete
 from spark_jobs.erasure.batch import Batch, PartitionErasure, TableBatch, TableDelete
-from spark_jobs.erasure.purge import purge_partition, purge_quarantine
+from spark_jobs.erasure.purge import purge_noncurrent, purge_partition, purge_quarantine
 from spark_jobs.iceberg_maintenance import current_snapshot, unreceipted_plans
 
 
@@ -125,6 +127,7 @@ class Eraser(Rewriter):
         try:
             with kept_alive([lease], quiet_spell(self.identity.lease_ttl)):
                 self._carry_out(lease, outcome)
+                self._end_finished()
         finally:
             try:
                 lease.release()
@@ -195,6 +198,20 @@ class Eraser(Rewriter):
                 outcome.receipts.append(request.request_id)
             lease.update(None)
             self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
+
+    def _end_finished(self) -> None:
+        """Each finished request replaced by what remains of it (``ErasureRequest.remains``), after its receipt, and
+        every noncurrent version under the requests' prefix deleted: the digests of done requests go with them."""
+        requests, _ = self.store.requests()
+        ended = finished(requests, self.store.receipts(), self.now())
+        for request in ended:
+            self.store.put(request.remains())
+        _, deleted = purge_noncurrent(self.s3, self.bucket, erasure_requests_prefix(self.env))
+        if ended or deleted:
+            self.say(
+                f"erasure in {self.env}: {len(ended)} finished requests kept as their receipt tokens only, "
+                f"{deleted} earlier versions of requests deleted"
+            )
 
     def _refresh(self, outcome: Outcome, forget: dict[str, set[str]] | None = None) -> dict[str, index.Index]:
         """Every erasable table's subject index, up to date, without entries of the partitions ``forget`` names
@@ -428,7 +445,7 @@ class Eraser(Rewriter):
     def _receipt(self, batch: Batch, request: ErasureRequest) -> ErasureReceipt:
         receipt = ErasureReceipt(
             request.request_id,
-            sorted({receipt_token(s.digest) for s in request.subjects}),
+            request.tokens(),
             batch.started_at,
             self.now().isoformat(),
         )

@@ -12,7 +12,9 @@ of a record that failed to decode cannot be searched), then every other version 
 left empty is deleted with all its versions.
 
 An Iceberg table, once its snapshots expired (``spark_jobs.erasure.table_delete``): every noncurrent version and
-delete marker under its location, data and metadata alike.
+delete marker under its location, data and metadata alike. The environment's requests, once the finished ones were
+replaced by what remains of them (``kafkalake.erasure.ErasureRequest.remains``): every noncurrent version and delete
+marker under their prefix, the digests the earlier versions held.
 """
 
 from __future__ import annotations
@@ -57,10 +59,10 @@ def purge_partition(s3: Any, bucket: str, topic: Topic, partition: Partition, re
     return len(current), _delete(s3, bucket, doomed)
 
 
-def purge_table(s3: Any, bucket: str, prefix: str) -> tuple[set[str], int]:
-    """Delete every noncurrent version and delete marker under ``prefix`` (an Iceberg table's location: what its
-    expiry and orphan removal deleted lives on as such versions); the keys still current, and versions deleted. The
-    markers go last: a marker deleted before its object's versions would make the object current again."""
+def purge_noncurrent(s3: Any, bucket: str, prefix: str) -> tuple[set[str], int]:
+    """Delete every noncurrent version and delete marker under ``prefix`` (what was overwritten or deleted there lives
+    on as such versions: an Iceberg table's expired files, a request's digests); the keys still current, and versions
+    deleted. The markers go last: a marker deleted before its object's versions would make the object current again."""
     found = versions(s3, bucket, prefix)
     doomed = sorted((v for v in found if v["Marker"] or not v["IsLatest"]), key=lambda v: bool(v["Marker"]))
     current = {v["Key"] for v in found if v["IsLatest"] and not v["Marker"]}

@@ -17,7 +17,7 @@ of them, in two steps the batch records (``spark_jobs.erasure.batch.TableDelete`
    table no longer reaches that are still objects (a crashed expiry's) are removed as orphans, whatever their age,
    as nothing writes them again (a sweep of every orphan must wait until no commit can be in flight: that is the
    compactor's); then every noncurrent version and delete marker under the table's location is deleted by version
-   id (``spark_jobs.erasure.purge.purge_table``), and no removed data file may still be a current object.
+   id (``spark_jobs.erasure.purge.purge_noncurrent``), and no removed data file may still be a current object.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from kafkalake.s3_location import parse_s3_uri
-from spark_jobs.erasure.purge import purge_table
+from spark_jobs.erasure.purge import purge_noncurrent
 from spark_jobs.iceberg_maintenance import (
     catalog_name,
     deleted_entries,
@@ -113,7 +113,7 @@ def clean(
     expired = expire_snapshots(spark, table, now)
     orphans = remove_orphans(spark, s3, bucket, table, now, table_created=table_created, only=set(removed))
     location = parse_s3_uri(load(spark, table).location())
-    current, deleted = purge_table(s3, bucket, location.key.rstrip("/") + "/")
+    current, deleted = purge_noncurrent(s3, bucket, location.key.rstrip("/") + "/")
     still = sorted(current & {parse_s3_uri(uri).key for uri in removed})
     if still:
         raise RuntimeError(f"{table}: removed data files are still objects after expiry: {', '.join(still)}")

@@ -9,9 +9,10 @@ printed, and the Glue tables and partitions of the demo's databases are searched
 - the pseudonym key: its bytes, HMAC's two padded blocks, each as bytes, hex and base64.
 
 Parquet objects are searched in their decoded values (their pages are compressed), every other object and file in
-its bytes. The erasure requests hold the digests they match (a pending request must, and a done tombstone request is
-watched for late rows), so the hashed forms are not looked for under ``erasure/<env>/requests/``; the clear forms and
-the key are looked for there too.
+its bytes. A request still holding digests (a done tombstone request is watched for late rows, ``erasure_within_days``
+after its receipt) holds those it matches, so the hashed forms are not looked for in the demo's tombstone requests;
+they are in every other request (what remains of a done one holds receipt tokens only), and the clear forms and the
+key are looked for everywhere.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import pytest
 
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
+from kafkalake.erasure import RequestStore
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import JobRun
-from kafkalake.layout import erasure_requests_prefix
+from kafkalake.layout import erasure_request_key, erasure_requests_prefix
 from kafkalake.personal import PseudonymKey
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.demo import DemoReport, demo_subject, run_demo, workload_start
@@ -190,8 +192,11 @@ def test_no_erased_identifier_personal_value_or_key_material_anywhere(
         *((f"printed by job run {n}", text.encode(), True) for n, text in enumerate(outputs)),
         *((f"event log {p.name}", p.read_bytes(), True) for p in logs),
     ]
-    requests = erasure_requests_prefix(settings.name)
-    places += [(f"s3 {name}", data, not name.startswith(requests)) for name, data in object_texts(endpoints)]
+    store = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, settings.name)
+    tombstone_requests = f"{erasure_requests_prefix(settings.name)}tombstones-"  # ``tombstone_request``'s ids
+    watched = {erasure_request_key(settings.name, r.request_id) for r in store.requests()[0] if not r.done}
+    assert watched and all(k.startswith(tombstone_requests) for k in watched), "only tombstone requests are watched"
+    places += [(f"s3 {name}", data, name.split("@")[0] not in watched) for name, data in object_texts(endpoints)]
     places += [(f"glue {name}", data, True) for name, data in glue_texts(endpoints, {t.database for t in topics})]
     assert sum(name.startswith("s3 restricted/") for name, _, _ in places) > 0, "nothing quarantined restricted"
     kept = next(v for t in report.tables for i, v in t.produced.subjects.items() if v.encode() not in erased)
@@ -202,9 +207,9 @@ def test_no_erased_identifier_personal_value_or_key_material_anywhere(
             f"s3 data/{settings.name}/",
         ),
         "the tables' columns in Glue": ([re.compile(rb"_kafka_offset")], "glue "),
-        "the erased subject's digest in its request": (
-            [re.compile(key.digest_bytes(erased[0]).encode())],
-            f"s3 {requests}",
+        "a tombstoned key's digest in its watched request": (
+            [re.compile(key.digest_bytes(erased[1]).encode())],
+            f"s3 {tombstone_requests}",
         ),
     }
     for control, (patterns, where) in controls.items():

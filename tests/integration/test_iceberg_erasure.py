@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-import fastavro
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -31,9 +28,9 @@ from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
 from spark_jobs.compaction.work import Knobs
 from spark_jobs.erasure.job import Eraser
-from spark_jobs.erasure.purge import versions
 from spark_jobs.iceberg_maintenance import remove_orphans
 from tests.crashes import InjectedCrash, crash
+from tests.integration.lake_files import object_versions, traces
 from tests.integration.test_erasure import GONE, RUN, SUBJECT, archive, local_key, poison, produce, write_catalog
 
 pytestmark = pytest.mark.stack
@@ -70,44 +67,6 @@ def scanned(endpoints: Endpoints, topic: Topic) -> dict[tuple[int, int], tuple[s
     }
 
 
-def holds(value: Any, needles: list[bytes]) -> bool:
-    """Whether ``value`` (a decoded record, row or field, nested) holds one of ``needles`` in its text or bytes."""
-    if isinstance(value, dict):
-        return any(holds(v, needles) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(holds(v, needles) for v in value)
-    if isinstance(value, str | bytes):
-        raw = value.encode() if isinstance(value, str) else value
-        return any(n in raw for n in needles)
-    return False
-
-
-def object_versions(endpoints: Endpoints, prefix: str) -> Iterator[tuple[str, bytes]]:
-    """(``key@version``, body) of every version of every object under ``prefix`` (delete markers left out)."""
-    s3 = make_client(endpoints, "s3")
-    for version in versions(s3, endpoints.bucket, prefix):
-        if not version["Marker"]:
-            body = s3.get_object(Bucket=endpoints.bucket, Key=version["Key"], VersionId=version["VersionId"])
-            yield f"{version['Key']}@{version['VersionId']}", body["Body"].read()
-
-
-def traces(endpoints: Endpoints, topic: Topic, needles: list[bytes]) -> list[str]:
-    """The object versions under the table's location holding a needle: data files row by row, manifests and
-    manifest lists record by record (Avro, compressed), metadata files and anything else as bytes."""
-    found = []
-    for name, body in object_versions(endpoints, topic.prefix.data_prefix()):
-        key = name.split("@")[0]
-        if key.endswith(".parquet"):
-            held = holds(pq.read_table(io.BytesIO(body)).to_pylist(), needles)
-        elif key.endswith(".avro"):
-            held = holds(list(fastavro.reader(io.BytesIO(body))), needles)
-        else:
-            held = holds(body, needles)
-        if held or holds(body, needles):
-            found.append(name)
-    return found
-
-
 def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_iceberg_table(
     spark: SparkSession, endpoints: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,7 +77,8 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     keyed, fields = write_catalog(tmp_path / "catalog", env, table_format=TableFormat.ICEBERG)
     make_client(endpoints, "glue").create_database(DatabaseInput={"Name": keyed.database})
     key = local_key(endpoints)
-    store = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, env)
+    s3 = make_client(endpoints, "s3")
+    store = RequestStore(s3, endpoints.bucket, env)
     eraser = Eraser(spark, endpoints, env, [keyed, fields], Knobs(grace_period=timedelta(0)), run=RUN)
     early = new_request([key.digest(SUBJECT)], [], 1, key.key_id, datetime.now(UTC))
     store.put(early)  # before any plan: the tables are not made yet, and hold nothing
@@ -138,7 +98,8 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     archive(spark, endpoints, fields)
     erased = sorted({c for gone in ERASED.values() for c in gone})
     needles = [c.encode() for c in erased] + [key.digest(c).encode() for c in [*erased, GONE]]
-    assert traces(endpoints, keyed, needles) and traces(endpoints, fields, needles), "the rows are there at first"
+    assert traces(s3, endpoints.bucket, keyed.prefix.data_prefix(), needles)
+    assert traces(s3, endpoints.bucket, fields.prefix.data_prefix(), needles), "the rows are there at first"
     before = {t.table: rows(spark, t) for t in (keyed, fields)}
     assert len(before["customers_a"]) == 12 + 5  # the people, person-x, the subject, person-y, the delete log, -z
     [tombstones] = [r for r in store.requests()[0] if r.request_id != early.request_id]  # the second plan's
@@ -154,7 +115,8 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     assert sorted(outcome.receipts) == sorted([tombstones.request_id, explicit.request_id])
 
     for topic in (keyed, fields):
-        assert traces(endpoints, topic, needles) == [], f"{topic.table}: an erased identifier is still in a version"
+        left = traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles)
+        assert left == [], f"{topic.table}: an erased identifier is still in a version"
         kept = {k: v for k, v in before[topic.table].items() if json.loads(v)["customer_id"] not in ERASED[topic.table]}
         assert len(kept) == len(before[topic.table]) - {"customers_a": 3, "customers_b": 2}[topic.table]
         assert rows(spark, topic) == kept, "every other row reads the same"
@@ -184,7 +146,7 @@ def test_tombstones_and_a_subject_request_leave_no_trace_in_any_version_of_an_ic
     assert store.receipts()[tombstones.request_id]["tables"][table_a]["quarantine_rows_removed"] == 2
     again = eraser.run()
     assert (again.receipts, again.failed, again.pending) == ([], {}, 0)
-    for name, body in object_versions(endpoints, keyed.quarantine_prefix()):
+    for name, body in object_versions(s3, endpoints.bucket, keyed.quarantine_prefix()):
         assert GONE.encode() not in pq.read_table(io.BytesIO(body)).column("_key").to_pylist(), name
 
 

@@ -18,7 +18,7 @@ from moto import mock_aws
 from infra.repo import catalog_dir
 from kafkalake.layout import Partition
 from kafkalake.topic_catalog import load_topic_catalog
-from spark_jobs.erasure.purge import purge_partition, purge_quarantine, purge_table, versions
+from spark_jobs.erasure.purge import purge_noncurrent, purge_partition, purge_quarantine, versions
 
 TOPIC = load_topic_catalog(catalog_dir()).get("customer-updated", "staging")
 PARTITION = Partition(1, date(2026, 11, 20), 7)
@@ -122,7 +122,7 @@ def test_an_iceberg_tables_noncurrent_versions_and_markers_go_its_current_object
     elsewhere = TOPIC.prefix.quarantine_prefix() + "q.parquet"
     s3.put_object(Bucket="lake", Key=elsewhere, Body=b"q1")
     s3.put_object(Bucket="lake", Key=elsewhere, Body=b"q2")
-    current, deleted = purge_table(s3, "lake", location)
+    current, deleted = purge_noncurrent(s3, "lake", location)
     assert (current, deleted) == ({live}, 5)
     left = versions(s3, "lake", location)
     assert [(v["Key"], v["IsLatest"], v["Marker"]) for v in left] == [(live, True, False)]

@@ -1,5 +1,5 @@
 """Erasure requests: stored hashed, never in clear; the archiver reports a by_key topic's tombstones hashed and
-keeps no kept tombstone's key in clear; a request's state against its deadline."""
+keeps no kept tombstone's key in clear; a request's state against its deadline; what remains of a finished one."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from kafkalake.erasure import (
     Status,
     Subject,
     TableErasure,
+    finished,
     new_request,
+    receipt_token,
     status,
     tombstone_request,
     watched,
@@ -179,3 +181,36 @@ def test_done_tombstone_requests_stay_watched_within_their_window_and_a_reopened
         6,
     )
     assert later.tables["db.t"] == TableErasure([["1", "2026-11-20", "07"], ["1", "2026-11-20", "06"]], 3, 1)
+
+
+def test_a_finished_request_remains_as_its_receipt_tokens_only_and_reads_back_done(s3: Any) -> None:
+    """An explicit request is finished at its receipt, a tombstone request once its watch is over; what remains holds
+    no digest under any key, names its subjects as the receipt does, and is neither pending nor watched again."""
+    both = {KEY.key_id: KEY.digest("a"), EARLIER.key_id: EARLIER.digest("a")}
+    tombstones = tombstone_request("db.t", "p1", NOW.isoformat(), [(both, 0, 5)], within_days=1, key_id=KEY.key_id)
+    explicit = new_request([both], [], 1, KEY.key_id, NOW)
+    pending_one = new_request([KEY.digest("b")], [], 1, KEY.key_id, NOW)
+    done_at = NOW + timedelta(hours=2)
+    receipts = {
+        r.request_id: {"started_at": NOW.isoformat(), "finished_at": done_at.isoformat(), "subjects": r.tokens()}
+        for r in (tombstones, explicit)
+    }
+    requests = [tombstones, explicit, pending_one]
+    assert finished(requests, receipts, done_at) == [explicit], "the tombstone request is still watched"
+    assert finished(requests, receipts, done_at + timedelta(days=1, minutes=1)) == [tombstones, explicit]
+
+    store = RequestStore(s3, "lake", "staging")
+    for request in (tombstones, explicit):
+        remains = request.remains()
+        body = s3.get_object(Bucket="lake", Key=store.put(remains))["Body"].read().decode()
+        assert not [d for d in both.values() if d in body], "no digest under any key"
+        assert remains.tokens() == request.tokens() == [receipt_token(KEY.digest("a"))]
+        assert remains.remains() == remains, "taken once"
+        assert [(s.kafka_partition, s.before_offset) for s in remains.subjects] == [
+            (s.kafka_partition, s.before_offset) for s in request.subjects
+        ]
+    read, problems = store.requests()
+    assert problems == [] and all(r.done for r in read) and len(read) == 2
+    later = done_at + timedelta(days=1, minutes=1)
+    assert finished(read, receipts, later) == [] and watched(read, receipts, done_at) == []
+    assert {status(r, receipts[r.request_id], later) for r in read} == {Status.DONE}

@@ -259,9 +259,15 @@ def test_emr_serverless_application_roles_and_schedule(stacks: Any, env: str) ->
     erasure = role_statements(tpl, "ErasureJobRole")
     [versions] = [s for s in erasure if s["Action"] == "s3:DeleteObjectVersion"]
     purged = sorted(r["Fn::Join"][1][1] for r in versions["Resource"])
-    assert purged == ["/compacted/*", "/data/*", f"/erasure/{env}/index/*", "/quarantine/*"], (
+    assert purged == [
+        "/compacted/*",
+        "/data/*",
+        f"/erasure/{env}/index/*",
+        f"/erasure/{env}/requests/*",
+        "/quarantine/*",
+    ], (
         "object versions are deleted under the data (legacy compaction root included), the quarantine and the "
-        "environment's subject indexes only"
+        "environment's subject indexes and requests only"
     )
     assert any(s["Action"] == "s3:ListBucketVersions" for s in erasure)
     legacy = [s for s in erasure if "/compacted/*" in json.dumps(s["Resource"])]
