@@ -35,7 +35,9 @@ SPARK_CONNECTORS: Final = (
 )
 """The connectors the jobs need beyond Spark itself, with their runtime dependencies: shipped as jars. The MSK IAM
 login handler (``kafkalake.kafka_access.MSK_IAM_SPARK_OPTIONS``) signs with the AWS SDK for Java v2, which the
-platform carries (EMR's Spark classpath; locally the Iceberg AWS bundle of the platform jars)."""
+platform carries: emr-7.7.0 ships SDK 2.29.44 (EMR Release Guide, "Application versions in Amazon EMR 7.x releases";
+that its Spark classpath holds it is not verified here, no EMR being reachable); locally the Iceberg AWS bundle of
+the platform jars."""
 ICEBERG_VERSION: Final = "1.7.1"
 """The Iceberg EMR Serverless emr-7.7.0 bundles (1.7.1-amzn-0): on EMR its own jar (``EMR_ICEBERG_JAR``), locally the
 open-source release of the same version from Maven Central (``kafkalake_dev``), so nothing is downloaded at run time."""
