@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Final, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kafkalake.convention import DEFAULT_TOPIC_NAMING, checked_convention
 from kafkalake.endpoints import Endpoints
@@ -156,7 +156,23 @@ class EnvironmentConfig(BaseModel):
         return 6 * self.maintainer_timeout_seconds
 
 
+class EnvironmentsInvalid(ValueError):
+    """An ``environments.yaml`` entry kafkalake cannot use: the message names the file, the environment and each
+    field with what is wrong with it."""
+
+
 def load_environments(path: Path) -> dict[str, EnvironmentConfig]:
-    """Every environment of an ``environments.yaml``."""
+    """Every environment of an ``environments.yaml``; ``EnvironmentsInvalid`` naming every problem of every
+    environment otherwise."""
     raw = yaml.safe_load(path.read_text()) or {}
-    return {name: EnvironmentConfig(name=name, **values) for name, values in raw.items()}
+    found, problems = {}, []
+    for name, values in raw.items():
+        try:
+            found[name] = EnvironmentConfig(name=name, **(values or {}))
+        except ValidationError as exc:
+            for error in exc.errors():
+                where = ".".join(str(part) for part in error["loc"]) or "(the entry)"
+                problems.append(f"{path}: {name}: {where}: {error['msg']}")
+    if problems:
+        raise EnvironmentsInvalid("\n".join(problems))
+    return found

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from infra.repo import catalog_dir, environments_file
-from kafkalake.environments import EnvironmentConfig, load_environments
+from kafkalake.environments import EnvironmentConfig, EnvironmentsInvalid, load_environments
 from kafkalake_dev.local.endpoints import local_credentials, local_endpoints
 
 if TYPE_CHECKING:
@@ -26,7 +26,10 @@ LeaseTtlOption = Annotated[
 
 def environment(name: str) -> EnvironmentConfig:
     """One entry of environments.yaml (or of the file KAFKALAKE_ENVIRONMENTS names)."""
-    found = load_environments(environments_file())
+    try:
+        found = load_environments(environments_file())
+    except EnvironmentsInvalid as exc:
+        raise typer.BadParameter(str(exc)) from exc
     if name not in found:
         raise typer.BadParameter(f"unknown environment {name!r}; {environments_file()} has: {', '.join(sorted(found))}")
     return found[name]

@@ -115,3 +115,20 @@ def test_local_endpoints_change_nothing_and_local_credentials_are_scoped(clean_c
     with local_credentials():
         assert {name: os.environ[name] for name in CREDENTIALS} == CREDENTIALS
     assert dict(os.environ) == before
+
+
+def test_an_invalid_environments_entry_is_told_field_by_field_without_a_traceback(
+    clean_chain: None, tmp_path: Path
+) -> None:
+    environments = yaml.safe_load(environments_file().read_text())
+    environments["staging"]["consumers"][0]["sensitivity"] = ["public", "secret"]
+    environments["staging"]["archiver_budget_minutes"] = "soon"
+    environments_file().write_text(yaml.safe_dump(environments))
+
+    result = CliRunner().invoke(app, SUBMIT)
+
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)  # a usage error, exit 2
+    told = " ".join(result.output.replace("│", " ").split())  # as read, whatever the terminal's width wrapped
+    assert "staging: consumers.0.sensitivity.1: Input should be" in told, result.output
+    assert "staging: archiver_budget_minutes: Input should be a valid number" in told, result.output
