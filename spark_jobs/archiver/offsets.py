@@ -94,6 +94,12 @@ class Offsets:
                 f"topic {self.topic}: Kafka refused to describe it ({metadata.error.str()}). "
                 f"{self._grant(metadata.error.code(), 'Describe')}; nothing of it was read"
             )
+        if metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise RuntimeError(
+                f"topic {self.topic}: Kafka at {self.access.bootstrap} has no such topic. Check the catalog file's "
+                "kafka_topic (`kafkalake catalog drift --env <env>` lists catalog topics Kafka lacks), or create the "
+                "topic; nothing of it was read"
+            )
         if metadata.error is not None:
             raise RuntimeError(f"topic {self.topic}: {metadata.error}")
         return sorted(metadata.partitions)
