@@ -42,6 +42,8 @@ SINK_CLASS = "org.apache.iceberg.connect.IcebergSinkConnector"
 METADATA_TRANSFORM = "org.apache.iceberg.connect.transforms.KafkaMetadataTransform"
 """Adds each record's Kafka partition, offset and timestamp as ``_kafka_metadata_*`` columns (flat)."""
 REGION = "eu-west-1"
+TASKS = 2
+"""The sink's tasks: one per core of this machine, as the archiver's local Spark has."""
 NO_TRANSITIVE = "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>"
 PLUGIN_JARS = (
     ("org.apache.iceberg", "iceberg-kafka-connect", SINK_VERSION, ""),
@@ -149,6 +151,9 @@ class Worker:
             # A sink task sees the control topic only in put(), which Connect calls after each poll; an idle poll
             # waits until the next offset flush (60 s by default), so a drained sink would answer a commit late.
             "offset.flush.interval.ms": "1000",
+            # A worker restarted after a crash gets its tasks back at once, not after the 5 minutes Connect waits by
+            # default for a lost worker to return (it is the only one).
+            "scheduled.rebalance.max.delay.ms": "0",
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -210,6 +215,8 @@ class Worker:
             "iceberg.catalog.s3.access-key-id": "testing",
             "iceberg.catalog.s3.secret-access-key": "testing",
             "iceberg.catalog.client.region": REGION,
+            # A task's consumer killed with its worker leaves the group after this, not Kafka's default 45 s.
+            "consumer.override.session.timeout.ms": "10000",
         }
         self.request("PUT", f"/connectors/{connector}/config", config)
 

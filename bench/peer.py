@@ -28,18 +28,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from bench import connect
+from bench import connect, peer_kills
 from bench.archiver import PARTITIONS, child_run, forget_offsets
 from bench.common import BUCKET, pair_ratios, say, spread, timed, write_result
+from bench.peer_tables import DATABASE, KAFKALAKE_COLUMNS, PEER_COLUMNS, ensure_database, table_figures, table_records
 from bench.proc import tree_sample
-from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
-from kafkalake.iceberg import table_catalog
 from kafkalake.topic_spec import ArchivePolicy
 from kafkalake_dev.local import stack
 from kafkalake_dev.local.endpoints import local_endpoints
@@ -49,11 +46,6 @@ from kafkalake_dev.local.workload import ensure_topic
 RECORDS = int(os.environ.get("BENCH_PEER_RECORDS", "200000"))
 PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
 COMMIT_SECONDS = float(os.environ.get("BENCH_PEER_COMMIT_SECONDS", "10"))
-TASKS = 2
-"""The sink's tasks: one per core of this machine, as the archiver's local Spark has."""
-DATABASE = "bench_peer"
-PEER_COLUMNS = ("_kafka_metadata_partition", "_kafka_metadata_offset", "_kafka_metadata_timestamp")
-KAFKALAKE_COLUMNS = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 
 
 def produce_json(endpoints: Endpoints, topic: str, records: int) -> float:
@@ -84,39 +76,18 @@ def produce_json(endpoints: Endpoints, topic: str, records: int) -> float:
     return sizes / records
 
 
-def table_records(endpoints: Endpoints, table: str) -> int:
-    """The rows the table's current snapshot holds (0: no table or no snapshot yet)."""
-    catalog = table_catalog(endpoints)
-    if not catalog.table_exists(table):
-        return 0
-    snapshot = catalog.load_table(table).current_snapshot()
-    return 0 if snapshot is None or snapshot.summary is None else int(snapshot.summary.get("total-records", "0"))
-
-
-def table_figures(endpoints: Endpoints, table: str, columns: tuple[str, str, str]) -> dict[str, Any]:
-    """Rows, duplicate (partition, offset) pairs, data files and data files per table-hour of ``table``, whose Kafka
-    partition, offset and timestamp are ``columns``."""
-    loaded = table_catalog(endpoints).load_table(table)
-    partition, offset, timestamp = columns
-    rows = loaded.scan(selected_fields=columns).to_arrow()
-    pairs = rows.group_by([partition, offset]).aggregate([([], "count_all")])
-    hours_of = pc.divide(rows[timestamp].cast(pa.int64()), 3_600_000)
-    if pa.types.is_timestamp(rows[timestamp].type):  # the archiver's column: microseconds
-        hours_of = pc.divide(rows[timestamp].cast(pa.timestamp("us", "UTC")).cast(pa.int64()), 3_600_000_000)
-    hours = len(pc.unique(hours_of))
-    files = len(loaded.inspect.files())
-    return {
-        "rows": rows.num_rows,
-        "duplicate_partition_offset_pairs": rows.num_rows - pairs.num_rows,
-        "data_files": files,
-        "table_hours": hours,
-        "data_files_per_table_hour": files / max(hours, 1),
-    }
-
-
-def peer_run(endpoints: Endpoints, topic: str, folder: Path, wait_seconds: float = 1800) -> dict[str, Any]:
-    """A fresh worker and sink from ``topic`` into a new table, until the table holds RECORDS rows: wall and CPU
-    seconds of the worker's JVM from its start (and after its REST API answered), then the table's figures."""
+def peer_run(
+    endpoints: Endpoints,
+    topic: str,
+    records: int,
+    folder: Path,
+    *,
+    commit_seconds: float = COMMIT_SECONDS,
+    wait_seconds: float = 1800,
+) -> dict[str, Any]:
+    """A fresh worker and sink from ``topic`` into a new table, until the table holds ``records`` rows: wall and CPU
+    seconds of the worker's JVM from its start (and after its REST API answered), how the worker ended (its exit
+    code once stopped), then the table's figures."""
     worker = connect.Worker(endpoints, folder)
     table = f"{DATABASE}.peer_{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
@@ -124,8 +95,8 @@ def peer_run(endpoints: Endpoints, topic: str, folder: Path, wait_seconds: float
     assert worker.process is not None  # started
     up_seconds, up_cpu = time.monotonic() - started, sum(tree_sample(worker.process.pid)[1].values())
     try:
-        worker.sink(worker.name, topic, table, commit_seconds=COMMIT_SECONDS, tasks=TASKS)
-        while table_records(endpoints, table) < RECORDS:
+        worker.sink(worker.name, topic, table, commit_seconds=commit_seconds, tasks=connect.TASKS)
+        while table_records(endpoints, table) < records:
             failed = worker.failures(worker.name)
             if failed or time.monotonic() - started > wait_seconds:
                 raise RuntimeError(f"the sink did not drain {topic}: {failed or 'timed out'}; see {worker.log}")
@@ -140,6 +111,7 @@ def peer_run(endpoints: Endpoints, topic: str, folder: Path, wait_seconds: float
         "start_cpu_seconds": up_cpu,
         "table": table,
         "worker_log": str(worker.log),
+        "worker_exit": worker.process.returncode,
         **table_figures(endpoints, table, PEER_COLUMNS),
     }
 
@@ -156,29 +128,23 @@ def ratio(ours: list[float], theirs: list[float]) -> dict[str, Any]:
     return {"median": statistics.median(ratios), "spread": spread(ratios), "pairs": ratios}
 
 
-def pairs(endpoints: Endpoints, folder: Path) -> dict[str, Any]:
-    topic = f"bench.peer.{uuid.uuid4().hex[:8]}"
-    value_bytes = produce_json(endpoints, topic, RECORDS)
-    say(f"peer: produced {RECORDS:,} JSON records ({value_bytes:.0f} bytes each) to {topic}")
-    glue = make_client(endpoints, "glue")
-    if DATABASE not in {d["Name"] for d in glue.get_databases()["DatabaseList"]}:
-        glue.create_database(DatabaseInput={"Name": DATABASE})
+def pairs(endpoints: Endpoints, topic: str, folder: Path) -> dict[str, Any]:
+    """PAIRS alternated pairs of runs of each side over ``topic`` (RECORDS records), each into a new table."""
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     for number in range(1, PAIRS + 1):
-        theirs.append(peer_run(endpoints, topic, folder))
+        theirs.append(peer_run(endpoints, topic, RECORDS, folder))
         say(f"peer pair {number}/{PAIRS}, Iceberg sink: {summary(theirs[-1])}")
         ours.append(kafkalake_run(endpoints, topic))
         say(f"peer pair {number}/{PAIRS}, kafkalake: {summary(ours[-1])}")
     per_cpu = [[RECORDS / run["cpu_seconds"] for run in runs] for runs in (ours, theirs)]
     return {
         "records": RECORDS,
-        "avg_value_bytes": value_bytes,
         "topic_partitions": PARTITIONS,
         "peer": {
             "sink": f"org.apache.iceberg:iceberg-kafka-connect:{connect.SINK_VERSION}",
             "connect_runtime": f"org.apache.kafka:connect-runtime:{stack.KAFKA_VERSION}",
-            "tasks_max": TASKS,
+            "tasks_max": connect.TASKS,
             "commit_interval_seconds": COMMIT_SECONDS,
             "converter": "JsonConverter, schemas.enable=false",
         },
@@ -206,4 +172,14 @@ def summary(run: dict[str, Any]) -> str:
 def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-peer-"))  # kept: the workers' logs, the sink's commits in them
     with stack.running():
-        write_result("peer", pairs(with_bucket(local_endpoints(), BUCKET), folder))
+        endpoints = with_bucket(local_endpoints(), BUCKET)
+        topic = f"bench.peer.{uuid.uuid4().hex[:8]}"
+        value_bytes = produce_json(endpoints, topic, RECORDS)
+        say(f"peer: produced {RECORDS:,} JSON records ({value_bytes:.0f} bytes each) to {topic}")
+        ensure_database(endpoints)
+        measured = pairs(endpoints, topic, folder)
+        killed = peer_kills.side_by_side(endpoints, topic, RECORDS, folder, COMMIT_SECONDS)
+        for side in ("peer", "kafkalake"):
+            rows, duplicates = killed[side]["rows"], killed[side]["duplicate_partition_offset_pairs"]
+            say(f"{side} killed {peer_kills.KILLS} times: {rows:,} rows of {RECORDS:,}, {duplicates} duplicates")
+        write_result("peer", {**measured, "avg_value_bytes": value_bytes, "kill_and_restart": killed})

@@ -20,6 +20,7 @@ from bench import cost, freshness
 from bench.common import RESULTS, write_result
 from bench.fleet_rows import fleet_goal_lines, fleet_rows
 from bench.freshness_rows import schedule_lines
+from bench.peer_rows import peer_rows
 from bench.rows import (
     Results,
     archiver_rows,
@@ -191,7 +192,7 @@ def render(results: Results) -> str:
     rows = archiver_rows(results) + protobuf_rows(results)
     rows += fleet_rows(results) if "archiver-fleet" in results else []
     rows += maintainer_rows(results) + compactor_rows(results) + erasure_rows(results)
-    rows += full_fleet_rows(results) + hashing_rows(results) + uploads_rows(results)
+    rows += full_fleet_rows(results) + hashing_rows(results) + uploads_rows(results) + peer_rows(results)
     lines = [
         BEGIN,
         f"The current figures, on a {need(results, 'archiver')['local_cores']}-core machine, from "
