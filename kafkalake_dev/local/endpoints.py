@@ -40,8 +40,11 @@ token signed as MSK's signers sign it (a SigV4-presigned ``kafka-cluster:Connect
 KAFKA_IAM_BRIEF_PORT: Final = 19099
 """``KAFKA_IAM_PORT``'s twin whose tokens count as expired ``IAM_BRIEF_TOKEN_SECONDS`` after signing (MSK's last 900 s)
 and whose sessions end with their token: a client must sign again and re-authenticate, so a read that outlives a
-token shows in seconds. Its clients set ``KAFKALAKE_KAFKA_TOKEN_SECONDS`` to the same."""
+token shows in seconds. Its clients set ``KAFKALAKE_KAFKA_TOKEN_SECONDS`` to ``IAM_BRIEF_TOLD_SECONDS``."""
 IAM_BRIEF_TOKEN_SECONDS: Final = 15
+IAM_BRIEF_TOLD_SECONDS: Final = 10
+"""What the short-lived listener's clients are told a token lasts: less than it does, as a client may be told, so
+they sign again 8 s after signing (80%) and a loaded machine has 7 s before the broker refuses the token."""
 KAFKA_USER: Final = ("kafkalake", "kafkalake-local-password")
 """The user both SASL listeners admit (PLAIN on one, SCRAM-SHA-512 on the other)."""
 REGISTRY_PORT: Final = 18081

@@ -5,7 +5,7 @@ is ``User:archiver``): a heavy plan through Spark's Kafka source (aws-msk-iam-au
 task reader (librdkafka with the signer's tokens) archive exactly; a topic the role may not read fails alone, saying
 which action to grant; the broker's authorizer log holds the requests the permission check maps to IAM actions. In
 this process, a wrong secret key fails at once with what to check. On the twin listener whose tokens count as expired
-15 s after signing (``KAFKA_IAM_BRIEF_PORT``), the job told so (``KAFKALAKE_KAFKA_TOKEN_SECONDS``) reads a topic
+15 s after signing (``KAFKA_IAM_BRIEF_PORT``), the job told 10 s (``KAFKALAKE_KAFKA_TOKEN_SECONDS``) reads a topic
 for longer than two token lifetimes (the role's reads throttled by a Kafka quota) and archives it exactly."""
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ from kafkalake.job_runs import archiver_run
 from kafkalake.kafka_access import MSK_IAM, kafka_access
 from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake_dev.local.endpoints import IAM_BRIEF_TOKEN_SECONDS, KAFKA_IAM_BRIEF_PORT, KAFKA_IAM_PORT
+from kafkalake_dev.local.endpoints import (
+    IAM_BRIEF_TOKEN_SECONDS,
+    IAM_BRIEF_TOLD_SECONDS,
+    KAFKA_IAM_BRIEF_PORT,
+    KAFKA_IAM_PORT,
+)
 from kafkalake_dev.local.runner import LocalAssets, run_job
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.stack import SERVICES, authorizer_log, kafka_libs, local_tls
@@ -211,7 +216,7 @@ def test_the_archiver_job_reads_on_past_its_tokens_lifetime_and_archives_exactly
     brief = dataclasses.replace(
         through_msk_iam(endpoints),
         kafka_bootstrap=f"127.0.0.1:{KAFKA_IAM_BRIEF_PORT}",
-        kafka_token_seconds=IAM_BRIEF_TOKEN_SECONDS,
+        kafka_token_seconds=IAM_BRIEF_TOLD_SECONDS,
     )
     broker_log = next(s for s in SERVICES if s.name == "kafka").log_file
     log_before = broker_log.stat().st_size

@@ -5,7 +5,7 @@ pipeline principal: the permission check maps the archiver's requests only, and 
 token of another region, of a wrong secret key or expired fails authentication at once, saying why. The
 authorizer's decisions on the role's requests are in the stack's authorizer log. On the twin listener whose tokens
 count as expired 15 s after signing (``KAFKA_IAM_BRIEF_PORT``), the jobs' own token callback (``MskIamToken``) told
-so keeps a consumer reading for three lifetimes; the same callback counting on MSK's 900 s is cut off."""
+10 s keeps a consumer reading for three lifetimes; the same callback counting on MSK's 900 s is cut off."""
 
 from __future__ import annotations
 
@@ -29,7 +29,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined] # public there
 
 from kafkalake.endpoints import MSK_TOKEN_SECONDS, Endpoints
 from kafkalake.kafka_access import MskIamToken
-from kafkalake_dev.local.endpoints import ACCESS_KEY, IAM_BRIEF_TOKEN_SECONDS, KAFKA_IAM_BRIEF_PORT, KAFKA_IAM_PORT
+from kafkalake_dev.local.endpoints import (
+    ACCESS_KEY,
+    IAM_BRIEF_TOKEN_SECONDS,
+    IAM_BRIEF_TOLD_SECONDS,
+    KAFKA_IAM_BRIEF_PORT,
+    KAFKA_IAM_PORT,
+)
 from kafkalake_dev.local.stack import authorizer_log, local_tls
 from kafkalake_dev.local.workload import ensure_topic
 from tests.integration.archive_helpers import kafka_acls
@@ -177,7 +183,7 @@ def test_a_token_of_another_region_a_wrong_secret_or_expired_fails_authenticatio
 
 
 @pytest.mark.parametrize(
-    ("token_seconds", "goes_on"), [(IAM_BRIEF_TOKEN_SECONDS, True), (MSK_TOKEN_SECONDS, False)], ids=["told", "900s"]
+    ("token_seconds", "goes_on"), [(IAM_BRIEF_TOLD_SECONDS, True), (MSK_TOKEN_SECONDS, False)], ids=["told", "900s"]
 )
 def test_a_read_outlives_its_tokens_when_the_client_signs_again_before_the_cluster_stops_honouring_them(
     local_stack: Endpoints,
