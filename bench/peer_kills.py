@@ -35,7 +35,7 @@ from kafkalake.endpoints import Endpoints
 KILLS = int(os.environ.get("BENCH_PEER_KILLS", "3"))
 SEED = int(os.environ.get("BENCH_PEER_SEED", "55"))
 KILL_AFTER = (3.0, 20.0)
-ARCHIVER_KILL_AFTER = (20.0, 45.0)
+ARCHIVER_KILL_AFTER = (14.0, 30.0)
 SETTLE_COMMITS = 3
 
 

@@ -26,20 +26,20 @@ def peer_rows(results: Results) -> list[list[str]]:
     rows = [
         figure(f"{what}: records per CPU-second of the process tree", per_cpu, p, "records_per_cpu_second", "{:,.0f}"),
         figure(
-            f"{what}: wall seconds to drain",
+            "the same: wall seconds to drain",
             [[r["wall_seconds"] for r in runs] for runs in (ours, theirs)],
             p,
             "wall_seconds",
             "{:.0f} s",
         ),
         figure(
-            f"{what}: data files per table-hour after the drain",
+            "the same: data files per table-hour after the drain",
             [[r["data_files_per_table_hour"] for r in runs] for runs in (ours, theirs)],
             p,
             "data_files_per_table_hour",
             "{:.1f}",
         ),
-        [f"{what}: rows, duplicate (partition, offset) pairs", counts(ours), counts(theirs), "exact: both"],
+        ["the same: rows, duplicate (partition, offset) pairs", counts(ours), counts(theirs), exact(ours, theirs, p)],
     ]
     killed = p.get("kill_and_restart")
     if killed:
@@ -67,5 +67,20 @@ def figure(what: str, values: list[list[float]], p: dict[str, Any], name: str, s
     ]
 
 
+def exact(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], p: dict[str, Any]) -> str:
+    """Which sides kept every record once in every table."""
+    kept = [
+        all(r["rows"] == p["records"] and not r["duplicate_partition_offset_pairs"] for r in runs)
+        for runs in (ours, theirs)
+    ]
+    return {
+        (True, True): "exact: both",
+        (True, False): "exact: kafkalake only",
+        (False, True): "exact: the sink only",
+    }.get((kept[0], kept[1]), "exact: neither")
+
+
 def counts(runs: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{number(r['rows'])} rows, {r['duplicate_partition_offset_pairs']} duplicates" for r in runs)
+    """Each table's rows and duplicates, once when every table has the same."""
+    found = [f"{number(r['rows'])} rows, {r['duplicate_partition_offset_pairs']} duplicates" for r in runs]
+    return f"{found[0]} in each of {len(found)} tables" if len(found) > 1 and len(set(found)) == 1 else "; ".join(found)
