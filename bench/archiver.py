@@ -38,7 +38,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.common import cpu_per_million, paired_ratio, rate_after_start, write_result
+from bench.common import cpu_per_million, delivered, paired_ratio, rate_after_start, send, write_result
 from bench.proc import MEMORY_FIGURES, watched
 from bench.sizing import PlanMemory
 from kafkalake.endpoints import Endpoints
@@ -114,18 +114,12 @@ def produce(
             },
         )
         sizes += len(value)
-        while True:
-            try:
-                at = 0 if hours_ago is None else kafka_time(i, records, hours_ago, now_ms)  # 0: the producer's now
-                producer.produce(topic, key=str(i).encode(), value=value, timestamp=at)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        at = 0 if hours_ago is None else kafka_time(i, records, hours_ago, now_ms)  # 0: the producer's now
+        send(producer, topic, str(i).encode(), value, at)
         if i % 200_000 == 0 and not quiet:
             producer.poll(0)
             print(f"[bench] produced {i}/{records} to {topic} ({time.monotonic() - started:.0f}s)", flush=True)
-    if producer.flush(120) != 0:
-        raise RuntimeError(f"could not deliver every record to {topic}")
+    delivered(producer, topic)
     return sizes / records
 
 

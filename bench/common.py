@@ -18,6 +18,7 @@ from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.spark import LOCAL_CONF, local_session
 
 if TYPE_CHECKING:
+    from confluent_kafka import Producer
     from pyspark.sql import SparkSession
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -25,6 +26,22 @@ BUCKET = "kafkalake-bench"
 """The archiver benchmarks' bucket."""
 LOCAL_CORES = int(LOCAL_CONF["spark.master"].removeprefix("local[").removesuffix("]"))
 """The local session's cores (one Python worker each): core seconds are wall seconds times these."""
+
+
+def send(producer: Producer, topic: str, key: bytes, value: bytes, timestamp: int = 0) -> None:
+    """``producer.produce``, waiting for room while its queue is full (``timestamp`` 0: the producer's now)."""
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, timestamp=timestamp)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def delivered(producer: Producer, topic: str) -> None:
+    """Every record ``producer`` was given, delivered within two minutes, or ``RuntimeError``."""
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"could not deliver every record to {topic}")
 
 
 def write_result(name: str, payload: dict[str, Any]) -> Path:

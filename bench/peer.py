@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench import connect, peer_kills
 from bench.archiver import PARTITIONS, child_run, forget_offsets
-from bench.common import BUCKET, pair_ratios, say, spread, timed, write_result
+from bench.common import BUCKET, delivered, pair_ratios, say, send, spread, timed, write_result
 from bench.peer_tables import DATABASE, KAFKALAKE_COLUMNS, PEER_COLUMNS, ensure_database, table_figures, table_records
 from bench.proc import tree_sample
 from kafkalake.endpoints import Endpoints
@@ -65,14 +65,8 @@ def produce_json(endpoints: Endpoints, topic: str, records: int) -> float:
             }
         ).encode()
         sizes += len(value)
-        while True:
-            try:
-                producer.produce(topic, key=str(i).encode(), value=value)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(120) != 0:
-        raise RuntimeError(f"could not deliver every record to {topic}")
+        send(producer, topic, str(i).encode(), value)
+    delivered(producer, topic)
     return sizes / records
 
 

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.archiver import PAIRS, PARTITIONS, archive, forget_offsets, median_run, spark_alone
 from bench.archiver import produce as produce_avro
-from bench.common import cpu_per_million, pair_ratios, rate_after_start, spread, write_result
+from bench.common import cpu_per_million, delivered, pair_ratios, rate_after_start, send, spread, write_result
 from kafkalake.endpoints import Endpoints
 from kafkalake.protobuf_schema import ProtoSchema, compile_files
 from kafkalake.registered_formats import PROTOBUF, ROOT_NAME, ProtobufDecoding, protobuf_columns
@@ -73,14 +73,8 @@ def produce(endpoints: Endpoints, topic: str, records: int) -> float:
         )
         value = frame(schema_id, record.SerializeToString(), decoding.index)
         sizes += len(value)
-        while True:
-            try:
-                producer.produce(topic, key=str(i).encode(), value=value)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(120) != 0:
-        raise RuntimeError(f"could not deliver every record to {topic}")
+        send(producer, topic, str(i).encode(), value)
+    delivered(producer, topic)
     return sizes / records
 
 

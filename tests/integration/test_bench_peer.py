@@ -39,13 +39,20 @@ def test_exactness_counts_rows_beyond_the_first_of_each_partition_offset_pair_an
     }
 
 
-def test_the_sink_on_a_connect_worker_drains_a_small_topic_into_its_table(
-    local_stack: Endpoints, tmp_path: Path
-) -> None:
+@pytest.fixture
+def small_topic(local_stack: Endpoints) -> tuple[Endpoints, str]:
+    """The benchmark's bucket and Glue database, and a JSON topic of ``RECORDS`` records."""
     endpoints = with_bucket(local_stack, BUCKET)
     topic = f"bench.peer.test.{uuid.uuid4().hex[:8]}"
     peer.produce_json(endpoints, topic, RECORDS)
     peer_tables.ensure_database(endpoints)
+    return endpoints, topic
+
+
+def test_the_sink_on_a_connect_worker_drains_a_small_topic_into_its_table(
+    small_topic: tuple[Endpoints, str], tmp_path: Path
+) -> None:
+    endpoints, topic = small_topic
     run = peer.peer_run(endpoints, topic, RECORDS, tmp_path, commit_seconds=2, wait_seconds=150)
     assert run["worker_exit"] is not None  # stopped
     assert (run["rows"], run["duplicate_partition_offset_pairs"], run["table_hours"]) == (RECORDS, 0, 1)
@@ -54,12 +61,9 @@ def test_the_sink_on_a_connect_worker_drains_a_small_topic_into_its_table(
 
 
 def test_the_sinks_worker_killed_and_restarted_resumes_and_its_table_is_counted(
-    local_stack: Endpoints, tmp_path: Path
+    small_topic: tuple[Endpoints, str], tmp_path: Path
 ) -> None:
-    endpoints = with_bucket(local_stack, BUCKET)
-    topic = f"bench.peer.test.{uuid.uuid4().hex[:8]}"
-    peer.produce_json(endpoints, topic, RECORDS)
-    peer_tables.ensure_database(endpoints)
+    endpoints, topic = small_topic
     run = peer_kills.peer_with_kills(
         endpoints, topic, RECORDS, tmp_path, kills=1, rng=random.Random(1), commit_seconds=2, wait_seconds=45
     )
