@@ -127,19 +127,19 @@ class Eraser(Rewriter):
         try:
             with kept_alive([lease], quiet_spell(self.identity.lease_ttl)):
                 self._carry_out(lease, outcome)
-                self._end_finished()
+                requests, receipts = self.store.requests()[0], self.store.receipts()  # this run's receipts included
+                self._end_finished(requests, receipts)
         finally:
             try:
                 lease.release()
             except LeaseLost as lost:
                 self.say(str(lost))
-        self._publish(outcome)
+        self._publish(outcome, requests, receipts)
         return outcome
 
-    def _publish(self, outcome: Outcome) -> None:
+    def _publish(self, outcome: Outcome, requests: list[ErasureRequest], receipts: dict[str, Any]) -> None:
         """Pending and late requests as metrics (the late-requests alarm); a failure to publish is only said."""
-        requests, _ = self.store.requests()
-        waiting = pending(requests, self.store.receipts())
+        waiting = pending(requests, receipts)
         outcome.pending, outcome.late = len(waiting), sum(self.now() > r.deadline for r in waiting)
         dimensions = [{"Name": ENVIRONMENT_DIMENSION, "Value": self.env}]
         data = [
@@ -199,11 +199,10 @@ class Eraser(Rewriter):
             lease.update(None)
             self.say(f"erasure batch {batch.batch_id}: done, {len(chosen)} receipts")
 
-    def _end_finished(self) -> None:
+    def _end_finished(self, requests: list[ErasureRequest], receipts: dict[str, Any]) -> None:
         """Each finished request replaced by what remains of it (``ErasureRequest.remains``), after its receipt, and
         every noncurrent version under the requests' prefix deleted: the digests of done requests go with them."""
-        requests, _ = self.store.requests()
-        ended = finished(requests, self.store.receipts(), self.now())
+        ended = finished(requests, receipts, self.now())
         for request in ended:
             self.store.put(request.remains())
         _, deleted = purge_noncurrent(self.s3, self.bucket, erasure_requests_prefix(self.env))
