@@ -253,21 +253,14 @@ def kafka_access(endpoints: Endpoints, secrets: Any | None = None) -> KafkaAcces
             "Kafka secret's credentials"
         )
     iam_region = endpoints.region if endpoints.kafka_auth == MSK_IAM else None
+    credentials = None
+    if endpoints.kafka_secret_arn:
+        if secrets is None:
+            raise ValueError(f"reading {endpoints.kafka_secret_arn} needs a Secrets Manager client")
+        value = secrets.get_secret_value(SecretId=endpoints.kafka_secret_arn)["SecretString"]
+        read = Credentials.from_secret if iam_region is None else registry_credentials
+        credentials = read(value, endpoints.kafka_secret_arn)
     token_seconds = endpoints.kafka_token_seconds or MSK_TOKEN_SECONDS
-    if not endpoints.kafka_secret_arn:
-        return KafkaAccess(
-            endpoints.kafka_bootstrap,
-            endpoints.schema_registry_url,
-            iam_region=iam_region,
-            iam_token_seconds=token_seconds,
-        )
-    if secrets is None:
-        raise ValueError(f"reading {endpoints.kafka_secret_arn} needs a Secrets Manager client")
-    value = secrets.get_secret_value(SecretId=endpoints.kafka_secret_arn)["SecretString"]
-    if iam_region is not None:
-        credentials = registry_credentials(value, endpoints.kafka_secret_arn)
-    else:
-        credentials = Credentials.from_secret(value, endpoints.kafka_secret_arn)
     return KafkaAccess(endpoints.kafka_bootstrap, endpoints.schema_registry_url, credentials, iam_region, token_seconds)
 
 
