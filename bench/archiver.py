@@ -104,14 +104,7 @@ def produce(
         value = encode(
             schema_id,
             schema,
-            {
-                "id": f"p-{i:012d}",
-                "amount_cents": i * 7,
-                "currency": "EUR",
-                "created_at_ms": base_ms + i % 3_600_000,
-                "note": "n" * 140,
-                **(more(i) if more else {}),
-            },
+            {**payment_fields(i, base_ms), **(more(i) if more else {})},
         )
         sizes += len(value)
         at = 0 if hours_ago is None else kafka_time(i, records, hours_ago, now_ms)  # 0: the producer's now
@@ -121,6 +114,18 @@ def produce(
             print(f"[bench] produced {i}/{records} to {topic} ({time.monotonic() - started:.0f}s)", flush=True)
     delivered(producer, topic)
     return sizes / records
+
+
+def payment_fields(index: int, base_ms: int) -> dict[str, Any]:
+    """The values of record ``index`` of the benchmarks' payments (``SCHEMA``'s fields), its business time within the
+    hour from ``base_ms``."""
+    return {
+        "id": f"p-{index:012d}",
+        "amount_cents": index * 7,
+        "currency": "EUR",
+        "created_at_ms": base_ms + index % 3_600_000,
+        "note": "n" * 140,
+    }
 
 
 def kafka_time(index: int, records: int, hours_ago: tuple[int, int], now_ms: int) -> int:

@@ -32,7 +32,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from bench import connect, peer_kills
-from bench.archiver import PARTITIONS, child_run, forget_offsets
+from bench.archiver import PARTITIONS, child_run, forget_offsets, payment_fields
 from bench.common import BUCKET, delivered, pair_ratios, say, send, spread, timed, write_result
 from bench.peer_tables import DATABASE, KAFKALAKE_COLUMNS, PEER_COLUMNS, ensure_database, table_figures, table_records
 from bench.proc import tree_sample
@@ -55,15 +55,7 @@ def produce_json(endpoints: Endpoints, topic: str, records: int) -> float:
     producer = Producer({**settings, "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True})
     base_ms, sizes = int(time.time() * 1000) - 3_600_000, 0
     for i in range(records):
-        value = json.dumps(
-            {
-                "id": f"p-{i:012d}",
-                "amount_cents": i * 7,
-                "currency": "EUR",
-                "created_at_ms": base_ms + i % 3_600_000,
-                "note": "n" * 140,
-            }
-        ).encode()
+        value = json.dumps(payment_fields(i, base_ms)).encode()
         sizes += len(value)
         send(producer, topic, str(i).encode(), value)
     delivered(producer, topic)

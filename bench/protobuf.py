@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.archiver import PAIRS, PARTITIONS, archive, forget_offsets, median_run, spark_alone
+from bench.archiver import PAIRS, PARTITIONS, archive, forget_offsets, median_run, payment_fields, spark_alone
 from bench.archiver import produce as produce_avro
 from bench.common import cpu_per_million, delivered, pair_ratios, rate_after_start, send, spread, write_result
 from kafkalake.endpoints import Endpoints
@@ -68,9 +68,7 @@ def produce(endpoints: Endpoints, topic: str, records: int) -> float:
     producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap, "linger.ms": 50, "batch.size": 1_000_000})
     base_ms, sizes = int(time.time() * 1000) - 3_600_000, 0
     for i in range(records):
-        record = message_class(
-            id=f"p-{i:012d}", amount_cents=i * 7, currency="EUR", created_at_ms=base_ms + i % 3_600_000, note="n" * 140
-        )
+        record = message_class(**payment_fields(i, base_ms))
         value = frame(schema_id, record.SerializeToString(), decoding.index)
         sizes += len(value)
         send(producer, topic, str(i).encode(), value)
