@@ -75,8 +75,8 @@ import org.slf4j.LoggerFactory;
  * signers sign for 900 s, and a listener of short-lived tokens shows that reads outlive them in seconds, not
  * minutes). Each accepted token is logged at INFO with its principal and expiry.
  *
- * <p>{@code main(region, secret[, lifetimeSeconds])} checks the tokens on standard input, one a line, through the same callbacks, and
- * prints {@code accepted <principal> <startMs> <lifetimeMs>} or {@code refused <reason>} for each.
+ * <p>{@code main(region, secret[, lifetimeSeconds])} checks the tokens on standard input, one a line, through the
+ * same callbacks, and prints {@code accepted <principal> <startMs> <lifetimeMs>} or {@code refused <reason>} for each.
  *
  * <p>Past 400 lines on purpose: SigV4's canonical request, the token's checks in order and the stdin harness the
  * unit test drives are one check, each step with the reason a token is refused.
@@ -426,8 +426,8 @@ public class MskIamValidator implements AuthenticateCallbackHandler {
      * counting expired {@code args[2]} seconds after signing if given. */
     public static void main(String[] args) throws Exception {
         if (args.length != 2 && args.length != 3) {
-            System.err.println(
-                    "usage: MskIamValidator <region> <secret> [<lifetimeSeconds>]  (tokens on standard input, one a line)");
+            System.err.println("usage: MskIamValidator <region> <secret> [<lifetimeSeconds>]"
+                    + "  (tokens on standard input, one a line)");
             System.exit(2);
         }
         Map<String, Object> options = new HashMap<>();
