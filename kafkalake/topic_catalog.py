@@ -39,7 +39,7 @@ from kafkalake.personal import (
     within_collection,
 )
 from kafkalake.s3_location import s3_uri
-from kafkalake.topic_spec import StoredAs, TableFormat, TopicSpec
+from kafkalake.topic_spec import StoredAs, TableFormat, TableMode, TopicSpec
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -132,6 +132,12 @@ class Topic:
         """Every prefix that may hold the topic's quarantine objects: its own, and the restricted one, where the
         records of schema versions the catalog lacks are held whatever the topic's mode (``kafkalake.undeclared``)."""
         return tuple(dict.fromkeys((self.quarantine_prefix(), self.prefix.quarantine_prefix(restricted=True))))
+
+    @property
+    def keeps_tombstones(self) -> bool:
+        """Whether the archiver writes its tombstones as delete-log rows (``tombstones: keep``), which an upsert
+        table's commit reads as deletes of their keys (``mode: upsert``)."""
+        return self.spec.tombstones == "keep" or self.spec.mode == TableMode.UPSERT
 
     @property
     def erasable(self) -> bool:

@@ -42,6 +42,27 @@ class TableFormat(StrEnum):
     no partitions to add, no crawler; compacted and erased by table operations."""
 
 
+class TableMode(StrEnum):
+    """What a topic's table holds (``mode``; docs/current-state.md)."""
+
+    APPEND = "append"
+    """Every record, as produced: a history."""
+    UPSERT = "upsert"
+    """The latest row per key: a plan's changes replace its keys' rows, a delete or a tombstone removes its key's row
+    (``spark_jobs.archiver.upsert``). Iceberg tables only."""
+
+
+class Envelope(StrEnum):
+    """How a record wraps its row (``envelope``)."""
+
+    NONE = "none"
+    """The value is the row; a tombstone deletes its key."""
+    DEBEZIUM = "debezium"
+    """A Debezium change event: the row is ``after``; ``op: d`` deletes the key its ``before`` holds, ``op: r``
+    (a snapshot read) counts as an insert; the source's position is kept (``_op``, ``_source_ts_ms``,
+    ``_source_lsn``). A tombstone deletes its key too."""
+
+
 class TimeFormat(StrEnum):
     EPOCH = "epoch"
     ISO8601 = "iso8601"
@@ -150,6 +171,15 @@ class TopicSpec(BaseModel):
     """Value fields (dotted paths) that hold a subject identifier: an erasure request erases the rows they match."""
     erasure_within_days: int = Field(default=1, ge=1)
     """The deadline of an erasure request: rows and their object versions physically gone within this many days."""
+    mode: TableMode = TableMode.APPEND
+    envelope: Envelope = Envelope.NONE
+    key_fields: tuple[str, ...] = Field(default=(), max_length=8)
+    """An upsert table's key: fields of the row (``after``'s with ``envelope: debezium``); by default the Kafka key.
+    A tombstone names its key by the Kafka key, so with ``key_fields`` it deletes only when ``key_format`` decodes
+    the Kafka key into fields of those names."""
+    version_field: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """An upsert table's field (of the row) whose greater value wins over Kafka's order, also against the row the
+    table already holds: for producers that re-key or replay."""
 
     @model_validator(mode="after")
     def _message_for_protobuf(self) -> TopicSpec:
@@ -179,6 +209,30 @@ class TopicSpec(BaseModel):
             raise ValueError(
                 "erasure: by_key matches rows by their Kafka key's bytes, and key_format stores the key decoded: "
                 "remove key_format, or erase by a subject field of the value (subject_fields)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _upsert_keeps_a_key(self) -> TopicSpec:
+        upsert_only = sorted({"key_fields", "version_field"} & self.model_fields_set)
+        if self.envelope == Envelope.DEBEZIUM:
+            upsert_only.append("envelope: debezium")
+        if self.mode != TableMode.UPSERT:
+            if upsert_only:
+                raise ValueError(
+                    f"{' and '.join(upsert_only)} apply to upsert tables only: set mode: upsert (with "
+                    "table_format: iceberg), or remove them"
+                )
+            return self
+        if self.table_format != TableFormat.ICEBERG:
+            raise ValueError(
+                "mode: upsert keeps the latest row per key by deleting and adding rows in one commit, which only an "
+                "Iceberg table can do: set table_format: iceberg (a Hive table only appends)"
+            )
+        if not self.key_fields and (self.archive.key == StoredAs.DROP or self.key_format is not None):
+            raise ValueError(
+                "mode: upsert needs a key: name the row's key fields (key_fields: [id]), or keep the Kafka key as "
+                "bytes (archive.key: clear or hmac, without key_format)"
             )
         return self
 

@@ -153,7 +153,7 @@ def prepared(raw: DataFrame, members: Sequence[PassMember], *, key: PseudonymKey
 def keeps_key(topic: Topic) -> bool:
     """Whether the topic's data objects hold its records' Kafka keys: it archives them (``archive.key``), or keeps
     its tombstones, whose delete-log rows carry the key beside the data rows (``writer.data_rows``)."""
-    return KAFKA_KEY_COLUMN in topic.kafka_columns or topic.spec.tombstones == "keep"
+    return KAFKA_KEY_COLUMN in topic.kafka_columns or topic.keeps_tombstones
 
 
 def hashed_kafka_columns(topic: Topic) -> tuple[str, ...]:

@@ -185,7 +185,7 @@ def account(outcome: list[Row], topic: Topic, summary: Summary) -> dict[int, tup
     summary.objects = len(summary.stored)
     summary.quarantine_by_reason = dict(reasons)
     summary.quarantined = sum(o.rows for o in summary.quarantine_objects)
-    kept = summary.tombstones if topic.spec.tombstones == "keep" else 0  # delete-log rows are not data rows
+    kept = summary.tombstones if topic.keeps_tombstones else 0  # delete-log rows are not data rows
     summary.written = sum(o.rows for o in summary.stored) - kept
     return per_version
 
@@ -203,7 +203,7 @@ def receipt(topic: Topic, plan: Plan, summary: Summary) -> ArchiveReceipt:
     accounts = {}
     for partition, (start, end) in sorted(plan.ranges.items()):
         per = summary.per_partition.get(partition, {})
-        dropped = 0 if topic.spec.tombstones == "keep" else per.get("tombstones", 0)
+        dropped = 0 if topic.keeps_tombstones else per.get("tombstones", 0)
         stored = sum(o.rows for o in summary.stored if o.kafka_partition == partition)
         accounts[partition] = PartitionAccount(
             start, end, per.get("read", 0), stored, per.get("quarantined", 0), dropped

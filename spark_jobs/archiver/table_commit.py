@@ -1,5 +1,7 @@
 """An Iceberg topic's plan committed to its table (``kafkalake.iceberg``): the plan's data files appended in one
-commit whose snapshot summary names the plan and its offset ranges, exactly once.
+commit whose snapshot summary names the plan and its offset ranges, exactly once. An upsert table's plan
+(``upsert_plan``) is read back and applied as the latest row per key (``spark_jobs.archiver.upsert``): the rows of the
+keys it changes deleted and its winning rows added, in one commit that names it the same way.
 
 The table is made by the first plan that writes to it (no crawler): its schema from that plan's files, partitioned
 by the business time's hour, with ``kafkalake.iceberg.TABLE_PROPERTIES``. A later schema version's new columns (and
@@ -14,11 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.expressions import In
 from pyiceberg.table import Table
 from pyiceberg.transforms import HourTransform
 
@@ -26,14 +30,24 @@ from kafkalake.footer import newest_time
 from kafkalake.iceberg import PARTITION_FIELD, TABLE_PROPERTIES, TIME_COLUMN, committed_plans, plan_summary
 from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.s3_location import parse_s3_uri
+from spark_jobs.archiver.upsert import (
+    KEY_COLUMN,
+    Keying,
+    StateChange,
+    change_rows,
+    fresher_than_held,
+    latest,
+    state_change,
+)
 
+T = TypeVar("T")
 COMMIT_ATTEMPTS = 5
 """Attempts of one plan's commit against other writers of the table (the compactor, the erasure job) before the plan
 fails and stays stored for the next run."""
 
 
 class TableCommitFailed(RuntimeError):
-    """The plan's commit lost to other writers ``COMMIT_ATTEMPTS`` times; nothing of it was appended."""
+    """The plan's commit lost to other writers ``COMMIT_ATTEMPTS`` times; nothing of it was applied."""
 
 
 def plan_committed(table: Table, plan_id: str) -> bool:
@@ -59,21 +73,88 @@ def append_plan(
     schemas, newest = _footer_facts(catalog, files)
     partitions = [_partition_of(path) for path in files]
     summary = plan_summary(plan_id, kafka_topic, ranges, partitions, newest)
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+
+    def attempt() -> bool:
         table = _table(catalog, identifier, location, schemas)
         if plan_committed(table, plan_id):
             return False
         _evolve(table, schemas)
+        table.add_files(files, snapshot_properties=summary)
+        return True
+
+    return _committed(identifier, plan_id, attempt, say)
+
+
+def upsert_plan(
+    catalog: Catalog,
+    identifier: tuple[str, str],
+    *,
+    location: str,
+    plan_id: str,
+    kafka_topic: str,
+    ranges: Mapping[int, tuple[int, int]],
+    files: list[str],
+    keying: Keying,
+    say: Callable[[str], None] = print,
+) -> StateChange | None:
+    """Apply the plan's changes (``files``: its change objects, s3:// URIs) to its upsert table in one commit naming
+    ``plan_id`` and ``ranges``: the rows of every key it changes deleted (copy-on-write), each key's latest row added
+    unless deleted; the StateChange applied, or None when the table already held the plan. The table is made first
+    when missing. A plan without a change to apply still commits (an empty append), so its offsets are on record."""
+    changes, newest = _changes(catalog, files)
+    winners = latest(change_rows(changes, keying), keying.version_field)
+    summary = plan_summary(plan_id, kafka_topic, ranges, [_partition_of(path) for path in files], newest)
+
+    def attempt() -> StateChange | None:
+        table = _table(catalog, identifier, location, [state_change(winners).rows.schema])
+        if plan_committed(table, plan_id):
+            return None
+        fresh = winners
+        if keying.version_field is not None and table.current_snapshot() is not None:
+            held = table.scan(
+                row_filter=In(term=KEY_COLUMN, literals=winners.column(KEY_COLUMN).to_pylist()),
+                selected_fields=(KEY_COLUMN, keying.version_field),
+            ).to_arrow()
+            fresh = fresher_than_held(winners, held, keying.version_field)
+        change = state_change(fresh)
+        _evolve(table, [change.rows.schema])
+        with table.transaction() as transaction:
+            if len(change.keys) and table.current_snapshot() is not None:
+                transaction.delete(In(term=KEY_COLUMN, literals=change.keys.to_pylist()))
+            transaction.append(change.rows, snapshot_properties=summary)
+        return change
+
+    return _committed(identifier, plan_id, attempt, say)
+
+
+def _committed(identifier: tuple[str, str], plan_id: str, attempt: Callable[[], T], say: Callable[[str], None]) -> T:
+    """``attempt`` (which looks for the plan in the table's history first) until it does not lose the optimistic
+    commit to another writer, ``COMMIT_ATTEMPTS`` times at most (``TableCommitFailed``)."""
+    for number in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            table.add_files(files, snapshot_properties=summary)
-            return True
+            return attempt()
         except CommitFailedException as exc:
-            say(f"{'.'.join(identifier)}: commit of plan {plan_id} lost to another writer ({exc}); attempt {attempt}")
-            time.sleep(0.2 * attempt)
+            say(f"{'.'.join(identifier)}: commit of plan {plan_id} lost to another writer ({exc}); attempt {number}")
+            time.sleep(0.2 * number)
     raise TableCommitFailed(
         f"{'.'.join(identifier)}: plan {plan_id} could not be committed in {COMMIT_ATTEMPTS} attempts (other writers "
-        "kept committing first); nothing of it was appended, and the next run redoes it"
+        "kept committing first); nothing of it was applied, and the next run redoes it"
     )
+
+
+def _changes(catalog: Catalog, files: list[str]) -> tuple[pa.Table, datetime | None]:
+    """The plan's change objects as one table (columns of every schema version, by name) and their newest Kafka
+    time (from the footers)."""
+    io = catalog._load_file_io()
+    tables: list[pa.Table] = []
+    times: list[datetime] = []
+    for path in files:
+        with io.new_input(path).open() as stream:
+            parquet = pq.ParquetFile(stream)
+            tables.append(parquet.read())
+            if (newest := newest_time(parquet.metadata)) is not None:
+                times.append(newest)
+    return pa.concat_tables(tables, promote_options="permissive"), max(times, default=None)
 
 
 def _partition_of(path: str) -> Partition:

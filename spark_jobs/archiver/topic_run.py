@@ -40,14 +40,15 @@ from kafkalake.lease import Held, Lease, LeaseLost, quiet_spell
 from kafkalake.naming import consumer_group
 from kafkalake.personal import KEY_ID_COLUMN, Keyring, needs_key
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import StoredAs, TableFormat
+from kafkalake.topic_spec import StoredAs, TableFormat, TableMode
 from kafkalake.undeclared import UNDECLARED_VERSION
 from spark_jobs.archiver import transform
 from spark_jobs.archiver.offsets import KafkaState, OffsetClients, Offsets
 from spark_jobs.archiver.plan import Plan, PlanLease, finished, plan_ranges, plan_work, resume_from, stored_plan
 from spark_jobs.archiver.records import PassMember, key_versions, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
-from spark_jobs.archiver.table_commit import append_plan
+from spark_jobs.archiver.table_commit import append_plan, upsert_plan
+from spark_jobs.archiver.upsert import Keying
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
 
@@ -307,22 +308,50 @@ class TopicArchiver:
         return summary
 
     def _commit_table(self, plan: Plan, summary: Summary) -> None:
-        """An Iceberg topic's plan appended to its table, once, before its receipt and offsets."""
+        """An Iceberg topic's plan committed to its table, once, before its receipt and offsets: its files appended,
+        or an upsert table's changes applied (its change objects, which the table does not reference, are the
+        compactor's to remove after ``kafkalake.iceberg.ORPHAN_AGE``, as every unreferenced file: the archiver deletes
+        nothing)."""
         topic, bucket = self.topic, self.endpoints.bucket
         files = [f"s3://{bucket}/{o.key}" for o in summary.stored]
-        identifier = (topic.database, topic.table)
-        appended = files and append_plan(
-            table_catalog(self.endpoints),
-            identifier,
-            location=table_location(bucket, topic.prefix),
-            plan_id=plan.plan_id,
-            kafka_topic=topic.kafka_topic,
-            ranges=plan.ranges,
-            files=files,
-            say=self.say,
-        )
-        state = "appended" if appended else "already held" if files else "had no data files for"
-        self.say(f"{topic.kafka_topic}: Iceberg table {topic.database}.{topic.table} {state} plan {plan.plan_id}")
+        if not files:
+            self.say(
+                f"{topic.kafka_topic}: Iceberg table {topic.database}.{topic.table} had no data files for plan "
+                f"{plan.plan_id}"
+            )
+            return
+        identifier, table = (topic.database, topic.table), f"{topic.database}.{topic.table}"
+        catalog, location = table_catalog(self.endpoints), table_location(bucket, topic.prefix)
+        if topic.spec.mode == TableMode.APPEND:
+            appended = append_plan(
+                catalog,
+                identifier,
+                location=location,
+                plan_id=plan.plan_id,
+                kafka_topic=topic.kafka_topic,
+                ranges=plan.ranges,
+                files=files,
+                say=self.say,
+            )
+            done = "appended" if appended else "already held"
+        else:
+            change = upsert_plan(
+                catalog,
+                identifier,
+                location=location,
+                plan_id=plan.plan_id,
+                kafka_topic=topic.kafka_topic,
+                ranges=plan.ranges,
+                files=files,
+                keying=Keying.of(topic),
+                say=self.say,
+            )
+            done = (
+                f"upserted {change.rows.num_rows} rows and deleted {change.deletes} keys of"
+                if change
+                else "already held"
+            )
+        self.say(f"{topic.kafka_topic}: Iceberg table {table} {done} plan {plan.plan_id}")
 
     def _request_erasure(self, plan: Plan, tombstones: list[Tombstone], key_id: str) -> None:
         """The plan's tombstones as an erasure request, stored before the plan's receipt and offsets (a redo of the
@@ -480,10 +509,11 @@ def plan_layout(
         topic.prefix,
         tuple((v.version, columns[v.version]) for v in versions),
         (*kafka, *((KEY_ID_COLUMN,) if hashes else ())),
-        keep_tombstones=topic.spec.tombstones == "keep",
+        keep_tombstones=topic.keeps_tombstones,
         max_records_per_file=archive.max_records_per_file,
         compression=archive.compression,
         quarantine=topic.quarantine,
         erasure_keys=keys if topic.spec.erasure == "by_key" else None,
         version_column=topic.spec.table_format == TableFormat.ICEBERG,
+        changes_only=topic.spec.mode == TableMode.UPSERT,
     )

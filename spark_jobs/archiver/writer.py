@@ -99,6 +99,9 @@ class PlanLayout:
     each of them (``ERASE``), never in clear."""
     version_column: bool = False
     """Whether data objects hold their schema version as a column (an Iceberg table's), not only in their path."""
+    changes_only: bool = False
+    """Whether data objects are the plan's changes, which its commit reads and then deletes (an upsert table's), not
+    rows of the table: a tombstone's row then keeps its key, which the commit deletes by."""
 
     @property
     def newest(self) -> int:
@@ -205,7 +208,7 @@ def data_rows(rows: pa.Table, value_column: str, layout: PlanLayout, tombstones:
         if KAFKA_KEY_COLUMN not in layout.extra_columns:
             columns[KAFKA_KEY_COLUMN] = rows.column(KAFKA_KEY_COLUMN)
             fields.append(rows.schema.field(KAFKA_KEY_COLUMN))
-        if layout.erasure_keys is not None:  # the subject's erasure request, not the log, says whose key it was
+        if layout.erasure_keys is not None and not layout.changes_only:  # the erasure request says whose key it was
             columns[KAFKA_KEY_COLUMN] = pc.if_else(
                 tombstones, pa.scalar(None, rows.schema.field(KAFKA_KEY_COLUMN).type), columns[KAFKA_KEY_COLUMN]
             )
