@@ -1,0 +1,267 @@
+"""Upsert tables (``mode: upsert``) on the local stack: a Debezium-shaped change stream of a ``customers`` table
+(Avro values and keys in the real registry, three Kafka partitions) with snapshot reads, inserts, updates, deletes and
+tombstones, archived plan by plan into an Iceberg table that Spark SQL and pyiceberg read as exactly the state the
+stream produces; a redo after the commit applies nothing twice; a ``version_field`` drops a replayed older change
+against the row the table holds."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from pyspark.sql import SparkSession
+
+from kafkalake.endpoints import Endpoints
+from kafkalake.iceberg import PLAN_PROPERTY, table_catalog
+from kafkalake.registry import RegistryClient, key_subject
+from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TopicSpec
+from kafkalake.wire import encode
+from kafkalake_dev.local.sandbox import with_bucket
+from spark_jobs.archiver import topic_run
+from spark_jobs.archiver.summary import Summary
+from spark_jobs.archiver.upsert import KEY_COLUMN
+from tests.crashes import InjectedCrash, crash
+from tests.integration.archive_helpers import (
+    archive_topic,
+    audit_problems,
+    committed_and_end,
+    iceberg_topic,
+    keyring,
+    table_rows,
+    topic_with_schema,
+)
+
+pytestmark = pytest.mark.stack
+BUCKET = "kafkalake-upsert-tests"
+NAMESPACE = "dbserver1.inventory.customers"
+ROW = {
+    "type": "record",
+    "name": "Value",
+    "namespace": NAMESPACE,
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": "string"},
+        {"name": "email", "type": ["null", "string"], "default": None},
+        {"name": "tier", "type": "int"},
+    ],
+}
+ENVELOPE = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": NAMESPACE,
+    "fields": [
+        {"name": "before", "type": ["null", ROW], "default": None},
+        {"name": "after", "type": ["null", f"{NAMESPACE}.Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "namespace": "io.debezium.connector.postgresql",
+                "fields": [
+                    {"name": "ts_ms", "type": "long"},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                    {"name": "db", "type": "string"},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+KEY = {"type": "record", "name": "Key", "namespace": NAMESPACE, "fields": [{"name": "id", "type": "long"}]}
+
+
+@pytest.fixture(scope="module")
+def endpoints(local_stack: Endpoints) -> Endpoints:
+    return with_bucket(local_stack, BUCKET)
+
+
+def customers_topic(endpoints: Endpoints, **spec: Any) -> Topic:
+    """A fresh Iceberg topic of Debezium change events of a ``customers`` table, kept as its current state, its
+    emails hashed wherever they appear (``before`` and ``after``)."""
+    topic = iceberg_topic(endpoints, "customer-updated", max_records_per_run=70)
+    settings = topic.spec.model_dump(exclude_unset=True) | {
+        "value_format": "avro",
+        "key_format": "avro",
+        "archive": {**topic.spec.archive.model_dump(), "key": "clear", "max_records_per_run": 70},
+        "time_fields": (),
+        "pii": {"after.email": "hmac", "before.email": "hmac"},
+        "subject_fields": (),
+        "erasure": "none",
+        "mode": "upsert",
+        "envelope": "debezium",
+        "key_fields": ("id",),
+    }
+    for told in ("include_key", "table_inference", "crawler_name"):
+        settings.pop(told, None)
+    settings["archive"].pop("include_key", None)
+    return dataclasses.replace(topic, spec=TopicSpec.model_validate(settings | spec), schemas=(json.dumps(ENVELOPE),))
+
+
+@dataclasses.dataclass
+class ChangeStream:
+    """Debezium events produced to the topic, keyed by ``id`` (each id in partition ``id % 3``), and the table's state
+    they leave (id → row), computed from the stream as produced."""
+
+    topic: Topic
+    endpoints: Endpoints
+    state: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    produced: int = 0
+    lsn: int = 0
+
+    def __post_init__(self) -> None:
+        self.value_id = topic_with_schema(self.endpoints, self.topic, json.dumps(ENVELOPE))
+        registry = RegistryClient(self.endpoints.schema_registry_url)
+        self.key_id = registry.register(key_subject(self.topic.kafka_topic), json.dumps(KEY))
+        self.producer = Producer({"bootstrap.servers": self.endpoints.kafka_bootstrap})
+
+    def send(self, key: int, op: str | None, row: dict[str, Any] | None = None, **extra: Any) -> None:
+        """One event: ``op`` c/r/u with ``row``, d (its before from the state), None a tombstone."""
+        self.lsn += 1
+        value = None
+        if op is not None:
+            event = {
+                "before": self.state.get(key) if op in ("u", "d") else None,
+                "after": row if op != "d" else None,
+                "source": {"ts_ms": 1_700_000_000_000 + self.lsn, "lsn": self.lsn, "db": "inventory"},
+                "op": op,
+                "ts_ms": None,
+            }
+            value = encode(self.value_id, json.dumps(ENVELOPE), event)
+        framed_key = encode(self.key_id, json.dumps(KEY), {"id": key})
+        self.producer.produce(
+            self.topic.kafka_topic, key=framed_key, value=value, partition=extra.get("partition", key % 3)
+        )
+        self.produced += 1
+        if op in ("c", "r", "u"):
+            assert row is not None
+            self.state[key] = row
+        else:
+            self.state.pop(key, None)
+
+    def random_changes(self, count: int, seed: int) -> None:
+        chosen = random.Random(seed)
+        for _ in range(count):
+            key = chosen.randint(1, 40)
+            if key not in self.state:
+                self.send(key, "c", customer(key, chosen.randint(0, 999)))
+            elif chosen.random() < 0.7:
+                self.send(key, "u", customer(key, chosen.randint(0, 999)))
+            elif chosen.random() < 0.5:
+                self.send(key, "d")
+                if chosen.random() < 0.6:  # Debezium's tombstone after the delete
+                    self.send(key, None)
+            else:
+                self.send(key, None)  # a tombstone alone (log compaction's delete)
+        assert self.producer.flush(30) == 0
+
+
+def customer(key: int, tier: int) -> dict[str, Any]:
+    return {"id": key, "name": f"customer {key} tier {tier}", "email": f"c{key}-{tier}@example.com", "tier": tier}
+
+
+def archive_all(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> list[Summary]:
+    """Plans until the topic is caught up."""
+    plans = []
+    while (summary := archive_topic(spark, endpoints, topic, keys=keyring(endpoints))).read:
+        plans.append(summary)
+    return plans
+
+
+def table_state(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> tuple[dict[int, Any], dict[int, Any]]:
+    """The table's rows (id → (name, tier)) as Spark SQL and pyiceberg read them; each fails on a duplicate key."""
+    by_spark: dict[int, Any] = {}
+    for row in table_rows(spark, endpoints, topic).collect():
+        assert row["id"] not in by_spark, f"key {row['id']} twice"
+        by_spark[row["id"]] = (row["name"], row["tier"])
+    by_pyiceberg: dict[int, Any] = {}
+    scanned = table_catalog(endpoints).load_table((topic.database, topic.table)).scan().to_arrow()
+    for row in scanned.select(["id", "name", "tier"]).to_pylist():
+        assert row["id"] not in by_pyiceberg, f"key {row['id']} twice"
+        by_pyiceberg[row["id"]] = (row["name"], row["tier"])
+    return by_spark, by_pyiceberg
+
+
+def expected(stream: ChangeStream) -> dict[int, Any]:
+    return {k: (r["name"], r["tier"]) for k, r in stream.state.items()}
+
+
+def plan_snapshots(endpoints: Endpoints, topic: Topic) -> list[str]:
+    table = table_catalog(endpoints).load_table((topic.database, topic.table))
+    summaries = [s.summary.additional_properties for s in table.snapshots() if s.summary]
+    return [s[PLAN_PROPERTY] for s in summaries if PLAN_PROPERTY in s]
+
+
+def test_a_debezium_stream_is_kept_as_exactly_its_current_state_by_every_reader(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = customers_topic(endpoints)
+    stream = ChangeStream(topic, endpoints)
+    for key in range(1, 11):  # the connector's snapshot
+        stream.send(key, "r", customer(key, 0))
+    stream.random_changes(260, seed=53)
+    plans = archive_all(spark, endpoints, topic)
+    assert len(plans) >= 3 and sum(p.read for p in plans) == stream.produced
+
+    by_spark, by_pyiceberg = table_state(spark, endpoints, topic)
+    assert by_spark == expected(stream)
+    assert by_pyiceberg == by_spark
+    assert len(plan_snapshots(endpoints, topic)) == len(plans)
+    rows = table_rows(spark, endpoints, topic)
+    assert {"_op", "_source_ts_ms", "_source_lsn", KEY_COLUMN, "_key"} <= set(rows.columns)
+    assert "before" not in rows.columns and "after" not in rows.columns
+    emails = [r["email"] for r in rows.select("email").collect()]
+    assert emails and not any("@" in e for e in emails)  # hashed, as the catalog's after.email says
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+    assert audit_problems(endpoints, topic) == []
+
+    stream.random_changes(80, seed=54)  # more changes on the same keys, later runs
+    archive_all(spark, endpoints, topic)
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
+
+
+def test_a_redo_after_the_table_commit_applies_the_plan_once(
+    spark: SparkSession, endpoints: Endpoints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = customers_topic(endpoints)
+    stream = ChangeStream(topic, endpoints)
+    stream.random_changes(60, seed=7)
+    with monkeypatch.context() as patch:
+        patch.setattr(topic_run, "receipt", crash("after_table_commit"))
+        with pytest.raises(InjectedCrash):
+            archive_topic(spark, endpoints, topic, keys=keyring(endpoints))
+    [plan] = plan_snapshots(endpoints, topic)
+    # Newer changes of the same keys are produced before the redo: re-applying the first plan after them would
+    # bring back rows the second plan changed or deleted.
+    stream.random_changes(60, seed=8)
+    redone = archive_topic(spark, endpoints, topic, keys=keyring(endpoints))
+    assert redone.redone_plan
+    archive_all(spark, endpoints, topic)
+    assert plan_snapshots(endpoints, topic).count(plan) == 1
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
+    committed, ends = committed_and_end(endpoints, topic)
+    assert committed == ends
+
+
+def test_a_version_field_keeps_the_newer_row_against_a_replay_in_a_later_plan_and_a_rekeyed_key(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = customers_topic(endpoints, version_field="tier")
+    stream = ChangeStream(topic, endpoints)
+    stream.send(1, "c", customer(1, 5))
+    stream.send(2, "c", customer(2, 5))
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    stream.send(1, "u", customer(1, 3))  # a replay of an older version: the table's tier 5 stays
+    stream.send(2, "u", customer(2, 6), partition=0)  # re-keyed to another partition, newer: wins
+    stream.state[1] = customer(1, 5)
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
