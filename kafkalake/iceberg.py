@@ -85,6 +85,15 @@ delete), and removing it in between would commit a file that is gone. A plan or 
 the next run, which rewrites its files."""
 
 
+CHANGES_LEAD: Final = timedelta(hours=2)
+"""How long before an upsert table's creation its change objects may have been written: its first plan writes them
+before the commit that makes the table, within one archiver run (``archiver_timeout_minutes``, 60 by default). No
+commit references an upsert table's change objects (``spark_jobs.archiver.upsert``), so the compactor removes them as
+orphans, counting from this long before the table was made (an append table's orphans count from its creation). A
+Hive table's files left under the same location in those two hours, by a topic switched to ``mode: upsert``, go
+with them (docs/current-state.md)."""
+
+
 def table_location(bucket: str, prefix: TablePrefix) -> str:
     """A topic's Iceberg table's location: its data prefix (``kafkalake.layout``), without the trailing slash (Iceberg
     adds ``/metadata/`` and ``/data/`` to it)."""

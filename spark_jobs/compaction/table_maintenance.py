@@ -7,14 +7,18 @@ after renewing the lease, so a run that lost it changes nothing more:
 - **rewrite**: Iceberg's ``rewrite_data_files`` procedure over the closed hours only (``closed_until``, as the Hive
   compactor decides them), with the same knobs: target file size, and the least number of files an hour needs. It
   commits one snapshot; queries already running keep reading the snapshot they started from, whose files stay until
-  it expires.
+  it expires. An upsert table's (``mode: upsert``) every hour: no hour of a state table closes (a later change of a
+  key deletes its row in whichever hour it is), so the knobs alone decide; a rewrite that loses to an archiver's
+  commit in between fails the table for this run (Iceberg refuses to replace files a delete rewrote) and the next
+  run rewrites again.
 - **expiry**: the snapshots older than ``Knobs.snapshot_retention`` (the current one is always kept); Iceberg
   deletes the files only they referenced, the archiver's replaced files among them. The retention keeps the erasure
   deadline (``kafkalake.iceberg.SNAPSHOT_RETENTION``). Nothing expires while an archiver plan of the table lacks its
   receipt (``spark_jobs.iceberg_maintenance.unreceipted_plans``): its redo looks for the plan in the history.
 - **orphans**: files under the table's location the table does not reference (a write that crashed before its
   commit), older than ``Knobs.orphan_age`` and not older than the table itself
-  (``spark_jobs.iceberg_maintenance.remove_orphans``, shared with the erasure job).
+  (``spark_jobs.iceberg_maintenance.remove_orphans``, shared with the erasure job). An upsert table's change
+  objects are such files once their plan is applied (``kafkalake.iceberg.CHANGES_LEAD``).
 
 A table that fails is reported with the reason (``TableCompaction``, ``Action.FAILED``) and the others go on.
 """
@@ -24,15 +28,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kafkalake.iceberg import TIME_COLUMN
+from kafkalake.iceberg import CHANGES_LEAD, TIME_COLUMN
 from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.topic_catalog import Topic
+from kafkalake.topic_spec import TableMode
 from spark_jobs.compaction.selection import closed_until
 from spark_jobs.compaction.work import MAX_REASON, Action, PartitionResult, Rewriter, describe, table_name
 from spark_jobs.iceberg_maintenance import expire_snapshots, remove_orphans, unreceipted_plans
@@ -95,23 +100,25 @@ def _compact(rewriter: Rewriter, topic: Topic, result: TableCompaction) -> None:
     until = closed_until(knobs, now)
     result.snapshot_before, result.files_before, result.bytes_before, _ = _current(spark, name)
 
+    state = topic.spec.mode == TableMode.UPSERT
+
     def rewrite() -> list[Any]:
-        where = closed_hours_filter(until)
+        where = "" if state else f', where => "{closed_hours_filter(until)}"'
         options = {"target-file-size-bytes": knobs.target_file_bytes, "min-input-files": knobs.min_input_files}
         settings = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
         return spark.sql(
-            f"CALL {ICEBERG_CATALOG}.system.rewrite_data_files(table => '{table}', where => \"{where}\", "
-            f"options => map({settings}))"
+            f"CALL {ICEBERG_CATALOG}.system.rewrite_data_files(table => '{table}'{where}, options => map({settings}))"
         ).collect()
 
     [rewritten] = _step(rewriter, result, "rewrite", rewrite)
     result.rewritten_files = rewritten["rewritten_data_files_count"]
     if not result.rewritten_files:
         result.action = Action.SKIPPED
-        result.reason = f"no closed hour holds {knobs.min_input_files} or more files"
+        result.reason = f"no {'' if state else 'closed '}hour holds {knobs.min_input_files} or more files"
     result.snapshot_after, result.files_after, result.bytes_after, result.rows = _current(spark, name)
+    hours = "every hour" if state else f"the hours before {until:%F %H}:00"
     rewriter.say(
-        f"{table}: rewrote {result.rewritten_files} data files of the hours before {until:%F %H}:00 "
+        f"{table}: rewrote {result.rewritten_files} data files of {hours} "
         f"into {rewritten['added_data_files_count']}: {result.files_before} files ({result.bytes_before / 2**20:.1f} "
         f"MiB) → {result.files_after} ({result.bytes_after / 2**20:.1f} MiB), {result.rows} rows; snapshot "
         f"{result.snapshot_before} → {result.snapshot_after}"
@@ -129,7 +136,14 @@ def _compact(rewriter: Rewriter, topic: Topic, result: TableCompaction) -> None:
         rewriter,
         result,
         "orphans",
-        lambda: remove_orphans(spark, rewriter.s3, rewriter.bucket, table, older_than, table_created=created),
+        lambda: remove_orphans(
+            spark,
+            rewriter.s3,
+            rewriter.bucket,
+            table,
+            older_than,
+            table_created=created - (CHANGES_LEAD if state else timedelta(0)),
+        ),
     )
     result.orphan_files = len(orphans)
     rewriter.say(f"{table}: {len(orphans)} orphan files older than {knobs.orphan_age} deleted")

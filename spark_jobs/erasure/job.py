@@ -50,6 +50,7 @@ from kafkalake.erasure import (
     watched,
 )
 from kafkalake.glue import table_partitions
+from kafkalake.iceberg import CHANGES_LEAD
 from kafkalake.jobspec import COMPACTOR_GRACE_MINUTES
 from kafkalake.layout import Partition, erasure_lease_key, erasure_requests_prefix
 from kafkalake.lease import Held, Lease, LeaseLost, kept_alive, quiet_spell
@@ -57,7 +58,7 @@ from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ErasureMetric
 from kafkalake.personal import Keyring, KeyUnavailable, load_keys
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic, load_topic_catalog
-from kafkalake.topic_spec import TableFormat
+from kafkalake.topic_spec import TableFormat, TableMode
 from spark_jobs.common import Run, add_lease_argument, job_session
 from spark_jobs.compaction.clean import clean
 from spark_jobs.compaction.manifest import ManifestState
@@ -385,14 +386,17 @@ class Eraser(Rewriter):
             self.say(f"{name}: snapshots not expired while archiver plans {', '.join(pending)} lack their receipts")
             return
         lease.renew()
+        created = self.glue.get_table(DatabaseName=topic.database, Name=topic.table)["Table"]["CreateTime"]
+        state = topic.spec.mode == TableMode.UPSERT
         entry.versions_deleted += table_delete.clean(
             self.spark,
             self.s3,
             self.bucket,
             name,
             removed=entry.removed,
-            table_created=self.glue.get_table(DatabaseName=topic.database, Name=topic.table)["Table"]["CreateTime"],
+            table_created=created - CHANGES_LEAD if state else created,
             now=self.now(),
+            changes_until=datetime.fromisoformat(entry.deleted_at) if state else None,
             say=self.say,
         )
         entry.purged = True

@@ -103,15 +103,22 @@ def clean(
     removed: list[str],
     table_created: datetime,
     now: datetime,
+    changes_until: datetime | None = None,
     say: Callable[[str], None] = print,
 ) -> int:
     """Every trace of the rows a delete removed with the data files ``removed`` (URIs): manifests rewritten if need
     be, snapshots expired, removed files left behind deleted as orphans, every noncurrent version and delete marker
-    under the table's location deleted; versions deleted. Raises when a removed file is still a current object."""
+    under the table's location deleted; versions deleted. Raises when a removed file is still a current object.
+    ``changes_until``, an upsert table's: its change objects written before then (every object under its location it
+    does not reference; ``table_created`` counts ``kafkalake.iceberg.CHANGES_LEAD`` earlier) go too, as they hold the
+    rows of every plan applied before the delete, the erased ones among them. A plan still in flight whose objects go
+    fails its commit, and its redo writes them again."""
     if deleted_entries(spark, table):
         say(f"{table}: {rewrite_manifests(spark, table)} manifests rewritten without the removed files' entries")
     expired = expire_snapshots(spark, table, now)
     orphans = remove_orphans(spark, s3, bucket, table, now, table_created=table_created, only=set(removed))
+    if changes_until is not None:
+        orphans += remove_orphans(spark, s3, bucket, table, changes_until, table_created=table_created)
     location = parse_s3_uri(load(spark, table).location())
     current, deleted = purge_noncurrent(s3, bucket, location.key.rstrip("/") + "/")
     still = sorted(current & {parse_s3_uri(uri).key for uri in removed})

@@ -9,22 +9,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from kafkalake.aws import list_objects, make_client
 from kafkalake.endpoints import Endpoints
+from kafkalake.erasure import RequestStore, new_request
 from kafkalake.iceberg import PLAN_PROPERTY, table_catalog
+from kafkalake.jobspec import ICEBERG_CATALOG
 from kafkalake.registry import RegistryClient, key_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
 from kafkalake.wire import encode
+from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import with_bucket
 from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.summary import Summary
 from spark_jobs.archiver.upsert import KEY_COLUMN
+from spark_jobs.compaction.job import Compactor
+from spark_jobs.compaction.table_maintenance import TableCompaction
+from spark_jobs.compaction.work import Action, Knobs
+from spark_jobs.erasure.job import Eraser
 from tests.crashes import InjectedCrash, crash
 from tests.integration.archive_helpers import (
     archive_topic,
@@ -35,6 +44,8 @@ from tests.integration.archive_helpers import (
     table_rows,
     topic_with_schema,
 )
+from tests.integration.lake_files import traces
+from tests.integration.test_erasure import RUN, local_key
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-upsert-tests"
@@ -265,3 +276,60 @@ def test_a_version_field_keeps_the_newer_row_against_a_replay_in_a_later_plan_an
     assert stream.producer.flush(30) == 0
     archive_all(spark, endpoints, topic)
     assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
+
+
+def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_of_the_subject(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    """The compactor rewrites the state table's small files in every hour (none closes) and removes the applied change
+    objects; an erasure of one customer (subject field ``id``) deletes its row in one commit, then no version of any
+    object under the table's location (data and change objects, manifests, metadata) holds its rows."""
+    ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
+    topic = customers_topic(endpoints, subject_fields=("id",))
+    stream = ChangeStream(topic, endpoints)
+    for key in range(1, 21):
+        stream.send(key, "c", customer(key, 1))
+    stream.random_changes(200, seed=11)
+    stream.send(7, "u", customer(7, 2)) if 7 in stream.state else stream.send(7, "c", customer(7, 2))
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    s3 = make_client(endpoints, "s3")
+    changes = [k for k in list_objects(s3, endpoints.bucket, topic.prefix.data_prefix()) if "/schema_version=" in k]
+    assert changes, "the plans' change objects are under the table's location"
+    files_before = data_file_count(spark, topic)
+    assert files_before >= COMPACTION.min_input_files
+
+    now = datetime.now(UTC) + timedelta(seconds=2)
+    [result] = Compactor(spark, endpoints, [topic], COMPACTION, now=lambda: now).run()
+    assert isinstance(result, TableCompaction) and result.action == Action.COMPACTED, result
+    assert data_file_count(spark, topic) < files_before
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
+    left = set(list_objects(s3, endpoints.bucket, topic.prefix.data_prefix()))
+    assert not left & set(changes), "applied change objects are orphans the compactor removes"
+
+    stream.send(3, "u", customer(3, 9))  # a plan after the compaction: its change objects wait for the erasure
+    stream.send(7, "u", customer(7, 9))
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    key = local_key(endpoints)
+    store = RequestStore(s3, endpoints.bucket, topic.env)
+    request = new_request([key.digest("7")], [], 1, key.key_id, datetime.now(UTC))
+    store.put(request)
+    eraser = Eraser(spark, endpoints, topic.env, [topic], Knobs(grace_period=timedelta(0)), run=RUN)
+    outcome = eraser.run()
+    assert (outcome.failed, outcome.receipts) == ({}, [request.request_id])
+    erased = expected(stream)
+    erased.pop(7)
+    assert table_state(spark, endpoints, topic) == (erased, erased)
+    needles = [b"customer 7 tier"]  # its name, kept in clear
+    assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles) == []
+    assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 1
+
+
+COMPACTION = Knobs(min_input_files=2, snapshot_retention=timedelta(0), orphan_age=timedelta(0))
+
+
+def data_file_count(spark: SparkSession, topic: Topic) -> int:
+    name = f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}"
+    spark.sql(f"REFRESH TABLE {name}")
+    return int(spark.sql(f"SELECT count(*) FROM {name}.data_files").collect()[0][0])
