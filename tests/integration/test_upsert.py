@@ -311,9 +311,9 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     stream.send(7, "u", customer(7, 9))
     assert stream.producer.flush(30) == 0
     archive_all(spark, endpoints, topic)
-    key = local_key(endpoints)
+    pseudonyms = local_key(endpoints)
     store = RequestStore(s3, endpoints.bucket, topic.env)
-    request = new_request([key.digest("7")], [], 1, key.key_id, datetime.now(UTC))
+    request = new_request([pseudonyms.digest("7")], [], 1, pseudonyms.key_id, datetime.now(UTC))
     store.put(request)
     eraser = Eraser(spark, endpoints, topic.env, [topic], Knobs(grace_period=timedelta(0)), run=RUN)
     outcome = eraser.run()
