@@ -39,7 +39,7 @@ from kafkalake.personal import (
     within_collection,
 )
 from kafkalake.s3_location import s3_uri
-from kafkalake.topic_spec import StoredAs, TableFormat, TableMode, TopicSpec
+from kafkalake.topic_spec import Envelope, StoredAs, TableFormat, TableMode, TopicSpec
 
 ATHENA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
 DEFAULTS_FILE = "defaults.yaml"
@@ -333,6 +333,7 @@ def _load_topic(root: Path, path: Path, defaults: dict[str, Any], problems: list
     _check_personal_fields(topic, problems)
     _check_erasure(topic, problems)
     _check_time_fields(topic, problems)
+    _check_state_keys(topic, problems)
     _check_glue_names(topic, problems)
     return topic
 
@@ -440,6 +441,41 @@ def _check_time_fields(topic: Topic, problems: list[TopicCatalogProblem]) -> Non
                     f"time_fields.{index}.path",
                     f"no schema version has the field {candidate.path}, so every record would take its Kafka time",
                     "use a dotted path of a field in one of the topic's .avsc files, or remove the candidate",
+                )
+            )
+
+
+def _check_state_keys(topic: Topic, problems: list[TopicCatalogProblem]) -> None:
+    """An upsert table's key fields and version field are fields of its row (``after``'s with ``envelope:
+    debezium``), and a Debezium topic's schema is a change event: otherwise no change could be placed."""
+    spec = topic.spec
+    if spec.mode != TableMode.UPSERT or not topic.schemas:
+        return
+    known = topic.field_paths()
+    debezium = spec.envelope == Envelope.DEBEZIUM
+    missing = sorted({"before", "after", "op"} - known) if debezium else []
+    if missing:
+        problems.append(
+            TopicCatalogProblem(
+                str(topic.source),
+                "envelope",
+                f"envelope: debezium reads Debezium change events, and no schema version has {', '.join(missing)}",
+                "check the topic's .avsc files (a Debezium Envelope: before, after, source, op), or set envelope: none",
+            )
+        )
+        return
+    row = "after." if debezium else ""
+    named = [("key_fields", f) for f in spec.key_fields]
+    named += [("version_field", spec.version_field)] if spec.version_field else []
+    for where, name in named:
+        if f"{row}{name}" not in known:
+            problems.append(
+                TopicCatalogProblem(
+                    str(topic.source),
+                    f"{where}.{name}",
+                    f"no schema version's row has the field {name}"
+                    + (" (a Debezium row is the event's after)" if debezium else ""),
+                    "name a top-level field of the row in one of the topic's .avsc files",
                 )
             )
 

@@ -163,3 +163,53 @@ def test_a_time_candidate_no_schema_version_has_is_a_problem(tmp_path: Path) -> 
         "created_at, so every record would take its Kafka time (fix: use a dotted path of a field in one of the "
         "topic's .avsc files, or remove the candidate)"
     ]
+
+
+DEBEZIUM_ROW = {
+    "type": "record",
+    "name": "Value",
+    "fields": [{"name": "id", "type": "long"}, {"name": "v", "type": "int"}],
+}
+DEBEZIUM = json.dumps(
+    {
+        "type": "record",
+        "name": "Envelope",
+        "fields": [
+            {"name": "before", "type": ["null", DEBEZIUM_ROW], "default": None},
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {"name": "op", "type": "string"},
+        ],
+    }
+)
+
+
+def test_an_upsert_table_is_iceberg_with_a_key_and_catalog_validate_says_why_and_how(tmp_path: Path) -> None:
+    topic = "acme/crm/staging/customers.yaml"
+    write_topic(tmp_path, topic, "mode: upsert\nkey_fields: [id]\n")
+    [problem] = problems(tmp_path)
+    assert "only an Iceberg table can do" in problem and "set table_format: iceberg" in problem
+    write_topic(tmp_path, topic, "mode: upsert\ntable_format: iceberg\n")
+    [problem] = problems(tmp_path)
+    assert "mode: upsert needs a key" in problem and "key_fields: [id]" in problem
+    write_topic(tmp_path, topic, "table_format: iceberg\nversion_field: id\n")
+    [problem] = problems(tmp_path)
+    assert "version_field apply to upsert tables only" in problem
+    write_topic(tmp_path, topic, "mode: upsert\ntable_format: iceberg\nkey_fields: [customer_id]\n")
+    [problem] = problems(tmp_path)
+    assert "key_fields.customer_id" in problem and "no schema version's row has the field customer_id" in problem
+    write_topic(tmp_path, topic, "mode: upsert\ntable_format: iceberg\narchive: {key: hmac}\n")
+    customers = load_topic_catalog(tmp_path).get("customers")
+    assert customers.keeps_tombstones and customers.spec.mode.value == "upsert"
+
+
+def test_a_debezium_topics_keys_are_fields_of_after_and_its_schema_must_be_an_envelope(tmp_path: Path) -> None:
+    topic = "acme/crm/staging/customers.yaml"
+    body = "mode: upsert\ntable_format: iceberg\nenvelope: debezium\nkey_fields: [id]\nversion_field: v\n"
+    write_topic(tmp_path, topic, body)
+    [problem] = problems(tmp_path)  # the schema beside it is a plain row
+    assert "no schema version has after, before, op" in problem and "set envelope: none" in problem
+    (tmp_path / "acme/crm/staging/customers.v1.avsc").write_text(DEBEZIUM)
+    assert load_topic_catalog(tmp_path).get("customers").spec.key_fields == ("id",)
+    write_topic(tmp_path, topic, body.replace("[id]", "[before]"), schemas=0)
+    [problem] = problems(tmp_path)
+    assert "key_fields.before" in problem and "a Debezium row is the event's after" in problem
