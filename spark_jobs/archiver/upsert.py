@@ -43,6 +43,8 @@ SOURCE_COLUMNS: Final = {"ts_ms": "_source_ts_ms", "lsn": "_source_lsn"}
 DELETED: Final = "_deleted"
 """Whether a change deletes its key (a tombstone, ``op: d``); never a column of the table."""
 DEBEZIUM_DELETE: Final = "d"
+DEBEZIUM_ROW_OPS: Final = pa.array(["c", "u", "r", DEBEZIUM_DELETE])
+"""The Debezium operations that change a row; the others (``t`` truncate, ``m`` message) are skipped."""
 KAFKA_ONLY: Final = (*META_COLUMNS, *TIME_COLUMNS, KAFKA_KEY_COLUMN, HEADERS_COLUMN, KEY_ID_COLUMN)
 
 
@@ -81,13 +83,16 @@ def change_rows(changes: pa.Table, keying: Keying) -> pa.Table:
     ``SOURCE_COLUMNS``), with ``KEY_COLUMN`` and ``DELETED``; the delete-log flag and a Kafka key the table does not
     keep left out. ``ChangeWithoutKey`` when a change names no key."""
     tombstone = _flag(changes, TOMBSTONE_COLUMN)
+    skipped = pc.and_(tombstone, False)
     if keying.envelope == Envelope.DEBEZIUM:
         rows, deleted, key_source = _debezium(changes, tombstone)
+        skipped = pc.invert(pc.or_(tombstone, pc.fill_null(pc.is_in(changes.column("op"), DEBEZIUM_ROW_OPS), False)))
     else:
         rows, deleted = _without_envelope(changes), tombstone
         key_source = rows
     key = _key(key_source, changes, keying, tombstone)
-    placed = pc.invert(pc.and_(tombstone, pc.is_null(key)))  # a tombstone whose key names no key field: dropped
+    # dropped: a tombstone whose key names no key field, a Debezium event that changes no row (t, m)
+    placed = pc.invert(pc.or_(skipped, pc.and_(tombstone, pc.is_null(key))))
     if not pc.all(placed).as_py():
         changes, rows, key, deleted = (
             changes.filter(placed),

@@ -28,6 +28,7 @@ TASK_PAGES = (
     "rotate-the-pseudonym-key.md",
     "investigate-a-run.md",
     "add-a-consumer.md",
+    "current-state.md",
 )
 """The how-to pages a user follows, in the order docs/README.md lists them."""
 COMMAND_FENCE = re.compile(r"^(```|~~~)(bash|console|shell|sh)$")

@@ -206,6 +206,7 @@ def test_debezium_rows_are_after_a_delete_takes_its_key_from_before_and_a_decode
         {"offset": 4, "op": "d", "before": {"id": 2, "email": "two@insert"}},
         {"offset": 5, "key": {"id": 2}},  # Debezium's tombstone after the delete
         {"offset": 6, "key": {"id": 3}},  # a tombstone alone deletes too
+        {"offset": 7, "op": "t"},  # a truncate changes no row here
     )
     winners = latest(change_rows(events, keying), None)
     change = state_change(winners)
