@@ -21,16 +21,18 @@ from typer.testing import CliRunner
 from kafkalake.aws import make_client
 from kafkalake.endpoints import Endpoints
 from kafkalake.metrics import ENVIRONMENT_DIMENSION, NAMESPACE, ArchiverMetric
+from kafkalake.registry import RegistryClient
 from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake.wire import encode
 from kafkalake_dev.cli.app import app
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import isolated_env, with_bucket
-from kafkalake_dev.local.workload import ensure_topic, sample_value
+from kafkalake_dev.local.workload import ensure_topic, produce_topic, sample_value
 from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.topic_run import catch_up
 from tests.crashes import kill_on_progress, random_kills
 from tests.integration.archive_helpers import (
+    START,
     audit_problems,
     committed_and_end,
     fresh,
@@ -175,19 +177,30 @@ def test_a_backlog_of_five_plans_is_caught_up_in_one_run_with_metrics(
 
 
 @pytest.mark.parametrize(
-    ("name", "table_format"), [("card-authorized", "hive"), ("card-authorized", "iceberg"), ("order-placed", "hive")]
-)  # order-placed: a Protobuf topic
+    ("name", "table_format"),
+    [
+        ("card-authorized", "hive"),
+        ("card-authorized", "iceberg"),
+        ("order-placed", "hive"),
+        ("customer-updated", "upsert"),
+    ],
+)  # order-placed: a Protobuf topic; customer-updated as an upsert table keyed by the Kafka key
 def test_sigkill_at_random_moments_then_a_clean_run(
     local_stack: Endpoints, spark: SparkSession, tmp_path: Path, name: str, table_format: str
 ) -> None:
     """The archiver's process group is killed with SIGKILL up to three times while it works (until a run ends by itself,
     having done all that was left), each time a random number of objects into its own run (plans of 300 records, 9 or
     more objects each) and up to 2 s later, so kills land while reading, writing and committing (for an Iceberg table,
-    its table commits too); then it is left to finish."""
-    settings = f"archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\ntable_format: {table_format}\n"
+    its table commits too); then it is left to finish. An upsert table then holds the state the stream leaves: each
+    good record's row (every key is its own) but those a later tombstone deleted."""
+    upsert = table_format == "upsert"
+    table = "  key: clear\ntable_format: iceberg\nmode: upsert\n" if upsert else f"table_format: {table_format}\n"
+    settings = f"archive:\n  max_records_per_run: 300\n  max_records_per_file: 40\n{table}"
     fleet = Fleet(local_stack, tmp_path, settings, name)
     topic = fleet.topic(name)
-    counts = produce(fleet.endpoints, topic, RECORDS)
+    registry = RegistryClient(fleet.endpoints.schema_registry_url)
+    produced = produce_topic(topic, fleet.endpoints.kafka_bootstrap, registry, RECORDS, start=START, hours=5)
+    counts = produced.counts
     kafkalake = str(Path(sys.executable).parent / "kafkalake")
     environ = {**os.environ, "KAFKALAKE_ENVIRONMENTS": str(fleet.environments)}
     seed = random.randrange(1_000_000)
@@ -204,7 +217,8 @@ def test_sigkill_at_random_moments_then_a_clean_run(
 
     good = sum(v for k, v in counts.items() if k.startswith("schema_version"))
     assert good == RECORDS - counts["poison"] - counts["tombstones"]
-    assert data_rows(spark, fleet, topic) == (good, good, 0), f"seed {seed}, kills {kills}"
+    kept = good - len(produced.tombstoned) if upsert else good
+    assert data_rows(spark, fleet, topic) == (kept, kept, 0), f"seed {seed}, kills {kills}"
     committed, ends = committed_and_end(fleet.endpoints, topic)
     assert committed == ends
     assert audit_problems(fleet.endpoints, topic) == [], f"seed {seed}, kills {kills}"
