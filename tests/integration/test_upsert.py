@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,8 @@ from kafkalake.topic_spec import TopicSpec
 from kafkalake.wire import encode
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import with_bucket
+from kafkalake_dev.local.trino import ICEBERG_CATALOG as TRINO_ICEBERG
+from kafkalake_dev.local.trino import TrinoClient, trino_service
 from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.summary import Summary
 from spark_jobs.archiver.upsert import KEY_COLUMN
@@ -199,6 +202,28 @@ def table_state(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> tupl
     return by_spark, by_pyiceberg
 
 
+@pytest.fixture(scope="module")
+def trino(endpoints: Endpoints) -> Iterator[TrinoClient]:
+    """Trino (the interop reader, ``make interop``) for the module's tests, its Iceberg catalog on the local Glue."""
+    server = trino_service(endpoints)
+    server.start()
+    try:
+        yield TrinoClient()
+    finally:
+        server.stop()
+
+
+def trino_state(trino: TrinoClient, topic: Topic) -> dict[int, Any]:
+    """The table's rows (id → (name, tier)) as Trino reads them through its Iceberg catalog; fails on a key twice."""
+    table = f"{TRINO_ICEBERG}.{topic.database}.{topic.table}"
+    trino.count(f"SELECT count(*) FROM {table}")  # waits while the server registers its worker
+    found: dict[int, Any] = {}
+    for key, name, tier in trino.rows(f"SELECT id, name, tier FROM {table}"):
+        assert key not in found, f"key {key} twice"
+        found[key] = (name, tier)
+    return found
+
+
 def expected(stream: ChangeStream) -> dict[int, Any]:
     return {k: (r["name"], r["tier"]) for k, r in stream.state.items()}
 
@@ -279,11 +304,12 @@ def test_a_version_field_keeps_the_newer_row_against_a_replay_in_a_later_plan_an
 
 
 def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_of_the_subject(
-    spark: SparkSession, endpoints: Endpoints
+    spark: SparkSession, endpoints: Endpoints, trino: TrinoClient
 ) -> None:
-    """The compactor rewrites the state table's small files in every hour (none closes) and removes the applied change
-    objects; an erasure of one customer (subject field ``id``) deletes its row in one commit, then no version of any
-    object under the table's location (data and change objects, manifests, metadata) holds its rows."""
+    """Spark SQL, pyiceberg and Trino read exactly the stream's state before and after compaction and after an
+    erasure. The compactor rewrites the state table's small files in every hour (none closes) and removes the applied
+    change objects; an erasure of one customer (subject field ``id``) deletes its row in one commit, then no version
+    of any object under the table's location (data and change objects, manifests, metadata) holds its rows."""
     ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
     topic = customers_topic(endpoints, subject_fields=("id",))
     stream = ChangeStream(topic, endpoints)
@@ -298,6 +324,7 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     assert changes, "the plans' change objects are under the table's location"
     files_before = data_file_count(spark, topic)
     assert files_before >= COMPACTION.min_input_files
+    assert trino_state(trino, topic) == expected(stream)
 
     now = datetime.now(UTC) + timedelta(seconds=2)
     [result] = Compactor(spark, endpoints, [topic], COMPACTION, now=lambda: now).run()
@@ -306,6 +333,7 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
     left = set(list_objects(s3, endpoints.bucket, topic.prefix.data_prefix()))
     assert not left & set(changes), "applied change objects are orphans the compactor removes"
+    assert trino_state(trino, topic) == expected(stream)
 
     stream.send(3, "u", customer(3, 9))  # a plan after the compaction: its change objects wait for the erasure
     stream.send(7, "u", customer(7, 9))
@@ -321,6 +349,7 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     erased = expected(stream)
     erased.pop(7)
     assert table_state(spark, endpoints, topic) == (erased, erased)
+    assert trino_state(trino, topic) == erased
     needles = [b"customer 7 tier"]  # its name, kept in clear
     assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles) == []
     assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 1
