@@ -229,6 +229,10 @@ class TopicSpec(BaseModel):
                 "mode: upsert keeps the latest row per key by deleting and adding rows in one commit, which only an "
                 "Iceberg table can do: set table_format: iceberg (a Hive table only appends)"
             )
+        if self.tombstones == "keep":
+            raise ValueError(
+                "an upsert table keeps no delete log: a tombstone deletes its key's row; remove tombstones: keep"
+            )
         if not self.key_fields and (self.archive.key == StoredAs.DROP or self.key_format is not None):
             raise ValueError(
                 "mode: upsert needs a key: name the row's key fields (key_fields: [id]), or keep the Kafka key as "

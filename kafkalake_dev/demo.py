@@ -81,7 +81,7 @@ class TableResult:
 
     @property
     def expected_tombstone_rows(self) -> int:
-        return self.produced.counts["tombstones"] if self.topic.keeps_tombstones else 0
+        return self.produced.counts["tombstones"] if self.topic.spec.tombstones == "keep" else 0
 
     @property
     def matches(self) -> bool:

@@ -124,7 +124,7 @@ def checks_for(topic: Topic, produced: Produced, erased: set[int] | None = None)
     source = (
         f'{ICEBERG_CATALOG}."{topic.database}"."{topic.table}"' if iceberg else f'"{topic.database}"."{topic.table}"'
     )
-    keeps_tombstones = topic.keeps_tombstones
+    keeps_tombstones = topic.spec.tombstones == "keep"  # as rows of the table (an upsert table keeps none)
     data_rows = f' AND NOT coalesce("{TOMBSTONE_COLUMN}", false)' if keeps_tombstones else ""
     per_hour, per_version = rows_per_hour_and_version(produced.expected)
     left_per_hour, left_per_version = rows_per_hour_and_version(produced.without(erased or set()))

@@ -197,6 +197,9 @@ def test_an_upsert_table_is_iceberg_with_a_key_and_catalog_validate_says_why_and
     write_topic(tmp_path, topic, "mode: upsert\ntable_format: iceberg\nkey_fields: [customer_id]\n")
     [problem] = problems(tmp_path)
     assert "key_fields.customer_id" in problem and "no schema version's row has the field customer_id" in problem
+    write_topic(tmp_path, topic, "mode: upsert\ntable_format: iceberg\nkey_fields: [id]\ntombstones: keep\n")
+    [problem] = problems(tmp_path)
+    assert "an upsert table keeps no delete log" in problem
     write_topic(tmp_path, topic, "mode: upsert\ntable_format: iceberg\narchive: {key: hmac}\n")
     customers = load_topic_catalog(tmp_path).get("customers")
     assert customers.keeps_tombstones and customers.spec.mode.value == "upsert"
