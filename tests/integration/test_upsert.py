@@ -64,30 +64,38 @@ ROW = {
         {"name": "tier", "type": "int"},
     ],
 }
-ENVELOPE = {
-    "type": "record",
-    "name": "Envelope",
-    "namespace": NAMESPACE,
-    "fields": [
-        {"name": "before", "type": ["null", ROW], "default": None},
-        {"name": "after", "type": ["null", f"{NAMESPACE}.Value"], "default": None},
-        {
-            "name": "source",
-            "type": {
-                "type": "record",
-                "name": "Source",
-                "namespace": "io.debezium.connector.postgresql",
-                "fields": [
-                    {"name": "ts_ms", "type": "long"},
-                    {"name": "lsn", "type": ["null", "long"], "default": None},
-                    {"name": "db", "type": "string"},
-                ],
+ROW_V2 = {**ROW, "fields": [*ROW["fields"], {"name": "phone", "type": ["null", "string"], "default": None}]}
+
+
+def envelope(row: dict[str, Any]) -> dict[str, Any]:
+    """A Debezium Envelope of ``row``'s record (PostgreSQL's source, without its other fields)."""
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": NAMESPACE,
+        "fields": [
+            {"name": "before", "type": ["null", row], "default": None},
+            {"name": "after", "type": ["null", f"{NAMESPACE}.Value"], "default": None},
+            {
+                "name": "source",
+                "type": {
+                    "type": "record",
+                    "name": "Source",
+                    "namespace": "io.debezium.connector.postgresql",
+                    "fields": [
+                        {"name": "ts_ms", "type": "long"},
+                        {"name": "lsn", "type": ["null", "long"], "default": None},
+                        {"name": "db", "type": "string"},
+                    ],
+                },
             },
-        },
-        {"name": "op", "type": "string"},
-        {"name": "ts_ms", "type": ["null", "long"], "default": None},
-    ],
-}
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        ],
+    }
+
+
+ENVELOPE, ENVELOPE_V2 = envelope(ROW), envelope(ROW_V2)
 KEY = {"type": "record", "name": "Key", "namespace": NAMESPACE, "fields": [{"name": "id", "type": "long"}]}
 
 
@@ -96,7 +104,7 @@ def endpoints(local_stack: Endpoints) -> Endpoints:
     return with_bucket(local_stack, BUCKET)
 
 
-def customers_topic(endpoints: Endpoints, **spec: Any) -> Topic:
+def customers_topic(endpoints: Endpoints, schemas: tuple[str, ...] = (json.dumps(ENVELOPE),), **spec: Any) -> Topic:
     """A fresh Iceberg topic of Debezium change events of a ``customers`` table, kept as its current state, its
     emails hashed wherever they appear (``before`` and ``after``)."""
     topic = iceberg_topic(endpoints, "customer-updated", max_records_per_run=70)
@@ -115,7 +123,7 @@ def customers_topic(endpoints: Endpoints, **spec: Any) -> Topic:
     for told in ("include_key", "table_inference", "crawler_name"):
         settings.pop(told, None)
     settings["archive"].pop("include_key", None)
-    return dataclasses.replace(topic, spec=TopicSpec.model_validate(settings | spec), schemas=(json.dumps(ENVELOPE),))
+    return dataclasses.replace(topic, spec=TopicSpec.model_validate(settings | spec), schemas=schemas)
 
 
 @dataclasses.dataclass
@@ -130,6 +138,7 @@ class ChangeStream:
     lsn: int = 0
 
     def __post_init__(self) -> None:
+        self.envelope = ENVELOPE
         self.value_id = topic_with_schema(self.endpoints, self.topic, json.dumps(ENVELOPE))
         registry = RegistryClient(self.endpoints.schema_registry_url)
         self.key_id = registry.register(key_subject(self.topic.kafka_topic), json.dumps(KEY))
@@ -147,7 +156,7 @@ class ChangeStream:
                 "op": op,
                 "ts_ms": None,
             }
-            value = encode(self.value_id, json.dumps(ENVELOPE), event)
+            value = encode(self.value_id, json.dumps(self.envelope), event)
         framed_key = encode(self.key_id, json.dumps(KEY), {"id": key})
         self.producer.produce(
             self.topic.kafka_topic, key=framed_key, value=value, partition=extra.get("partition", key % 3)
@@ -158,6 +167,11 @@ class ChangeStream:
             self.state[key] = row
         else:
             self.state.pop(key, None)
+
+    def evolve(self, envelope: dict[str, Any]) -> None:
+        """Later events in ``envelope``, registered as the value subject's next version."""
+        self.envelope = envelope
+        self.value_id = topic_with_schema(self.endpoints, self.topic, json.dumps(envelope))
 
     def random_changes(self, count: int, seed: int) -> None:
         chosen = random.Random(seed)
@@ -353,6 +367,33 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     needles = [b"customer 7 tier"]  # its name, kept in clear
     assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles) == []
     assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 1
+
+
+def test_a_new_schema_version_adds_its_column_and_rows_of_both_versions_stay_current(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    topic = customers_topic(endpoints, schemas=(json.dumps(ENVELOPE), json.dumps(ENVELOPE_V2)))
+    stream = ChangeStream(topic, endpoints)
+    for key in range(1, 7):
+        stream.send(key, "c", customer(key, 1))
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    stream.evolve(ENVELOPE_V2)  # the row gains phone
+    for key in (2, 4, 8):
+        stream.send(key, "u" if key in stream.state else "c", {**customer(key, 2), "phone": f"+4{key}"})
+    stream.send(5, "d")
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    rows = table_rows(spark, endpoints, topic)
+    assert {r["id"]: (r["phone"], r["schema_version"]) for r in rows.collect()} == {
+        1: (None, 1),
+        2: ("+42", 2),
+        3: (None, 1),
+        4: ("+44", 2),
+        6: (None, 1),
+        8: ("+48", 2),
+    }
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
 
 
 COMPACTION = Knobs(min_input_files=2, snapshot_retention=timedelta(0), orphan_age=timedelta(0))
