@@ -6,7 +6,21 @@ from __future__ import annotations
 
 import sys
 
-from bench import archiver, compactor, erasure, fleet, hashing, iceberg, maintainer, peer, protobuf, report, uploads
+from bench import (
+    archiver,
+    compactor,
+    erasure,
+    fleet,
+    hashing,
+    iceberg,
+    maintainer,
+    peer,
+    peer_freshness,
+    protobuf,
+    report,
+    uploads,
+    upsert,
+)
 from kafkalake_dev.local.endpoints import local_credentials
 
 BENCHMARKS = {
@@ -21,6 +35,8 @@ BENCHMARKS = {
     "uploads": uploads.main,
     "iceberg": iceberg.main,
     "peer": peer.main,
+    "upsert": upsert.main,
+    "peer-freshness": peer_freshness.main,
     "fleet": fleet.full,
     "cost": report.write_cost,
 }

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka.admin import AdminClient
 
 from infra.assets import cached_folder, maven
@@ -70,7 +72,18 @@ log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.org.apache.kafka.clients=WARN
 log4j.logger.org.apache.iceberg=INFO
 log4j.logger.org.apache.kafka.connect.runtime.rest=WARN
+log4j.logger.org.apache.kafka.clients.consumer.internals.ConsumerCoordinator=INFO
+log4j.logger.org.apache.kafka.clients.consumer.internals.SubscriptionState=INFO
 """
+"""The consumers' group joins, assignments and offset resets at INFO (the sink's control-topic consumers among them:
+where each one starts reading shows in the log)."""
+CONNECT_DEFAULTS = os.environ.get("BENCH_PEER_CONNECT_DEFAULTS", "1") == "1"
+"""The worker at Connect's default ``scheduled.rebalance.max.delay.ms`` (5 min) and the sink's task consumers at
+Kafka's default ``session.timeout.ms`` (45 s). BENCH_PEER_CONNECT_DEFAULTS=0: 0 and 10 s instead (a restarted
+worker's tasks resume within seconds), under which the sink 1.9.2 lost every record of a kill run: its tasks came
+back before its coordinator's control-topic consumer, whose group (``connect-<name>-coord``) holds no offset until
+a commit completes and which then starts at the topic's end, after the DATA_WRITTEN events the tasks had sent with
+their source offsets (docs/benchmarks.md)."""
 
 
 def plugin_pom() -> str:
@@ -110,6 +123,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def control_kind(value: bytes, topic: str, table: str) -> str:
+    """A control-topic event's kind, from the names its Avro strings hold (raw UTF-8 in Avro's binary encoding)."""
+    if b"s3://" in value:
+        return "data_written"
+    if topic.encode() in value:
+        return "data_complete"
+    if table.rsplit(".", maxsplit=1)[-1].encode() in value:
+        return "commit_to_table"
+    return "other"
+
+
 @dataclass
 class Worker:
     """One Connect worker in distributed mode, its files under ``folder``; ``start`` and ``stop``, or a ``with``."""
@@ -118,6 +142,7 @@ class Worker:
     folder: Path
     name: str = field(default_factory=lambda: f"bench-connect-{uuid.uuid4().hex[:8]}")
     port: int = field(default_factory=free_port)
+    connect_defaults: bool = CONNECT_DEFAULTS
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -151,10 +176,11 @@ class Worker:
             # A sink task sees the control topic only in put(), which Connect calls after each poll; an idle poll
             # waits until the next offset flush (60 s by default), so a drained sink would answer a commit late.
             "offset.flush.interval.ms": "1000",
+        }
+        if not self.connect_defaults:
             # A worker restarted after a crash gets its tasks back at once, not after the 5 minutes Connect waits by
             # default for a lost worker to return (it is the only one).
-            "scheduled.rebalance.max.delay.ms": "0",
-        }
+            settings["scheduled.rebalance.max.delay.ms"] = "0"
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
     def start(self, wait_seconds: float = 120) -> None:
@@ -215,9 +241,11 @@ class Worker:
             "iceberg.catalog.s3.access-key-id": "testing",
             "iceberg.catalog.s3.secret-access-key": "testing",
             "iceberg.catalog.client.region": REGION,
-            # A task's consumer killed with its worker leaves the group after this, not Kafka's default 45 s.
-            "consumer.override.session.timeout.ms": "10000",
         }
+        if not self.connect_defaults:
+            # A task's consumer killed with its worker leaves the group after this, not Kafka's default 45 s. The
+            # sink's own control-topic consumers (iceberg.kafka.*) keep the default.
+            config["consumer.override.session.timeout.ms"] = "10000"
         self.request("PUT", f"/connectors/{connector}/config", config)
 
     def failures(self, connector: str) -> list[str]:
@@ -228,6 +256,38 @@ class Worker:
             return []
         parts = [status["connector"], *status.get("tasks", [])]
         return [p.get("trace", "") for p in parts if p.get("state") == "FAILED"]
+
+    def control_state(self, connector: str, topic: str, table: str) -> dict[str, Any]:
+        """What the sink's consumer groups committed and what its control topic holds, to explain a commit: the
+        Connect group's offsets of ``topic`` (``connect-<connector>``, which the workers commit with their
+        DATA_WRITTEN events), the coordinator's control-topic offset (``connect-<connector>-coord``, committed after
+        each of its commits) and the control topic's committed records (offset, broker time, kind: ``data_written``
+        names data files, ``data_complete`` names ``topic``, ``commit_to_table`` names ``table``, ``other`` is a
+        START_COMMIT or COMMIT_COMPLETE)."""
+        bootstrap = self.endpoints.kafka_bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        groups = {"source": f"connect-{connector}", "coordinator": f"connect-{connector}-coord"}
+        committed: dict[str, dict[str, int]] = {}
+        for role, group in groups.items():
+            found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=15)
+            committed[role] = {f"{p.topic}[{p.partition}]": p.offset for p in found.topic_partitions or []}
+        reader = KafkaConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"{self.name}-reader", "isolation.level": "read_committed"}
+        )
+        records: list[dict[str, Any]] = []
+        try:
+            reader.assign([TopicPartition(self.control_topic, 0, OFFSET_BEGINNING)])
+            end = reader.get_watermark_offsets(TopicPartition(self.control_topic, 0), timeout=10)[1]
+            deadline = time.monotonic() + 20
+            while (not records or records[-1]["offset"] < end - 1) and time.monotonic() < deadline:
+                message = reader.poll(1)
+                if message is None or message.error():
+                    continue
+                kind = control_kind(message.value() or b"", topic, table)
+                records.append({"offset": message.offset(), "ms": message.timestamp()[1], "kind": kind})
+        finally:
+            reader.close()
+        return {"groups": groups, "committed": committed, "control_end_offset": end, "control_records": records}
 
     def kill(self) -> None:
         """SIGKILL the worker's JVM, as a crash would."""

@@ -133,6 +133,7 @@ def pairs(endpoints: Endpoints, topic: str, folder: Path) -> dict[str, Any]:
             "tasks_max": connect.TASKS,
             "commit_interval_seconds": COMMIT_SECONDS,
             "converter": "JsonConverter, schemas.enable=false",
+            "connect_defaults": connect.CONNECT_DEFAULTS,
         },
         "kafkalake_runs": ours,
         "peer_runs": theirs,

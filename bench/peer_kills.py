@@ -2,10 +2,14 @@
 SIGKILLed BENCH_PEER_KILLS (default 3) times at random moments (seeded: BENCH_PEER_SEED) and restarted; then its
 table's rows and duplicate (partition, offset) pairs are counted.
 
-- The peer: the Connect worker's JVM killed KILL_AFTER seconds (at random in that range) after its REST API answered
-  and restarted as the same worker (its group, its config, offset and status topics, the sink's control topic), so
-  the sink resumes from what it committed; after the last restart it drains, and SETTLE_COMMITS more commit
-  intervals pass before the table is counted (a duplicate commit comes late).
+- The peer: the Connect worker's JVM killed KILL_AFTER seconds (at random in that range) after the sink resumed (its
+  task holding partition 0 started the commit coordinator: ``RESUMED`` in the worker's log; at most RESUME_WAIT
+  seconds after the worker's REST API answered) and restarted as the same worker (its group, its config, offset and
+  status topics, the sink's control topic), so the sink resumes from what it committed; after the last restart it
+  drains, and SETTLE_COMMITS more commit intervals pass before the table is counted (a duplicate commit comes late).
+  Timed from the sink's resumption, not the worker's start: at Connect's defaults a restarted worker's tasks get
+  their partitions only once the killed consumers' sessions (45 s) have expired, and a kill before that would find
+  nothing in flight.
 - kafkalake: the archiver child's process group (its Python driver, Spark JVM and Python workers) killed
   ARCHIVER_KILL_AFTER seconds after it started, in plans of a tenth of the topic, then run again on the same table
   until it is caught up (a run that finds the killed run's lease not yet stale skips the topic and is run again).
@@ -37,6 +41,8 @@ SEED = int(os.environ.get("BENCH_PEER_SEED", "55"))
 KILL_AFTER = (3.0, 20.0)
 ARCHIVER_KILL_AFTER = (14.0, 30.0)
 SETTLE_COMMITS = 3
+RESUMED = "Committer received leader partition. Starting Coordinator."
+RESUME_WAIT = 150.0
 
 
 def peer_with_kills(
@@ -51,18 +57,21 @@ def peer_with_kills(
     wait_seconds: float = 180,
 ) -> dict[str, Any]:
     """The sink from ``topic`` into a new table, its worker killed ``kills`` times and restarted; the moments of the
-    kills (seconds after the worker answered, and the table's rows then) and the table's figures once settled."""
+    kills (seconds after the sink resumed, how long after the worker answered it resumed (None: not within
+    RESUME_WAIT), and the table's rows then) and the table's figures once settled."""
     worker = connect.Worker(endpoints, folder)
     table = f"{DATABASE}.peer_kills_{uuid.uuid4().hex[:8]}"
-    killed: list[dict[str, float]] = []
+    killed: list[dict[str, float | None]] = []
     worker.start()
     try:
         worker.sink(worker.name, topic, table, commit_seconds=commit_seconds, tasks=connect.TASKS)
-        for _ in range(kills):
+        for number in range(1, kills + 1):
+            resumed = resumption(worker.log, number, RESUME_WAIT)
             after = rng.uniform(*KILL_AFTER)
             time.sleep(after)
             worker.kill()
-            killed.append({"after_seconds": after, "rows_then": table_records(endpoints, table)})
+            rows = table_records(endpoints, table)
+            killed.append({"after_seconds": after, "resumed_after_seconds": resumed, "rows_then": rows})
             worker.start()
         settle(lambda: table_records(endpoints, table), records, commit_seconds * SETTLE_COMMITS, wait_seconds)
     finally:
@@ -70,9 +79,40 @@ def peer_with_kills(
     return {
         "kills": killed,
         "table": table,
+        "connect_defaults": worker.connect_defaults,
         "worker_log": str(worker.log),
+        "commit_log": commit_log(worker.log, worker.name),
+        "control": worker.control_state(worker.name, topic, table),
         **table_figures(endpoints, table, PEER_COLUMNS),
     }
+
+
+COMMIT_LOG = ("Kafka Connect started", "Starting Coordinator", "Starting commit worker", "Sending event", "Commit ")
+"""The worker log's lines that tell the sink's commits: each start, its coordinator and commit workers, the events
+they send, the coordinator's commits."""
+
+
+def commit_log(log: Path, connector: str) -> list[str]:
+    """The lines of ``COMMIT_LOG`` in the worker's ``log``, and where the coordinator's control-topic consumer (group
+    ``connect-<connector>-coord``) joined and started reading."""
+    coordinator = f"groupId=connect-{connector}-coord]"
+    return [
+        line
+        for line in log.read_text(errors="replace").splitlines()
+        if any(part in line for part in COMMIT_LOG)
+        or (coordinator in line and any(part in line for part in ("offset", "joined", "Adding newly")))
+    ]
+
+
+def resumption(log: Path, starts: int, wait_seconds: float) -> float | None:
+    """Seconds until the worker's ``log`` holds its ``starts``-th ``RESUMED`` line (None: not within
+    ``wait_seconds``)."""
+    started = time.monotonic()
+    while time.monotonic() - started < wait_seconds:
+        if log.read_text(errors="replace").count(RESUMED) >= starts:
+            return time.monotonic() - started
+        time.sleep(0.5)
+    return None
 
 
 def settle(rows: Callable[[], int], records: int, quiet_seconds: float, wait_seconds: float) -> None:

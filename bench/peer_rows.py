@@ -6,6 +6,7 @@ import statistics
 from typing import Any
 
 from bench.rows import Results, number
+from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES
 
 
 def peer_rows(results: Results) -> list[list[str]]:
@@ -46,13 +47,56 @@ def peer_rows(results: Results) -> list[list[str]]:
         rows.append(
             [
                 f"the same, each side SIGKILLed {killed['kills']} times at random moments while draining and "
-                "restarted: rows, duplicate (partition, offset) pairs",
+                f"restarted{kill_settings(killed['peer'])}: rows, duplicate (partition, offset) pairs",
                 counts([killed["kafkalake"]]),
                 counts([killed["peer"]]),
                 f"expected {number(p['records'])} rows, 0 duplicates",
             ]
         )
+    return rows + freshness_rows(results)
+
+
+def freshness_rows(results: Results) -> list[list[str]]:
+    """``bench.peer_freshness``'s rows, when it has a result: the sink measured at each commit interval, then each
+    side at the settings derived from the measured runs (its default, and the archiver's shortest schedule)."""
+    if "peer-freshness" not in results:
+        return []
+    f = results["peer-freshness"]
+    stream = f"{f['rate_per_second']} JSON records/s for {f['stream_seconds']:.0f} s"
+    rows = [
+        [
+            f"freshness, produced → readable in the sink's table, measured ({stream}), commit every "
+            f"{run['commit_interval_seconds']:g} s: median / p95 / worst",
+            f"no such setting: the archiver's shortest schedule is {ARCHIVER_SCHEDULE_MINIMUM_MINUTES} min (below)",
+            f"the sink: {run['median_seconds']:.1f} / {run['p95_seconds']:.1f} / {run['max_seconds']:.1f} s",
+            f"{number(run['rows'])} of {number(run['produced'])} rows",
+        ]
+        for run in f["sink"]
+    ]
+    derived, archiver = f["derived"], f["archiver"]
+    sink_default = derived["sink_default_interval"]
+    for schedule in derived["archiver"].values():
+        minutes = schedule["schedule_minutes"]
+        rows.append(
+            [
+                f"freshness, derived: worst produced → readable, the archiver every {minutes} min (its run measured: "
+                f"{archiver['commit_seconds']:.0f} s from its start to its commit over {number(archiver['records'])} "
+                "records) against the sink at its default 300 s commit interval",
+                f"{schedule['worst_seconds'] / 60:.1f} min",
+                f"the sink: {sink_default['worst_seconds'] / 60:.1f} min",
+                f"{schedule['worst_seconds'] / sink_default['worst_seconds']:.2f}",
+            ]
+        )
     return rows
+
+
+def kill_settings(peer: dict[str, Any]) -> str:
+    """The sink's settings in its kill run, where the result records them (results before #55's fix do not)."""
+    if "connect_defaults" not in peer:
+        return ""
+    if peer["connect_defaults"]:
+        return " (the sink's worker at Connect's default rebalance delay and session timeout)"
+    return " (the sink's worker with scheduled.rebalance.max.delay.ms 0 and its task consumers' session 10 s)"
 
 
 def figure(what: str, values: list[list[float]], p: dict[str, Any], name: str, shown: str) -> list[str]:
