@@ -214,3 +214,15 @@ def test_a_finished_request_remains_as_its_receipt_tokens_only_and_reads_back_do
     later = done_at + timedelta(days=1, minutes=1)
     assert finished(read, receipts, later) == [] and watched(read, receipts, done_at) == []
     assert {status(r, receipts[r.request_id], later) for r in read} == {Status.DONE}
+
+
+def test_an_upsert_topics_change_objects_keep_a_tombstones_key_for_its_commit_to_delete_by(s3: Any) -> None:
+    """An upsert table's change objects (``changes_only``) are read by the plan's commit, which deletes the
+    tombstone's key from the table, and are then the compactor's or the erasure's to remove: their delete-log row
+    keeps the key, and the erasure request still gets its hash."""
+    keys = Keyring(KEY, (EARLIER,))
+    changes = dataclasses.replace(layout(keep=True, extra=("_key",)), erasure_keys=keys, changes_only=True)
+    outcome = write(PLAN, changes)
+    rows = [r for k in (o["key"] for o in outcome if o["kind"] == DATA) for r in read(s3, k).to_pylist()]
+    assert [(r["_kafka_offset"], r["_key"]) for r in rows if r.get("_tombstone")] == [(2, b"k2")]
+    assert [(r["key_id"], r["first_offset"]) for r in outcome if r["kind"] == ERASE] == [("k1", 2), ("k0", 2)]
