@@ -14,7 +14,8 @@ process as the job runs) over the same topic into its own new Iceberg table, fro
 until caught up. Per side: wall seconds, CPU seconds of its whole process tree (the worker's JVM; the archiver's
 Python driver, Spark JVM and Python workers), both including each side's start; then the table's rows, duplicate
 (Kafka partition, offset) pairs and data files per table-hour (data files ÷ distinct hours of Kafka time). Each
-figure is kafkalake ÷ peer per pair, with the median and the spread (``bench.common``).
+figure is kafkalake ÷ peer per pair, with the median and the spread (``bench.common``). Then each side's
+kill-and-restart run on the same topic (``bench.peer_kills``; BENCH_PEER_KILLS=0 leaves it out).
 """
 
 from __future__ import annotations
@@ -165,8 +166,10 @@ def main() -> None:
         say(f"peer: produced {RECORDS:,} JSON records ({value_bytes:.0f} bytes each) to {topic}")
         ensure_database(endpoints)
         measured = pairs(endpoints, topic, folder)
-        killed = peer_kills.side_by_side(endpoints, topic, RECORDS, folder, COMMIT_SECONDS)
-        for side in ("peer", "kafkalake"):
-            rows, duplicates = killed[side]["rows"], killed[side]["duplicate_partition_offset_pairs"]
-            say(f"{side} killed {peer_kills.KILLS} times: {rows:,} rows of {RECORDS:,}, {duplicates} duplicates")
+        killed = None  # BENCH_PEER_KILLS=0: the pairs alone
+        if peer_kills.KILLS:
+            killed = peer_kills.side_by_side(endpoints, topic, RECORDS, folder, COMMIT_SECONDS)
+            for side in ("peer", "kafkalake"):
+                rows, duplicates = killed[side]["rows"], killed[side]["duplicate_partition_offset_pairs"]
+                say(f"{side} killed {peer_kills.KILLS} times: {rows:,} rows of {RECORDS:,}, {duplicates} duplicates")
         write_result("peer", {**measured, "avg_value_bytes": value_bytes, "kill_and_restart": killed})

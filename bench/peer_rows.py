@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from bench.rows import Results, number
-from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES
+from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES, EnvironmentConfig
 
 
 def peer_rows(results: Results) -> list[list[str]]:
@@ -75,11 +75,14 @@ def freshness_rows(results: Results) -> list[list[str]]:
     ]
     derived, archiver = f["derived"], f["archiver"]
     sink_default = derived["sink_default_interval"]
+    default = EnvironmentConfig.model_fields["archiver_schedule_minutes"].default
     for schedule in derived["archiver"].values():
         minutes = schedule["schedule_minutes"]
+        which = "its default" if minutes == default else "the shortest allowed"
         rows.append(
             [
-                f"freshness, derived: worst produced → readable, the archiver every {minutes} min (its run measured: "
+                f"freshness, derived: worst produced → readable, the archiver every {minutes} min ({which}; its run "
+                "measured: "
                 f"{archiver['commit_seconds']:.0f} s from its start to its commit over {number(archiver['records'])} "
                 "records) against the sink at its default 300 s commit interval",
                 f"{schedule['worst_seconds'] / 60:.1f} min",
