@@ -37,6 +37,7 @@ from bench.rows import (
     uploads_rows,
 )
 from bench.sizing import archiver_sizes, spark_defaults
+from bench.upsert_rows import upsert_rows
 from kafkalake.environments import ARCHIVER_SCHEDULE_MINIMUM_MINUTES, EnvironmentConfig
 from kafkalake.topic_spec import ArchivePolicy
 
@@ -193,6 +194,7 @@ def render(results: Results) -> str:
     rows += fleet_rows(results) if "archiver-fleet" in results else []
     rows += maintainer_rows(results) + compactor_rows(results) + erasure_rows(results)
     rows += full_fleet_rows(results) + hashing_rows(results) + uploads_rows(results) + peer_rows(results)
+    rows += upsert_rows(results)
     lines = [
         BEGIN,
         f"The current figures, on a {need(results, 'archiver')['local_cores']}-core machine, from "

@@ -12,11 +12,11 @@ functions (``spark_jobs.archiver.table_commit``):
 
 Both tables are built once per size, never changed: each measurement registers a fresh Glue table on the built table's
 metadata file, commits the plan to it, drops it and deletes what its commit wrote, so every pair starts from identical
-tables and no building is counted. BENCH_PAIRS (default 3) alternated pairs per size (upsert, then append, then the
-extra variant ``bound_once`` unless BENCH_UPSERT_VARIANT=0), at BENCH_UPSERT_KEYS and BENCH_UPSERT_GROWTH (default 10)
-times as many: wall and CPU seconds of this process (``time.process_time``, every thread), upsert ÷ append per pair
-(median, spread), the seconds inside pyiceberg's ``Transaction.delete``, the bytes each commit added and removed
-(its snapshots' summaries). No Spark.
+tables and no building is counted. BENCH_PAIRS (default 3) alternated pairs (upsert, append, then the extra variant
+``bound_once`` unless BENCH_UPSERT_VARIANT=0) at BENCH_UPSERT_KEYS; BENCH_UPSERT_GROWTH_PAIRS (default 1, no variant)
+at BENCH_UPSERT_GROWTH (default 10) times as many. Wall and CPU seconds of this process (every thread), upsert ÷
+append per pair (median, spread), the seconds in pyiceberg's ``Transaction.delete``, the bytes each commit added and
+removed (its snapshots' summaries). No Spark.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ GROWTH = int(os.environ.get("BENCH_UPSERT_GROWTH", "10"))
 """The second size: this many times BENCH_UPSERT_KEYS (1: the first size only)."""
 HOURS = int(os.environ.get("BENCH_UPSERT_HOURS", "168"))
 PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
+GROWTH_PAIRS = int(os.environ.get("BENCH_UPSERT_GROWTH_PAIRS", "1"))
 VARIANT = os.environ.get("BENCH_UPSERT_VARIANT", "1") == "1"
 
 
@@ -99,8 +100,7 @@ class Clock:
 
 @contextlib.contextmanager
 def delete_clock() -> Iterator[Clock]:
-    """pyiceberg's ``Transaction.delete`` timed in this process while the block runs (the production code
-    unchanged)."""
+    """pyiceberg's ``Transaction.delete`` timed in this process while the block runs (production code unchanged)."""
     clock, original = Clock(), Transaction.delete
 
     def timed(self: Transaction, *args: Any, **kwargs: Any) -> None:
@@ -253,8 +253,7 @@ class Bench:
         }
 
     def measure(self, built: Built, name: str, kind: str) -> dict[str, Any]:
-        """The plan committed to a fresh copy of the built upsert (or append) table, then the copy dropped and the
-        files its commit wrote deleted."""
+        """The plan committed to a fresh copy of a built table; then the copy dropped, what its commit wrote deleted."""
         identifier = (built.database, name)
         upsert = kind != "append"
         metadata = built.upsert_metadata if upsert else built.append_metadata
@@ -304,15 +303,15 @@ class Bench:
             batch = [{"Key": k} for k in keys[start : start + 1000]]
             self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
 
-    def pairs(self, built: Built) -> dict[str, Any]:
-        kinds = ["upsert", "append"] + (["upsert_bound_once"] if VARIANT else [])
+    def pairs(self, built: Built, pairs: int, *, with_variant: bool) -> dict[str, Any]:
+        kinds = ["upsert", "append"] + (["upsert_bound_once"] if with_variant else [])
         runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
-        for number in range(1, PAIRS + 1):
+        for number in range(1, pairs + 1):
             for kind, found in runs.items():
                 found.append(self.measure(built, f"{kind}_{number}", kind))
                 run = found[-1]
                 say(
-                    f"upsert {built.keys:,} keys, pair {number}/{PAIRS}, {kind}: {run['wall_seconds']:.2f} s, "
+                    f"upsert {built.keys:,} keys, pair {number}/{pairs}, {kind}: {run['wall_seconds']:.2f} s, "
                     f"CPU {run['cpu_seconds']:.2f} s (delete {run['delete_wall_seconds']:.2f} s), "
                     f"{run['added_bytes'] / 1e6:.1f} MB added, {run['removed_bytes'] / 1e6:.1f} MB removed"
                 )
@@ -334,7 +333,7 @@ class Bench:
             "append_wall_seconds": statistics.median(r["wall_seconds"] for r in apps),
             "append_cpu_seconds": statistics.median(r["cpu_seconds"] for r in apps),
             "delete_share_of_upsert_wall": statistics.median(r["delete_wall_seconds"] / r["wall_seconds"] for r in ups),
-            **(variant(runs["upsert_bound_once"], ups, apps) if VARIANT else {}),
+            **(variant(runs["upsert_bound_once"], ups, apps) if with_variant else {}),
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
 
@@ -362,7 +361,6 @@ def growth(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     """How the medians grow from the first size to the last: the ratio of keys, and of each median."""
     first, last = sizes[0], sizes[-1]
     names = ["upsert_wall_seconds", "upsert_cpu_seconds", "append_wall_seconds", "append_cpu_seconds"]
-    names += ["bound_once_wall_seconds"] if VARIANT else []
     return {"keys": last["keys"] / first["keys"], **{n: last[n] / first[n] for n in names}}
 
 
@@ -374,7 +372,9 @@ def main() -> None:
         for keys in sizes:  # a bucket and database per size, removed before the next is built
             bench = Bench(local_endpoints())
             try:
-                found.append(bench.pairs(bench.build(keys)))
+                first = not found
+                pairs, with_variant = (PAIRS, VARIANT) if first else (GROWTH_PAIRS, False)
+                found.append(bench.pairs(bench.build(keys), pairs, with_variant=with_variant))
             finally:
                 bench.close()
             gc.collect()
@@ -389,6 +389,7 @@ def result(found: list[dict[str, Any]], *, complete: bool) -> dict[str, Any]:
         "hours": HOURS,
         "kafka_partitions": KAFKA_PARTITIONS,
         "pairs": PAIRS,
+        "growth_pairs": GROWTH_PAIRS,
         "keying": "the Kafka key",
         "pyiceberg": pyiceberg.__version__,
         "variant": "upsert_bound_once: the same upsert_plan, each In bound once (bench.upsert.bound_once)"

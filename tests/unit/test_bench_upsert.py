@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from bench.upsert_rows import upsert_rows
 from bench.upsert_workload import (
     KAFKA_PARTITIONS,
     KEYING,
@@ -82,3 +83,38 @@ def test_a_commits_bytes_are_its_snapshots_summed() -> None:
         "added_records": 9,
         "removed_records": 0,
     }
+
+
+def test_the_rows_render_each_size_its_growth_and_the_variant_only_once_there_is_a_result() -> None:
+    def runs(wall: float, cpu: float) -> list[dict[str, float]]:
+        return [
+            {"wall_seconds": wall, "cpu_seconds": cpu, "added_bytes": 8e7, "removed_bytes": 8e7, "removed_files": 168}
+        ] * 3
+
+    def size(keys: int, wall: float) -> dict[str, object]:
+        return {
+            "keys": keys,
+            "plan": {"updates": 80_000, "inserts": 15_000, "deletes": 5_000},
+            "plan_files": 3,
+            "plan_bytes": 12e6,
+            "upsert_table_data_files": 168,
+            "upsert_table_bytes": 8e7,
+            "append_table_data_files": 504,
+            "upsert_runs": runs(wall, wall / 2),
+            "append_runs": runs(0.5, 0.1),
+            "upsert_to_append_wall": paired([wall] * 3, [0.5] * 3),
+            "upsert_to_append_cpu": paired([wall / 2] * 3, [0.1] * 3),
+            "upsert_wall_seconds": wall,
+            "upsert_cpu_seconds": wall / 2,
+            "append_wall_seconds": 0.5,
+            "append_cpu_seconds": 0.1,
+            "delete_share_of_upsert_wall": 0.9,
+        }
+
+    assert upsert_rows({}) == []
+    result = {"changes": 100_000, "pyiceberg": "0.12.0", "sizes": [size(1_000_000, 200.0), size(10_000_000, 400.0)]}
+    result["growth"] = {"keys": 10.0, "upsert_wall_seconds": 2.0, "upsert_cpu_seconds": 2.0, "append_wall_seconds": 1.0}
+    rendered = upsert_rows({"upsert": result})
+    assert len(rendered) == 7 and all(len(row) == 4 for row in rendered)
+    assert rendered[0][3] == "**400** (median of 3 pairs' ratios, 400-400)"
+    assert "10,000,000 keys against 1,000,000" in rendered[-1][0] and rendered[-1][3].startswith("**2.00x**")
