@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from kafkalake.aws import list_objects, make_client
@@ -22,10 +20,8 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request
 from kafkalake.iceberg import PLAN_PROPERTY, table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
-from kafkalake.registry import RegistryClient, key_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
-from kafkalake.wire import encode
 from kafkalake_dev.local.provision import ensure_pseudonym_key
 from kafkalake_dev.local.sandbox import with_bucket
 from kafkalake_dev.local.trino import ICEBERG_CATALOG as TRINO_ICEBERG
@@ -45,58 +41,13 @@ from tests.integration.archive_helpers import (
     iceberg_topic,
     keyring,
     table_rows,
-    topic_with_schema,
 )
+from tests.integration.debezium_stream import ENVELOPE, ENVELOPE_V2, ChangeStream, customer
 from tests.integration.lake_files import traces
 from tests.integration.test_erasure import RUN, local_key
 
 pytestmark = pytest.mark.stack
 BUCKET = "kafkalake-upsert-tests"
-NAMESPACE = "dbserver1.inventory.customers"
-ROW = {
-    "type": "record",
-    "name": "Value",
-    "namespace": NAMESPACE,
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "name", "type": "string"},
-        {"name": "email", "type": ["null", "string"], "default": None},
-        {"name": "tier", "type": "int"},
-    ],
-}
-ROW_V2 = {**ROW, "fields": [*ROW["fields"], {"name": "phone", "type": ["null", "string"], "default": None}]}
-
-
-def envelope(row: dict[str, Any]) -> dict[str, Any]:
-    """A Debezium Envelope of ``row``'s record (PostgreSQL's source, without its other fields)."""
-    return {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": NAMESPACE,
-        "fields": [
-            {"name": "before", "type": ["null", row], "default": None},
-            {"name": "after", "type": ["null", f"{NAMESPACE}.Value"], "default": None},
-            {
-                "name": "source",
-                "type": {
-                    "type": "record",
-                    "name": "Source",
-                    "namespace": "io.debezium.connector.postgresql",
-                    "fields": [
-                        {"name": "ts_ms", "type": "long"},
-                        {"name": "lsn", "type": ["null", "long"], "default": None},
-                        {"name": "db", "type": "string"},
-                    ],
-                },
-            },
-            {"name": "op", "type": "string"},
-            {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        ],
-    }
-
-
-ENVELOPE, ENVELOPE_V2 = envelope(ROW), envelope(ROW_V2)
-KEY = {"type": "record", "name": "Key", "namespace": NAMESPACE, "fields": [{"name": "id", "type": "long"}]}
 
 
 @pytest.fixture(scope="module")
@@ -124,74 +75,6 @@ def customers_topic(endpoints: Endpoints, schemas: tuple[str, ...] = (json.dumps
         settings.pop(told, None)
     settings["archive"].pop("include_key", None)
     return dataclasses.replace(topic, spec=TopicSpec.model_validate(settings | spec), schemas=schemas)
-
-
-@dataclasses.dataclass
-class ChangeStream:
-    """Debezium events produced to the topic, keyed by ``id`` (each id in partition ``id % 3``), and the table's state
-    they leave (id → row), computed from the stream as produced."""
-
-    topic: Topic
-    endpoints: Endpoints
-    state: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    produced: int = 0
-    lsn: int = 0
-
-    def __post_init__(self) -> None:
-        self.envelope = ENVELOPE
-        self.value_id = topic_with_schema(self.endpoints, self.topic, json.dumps(ENVELOPE))
-        registry = RegistryClient(self.endpoints.schema_registry_url)
-        self.key_id = registry.register(key_subject(self.topic.kafka_topic), json.dumps(KEY))
-        self.producer = Producer({"bootstrap.servers": self.endpoints.kafka_bootstrap})
-
-    def send(self, key: int, op: str | None, row: dict[str, Any] | None = None, **extra: Any) -> None:
-        """One event: ``op`` c/r/u with ``row``, d (its before from the state), None a tombstone."""
-        self.lsn += 1
-        value = None
-        if op is not None:
-            event = {
-                "before": self.state.get(key) if op in ("u", "d") else None,
-                "after": row if op != "d" else None,
-                "source": {"ts_ms": 1_700_000_000_000 + self.lsn, "lsn": self.lsn, "db": "inventory"},
-                "op": op,
-                "ts_ms": None,
-            }
-            value = encode(self.value_id, json.dumps(self.envelope), event)
-        framed_key = encode(self.key_id, json.dumps(KEY), {"id": key})
-        self.producer.produce(
-            self.topic.kafka_topic, key=framed_key, value=value, partition=extra.get("partition", key % 3)
-        )
-        self.produced += 1
-        if op in ("c", "r", "u"):
-            assert row is not None
-            self.state[key] = row
-        else:
-            self.state.pop(key, None)
-
-    def evolve(self, envelope: dict[str, Any]) -> None:
-        """Later events in ``envelope``, registered as the value subject's next version."""
-        self.envelope = envelope
-        self.value_id = topic_with_schema(self.endpoints, self.topic, json.dumps(envelope))
-
-    def random_changes(self, count: int, seed: int) -> None:
-        chosen = random.Random(seed)
-        for _ in range(count):
-            key = chosen.randint(1, 40)
-            if key not in self.state:
-                self.send(key, "c", customer(key, chosen.randint(0, 999)))
-            elif chosen.random() < 0.7:
-                self.send(key, "u", customer(key, chosen.randint(0, 999)))
-            elif chosen.random() < 0.5:
-                self.send(key, "d")
-                if chosen.random() < 0.6:  # Debezium's tombstone after the delete
-                    self.send(key, None)
-            else:
-                self.send(key, None)  # a tombstone alone (log compaction's delete)
-        assert self.producer.flush(30) == 0
-
-
-def customer(key: int, tier: int) -> dict[str, Any]:
-    return {"id": key, "name": f"customer {key} tier {tier}", "email": f"c{key}-{tier}@example.com", "tier": tier}
 
 
 def archive_all(spark: SparkSession, endpoints: Endpoints, topic: Topic) -> list[Summary]:

@@ -93,6 +93,7 @@ JOBS = CORE | {
         "archiver/topic_run",
         "archiver/transform",
         "archiver/uploads",
+        "archiver/upsert",
         "archiver/writer",
         "compaction/__init__",
         "compaction/binning",
