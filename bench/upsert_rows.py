@@ -92,6 +92,8 @@ def size_rows(u: dict[str, Any], s: dict[str, Any]) -> list[list[str]]:
 
 def ratio(found: dict[str, Any], pairs: int) -> str:
     low, high = found["spread"]
+    if pairs == 1:
+        return f"**{number(found['median'])}** (one pair)"
     return f"**{number(found['median'])}** (median of {pairs} pairs' ratios, {number(low)}-{number(high)})"
 
 
