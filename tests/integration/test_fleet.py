@@ -32,6 +32,7 @@ from spark_jobs.archiver.metrics import metric_data, publish
 from spark_jobs.archiver.topic_run import catch_up
 from tests.crashes import kill_on_progress, random_kills
 from tests.integration.archive_helpers import (
+    ICEBERG_COMPANIES,
     START,
     audit_problems,
     committed_and_end,
@@ -63,6 +64,9 @@ class Fleet:
                 "table_format: iceberg" in archive
             ):  # an Iceberg topic sets no table_inference (no crawler, no maintainer)
                 own = "".join(line for line in own.splitlines(keepends=True) if not line.startswith("table_inference:"))
+                company = path.relative_to(self.catalog_dir).parts[0]
+                if company not in ICEBERG_COMPANIES:  # where a deployed archiver may make an Iceberg table
+                    own += f"database: {ICEBERG_COMPANIES[0]}_{self.env.name}\n"
             path.write_text(own + archive)
         self.catalog = load_topic_catalog(self.catalog_dir)
         self.endpoints = with_bucket(local_stack, self.env.bucket)

@@ -26,6 +26,7 @@ from spark_jobs.archiver.summary import TopicResult
 from spark_jobs.archiver.topic_run import catch_up
 from spark_jobs.common import Run
 from tests.integration.archive_helpers import (
+    ICEBERG_COMPANIES,
     START,
     audit_problems,
     committed_and_end,
@@ -70,12 +71,15 @@ def kept_as(endpoints: Endpoints, topic: Topic, table_format: str) -> Topic:
     Iceberg table's database (the stack deploys the databases)."""
     if table_format == TableFormat.HIVE:
         return topic
-    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": topic.database})
     update: dict[str, Any] = {"table_format": TableFormat.ICEBERG}
+    if topic.company not in ICEBERG_COMPANIES:  # where a deployed archiver may make an Iceberg table
+        update["database"] = f"{ICEBERG_COMPANIES[0]}_{topic.env}"
     if table_format == "upsert":
         archive = topic.spec.archive.model_copy(update={"key": StoredAs.CLEAR})
         update |= {"mode": TableMode.UPSERT, "archive": archive}
-    return dataclasses.replace(topic, spec=topic.spec.model_copy(update=update))
+    kept = dataclasses.replace(topic, spec=topic.spec.model_copy(update=update))
+    make_client(endpoints, "glue").create_database(DatabaseInput={"Name": kept.database})
+    return kept
 
 
 @pytest.mark.parametrize(
