@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,6 +48,17 @@ T = TypeVar("T")
 COMMIT_ATTEMPTS = 5
 """Attempts of one plan's commit against other writers of the table (the compactor, the erasure job) before the plan
 fails and stays stored for the next run."""
+
+
+class PlanFiles(TypedDict):
+    """What both commits (``append_plan``, ``upsert_plan``) take of a carried-out plan, as keyword arguments."""
+
+    location: str
+    plan_id: str
+    kafka_topic: str
+    ranges: Mapping[int, tuple[int, int]]
+    files: list[str]
+    say: Callable[[str], None]
 
 
 class TableCommitFailed(RuntimeError):
@@ -108,9 +119,10 @@ def upsert_plan(
     changes, newest = _changes(catalog, files)
     winners = latest(change_rows(changes, keying), keying.version_field)
     summary = plan_summary(plan_id, kafka_topic, ranges, [_partition_of(path) for path in files], newest)
+    schema = state_change(winners).rows.schema  # what a missing table is made with
 
     def attempt() -> StateChange | None:
-        table = _table(catalog, identifier, location, [state_change(winners).rows.schema])
+        table = _table(catalog, identifier, location, [schema])
         if plan_committed(table, plan_id):
             return None
         fresh = winners

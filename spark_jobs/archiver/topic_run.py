@@ -47,7 +47,7 @@ from spark_jobs.archiver.offsets import KafkaState, OffsetClients, Offsets
 from spark_jobs.archiver.plan import Plan, PlanLease, finished, plan_ranges, plan_work, resume_from, stored_plan
 from spark_jobs.archiver.records import PassMember, key_versions, pass_columns, pass_records, version_schemas
 from spark_jobs.archiver.summary import Summary, TopicResult, account, receipt
-from spark_jobs.archiver.table_commit import append_plan, upsert_plan
+from spark_jobs.archiver.table_commit import PlanFiles, append_plan, upsert_plan
 from spark_jobs.archiver.upsert import Keying
 from spark_jobs.archiver.writer import ERASE, OUTCOME_SCHEMA, PlanLayout, PlanWriter
 from spark_jobs.common import Run
@@ -322,30 +322,19 @@ class TopicArchiver:
             return
         identifier, table = (topic.database, topic.table), f"{topic.database}.{topic.table}"
         catalog, location = table_catalog(self.endpoints), table_location(bucket, topic.prefix)
+        plan_files = PlanFiles(
+            location=location,
+            plan_id=plan.plan_id,
+            kafka_topic=topic.kafka_topic,
+            ranges=plan.ranges,
+            files=files,
+            say=self.say,
+        )
         if topic.spec.mode == TableMode.APPEND:
-            appended = append_plan(
-                catalog,
-                identifier,
-                location=location,
-                plan_id=plan.plan_id,
-                kafka_topic=topic.kafka_topic,
-                ranges=plan.ranges,
-                files=files,
-                say=self.say,
-            )
+            appended = append_plan(catalog, identifier, **plan_files)
             done = "appended" if appended else "already held"
         else:
-            change = upsert_plan(
-                catalog,
-                identifier,
-                location=location,
-                plan_id=plan.plan_id,
-                kafka_topic=topic.kafka_topic,
-                ranges=plan.ranges,
-                files=files,
-                keying=Keying.of(topic),
-                say=self.say,
-            )
+            change = upsert_plan(catalog, identifier, keying=Keying.of(topic), **plan_files)
             done = (
                 f"upserted {change.rows.num_rows} rows and deleted {change.deletes} keys of"
                 if change
