@@ -73,9 +73,7 @@ GROWTH = int(os.environ.get("BENCH_UPSERT_GROWTH", "10"))
 HOURS = int(os.environ.get("BENCH_UPSERT_HOURS", "168"))
 PAIRS = int(os.environ.get("BENCH_PAIRS", "3"))
 GROWTH_PAIRS = int(os.environ.get("BENCH_UPSERT_GROWTH_PAIRS", "1"))
-VARIANT = os.environ.get("BENCH_UPSERT_VARIANT", "0") == "1"
-"""Off by default since the commit deletes by its own copy-on-write (``table_commit._delete_keys``), which binds no
-``In``: the variant measured ``Transaction.delete`` bound once, the path the adopted result's first run took."""
+VARIANT = os.environ.get("BENCH_UPSERT_VARIANT", "0") == "1"  # off: the commit's own delete binds no In
 
 
 @dataclass
@@ -103,8 +101,7 @@ class Clock:
 
 @contextlib.contextmanager
 def delete_clock() -> Iterator[Clock]:
-    """The upsert commit's copy-on-write delete (``table_commit._delete_keys``) timed in this process while the block
-    runs (production code unchanged)."""
+    """The commit's copy-on-write delete (``table_commit._delete_keys``) timed while the block runs."""
     clock, original = Clock(), table_commit._delete_keys
 
     def timed(*args: Any, **kwargs: Any) -> None:
@@ -396,9 +393,7 @@ def result(found: list[dict[str, Any]], *, complete: bool) -> dict[str, Any]:
         "growth_pairs": GROWTH_PAIRS,
         "keying": "the Kafka key",
         "pyiceberg": pyiceberg.__version__,
-        "variant": "upsert_bound_once: the same upsert_plan, each In bound once (bench.upsert.bound_once)"
-        if VARIANT
-        else None,
+        "variant": "upsert_bound_once: each In bound once (bench.upsert.bound_once)" if VARIANT else None,
         "sizes": found,
         "growth": growth(found) if len(found) > 1 else None,
     }
