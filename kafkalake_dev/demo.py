@@ -29,7 +29,7 @@ from kafkalake.job_runs import archiver_run, compactor_run, erasure_run
 from kafkalake.jobspec import JobArtifacts, JobRun
 from kafkalake.layout import parse_data_key
 from kafkalake.topic_catalog import Topic, TopicCatalog, load_topic_catalog
-from kafkalake.topic_spec import TableFormat
+from kafkalake.topic_spec import TableFormat, TableMode
 from kafkalake_dev.checks.interop import (
     Check,
     Counted,
@@ -43,6 +43,7 @@ from kafkalake_dev.checks.interop import (
 )
 from kafkalake_dev.checks.inventory import TableInventory, table_objects, take_inventory
 from kafkalake_dev.checks.query import Queried, query_table
+from kafkalake_dev.local.change_stream import STATE_COLUMNS
 from kafkalake_dev.local.runner import JobOutcome, LocalAssets, Submit, run_job
 from kafkalake_dev.local.stack import state_dir
 from kafkalake_dev.local.trino import TrinoClient, server_version, trino_service
@@ -89,6 +90,7 @@ class TableResult:
             self.queried.rows == self.expected
             and self.queried.duplicates == 0
             and self.queried.tombstones == self.expected_tombstone_rows
+            and self.queried.state == self.produced.state
         )
 
     @property
@@ -294,7 +296,8 @@ def table_results(  # noqa: PLR0917 - what the comparison is made of
     results = []
     for topic, inventory in zip(topics, inventories, strict=True):
         raw, _ = table_objects(clients["s3"], bucket, topic.prefix)
-        queried = query_table(spark, clients["glue"], topic)
+        state_columns = STATE_COLUMNS if topic.spec.mode == TableMode.UPSERT else ()
+        queried = query_table(spark, clients["glue"], topic, state_columns)
         with_data = (
             set(queried.rows)
             if topic.spec.table_format == TableFormat.ICEBERG

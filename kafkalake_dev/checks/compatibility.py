@@ -234,17 +234,23 @@ def _columns(text: str) -> dict[str, tuple[str, bool]]:
     }
 
 
-def glue_refusals(schemas: tuple[str, ...] | list[str]) -> list[Refusal]:
+ICEBERG_PROMOTIONS: Final = frozenset({("int", "bigint"), ("float", "double")})
+"""The column type changes an Iceberg table's schema takes (Iceberg's type promotions)."""
+
+
+def glue_refusals(schemas: tuple[str, ...] | list[str], *, iceberg: bool = False) -> list[Refusal]:
     """The consecutive version changes the Glue table refuses: a column whose type changes, a required column
-    removed (the table keeps every column any version had)."""
+    removed (the table keeps every column any version had). An Iceberg table's schema (``iceberg``: the archiver's
+    commits evolve it by name, not the maintainer) also takes fields appended to a struct and Iceberg's promotions."""
     refusals = []
     for index in range(1, len(schemas)):
         before, after = _columns(schemas[index - 1]), _columns(schemas[index])
         for name, (old_type, nullable) in before.items():
-            if name in after and after[name][0] != old_type:
-                rule = (
-                    f"Glue refuses the column type change {old_type} → {after[name][0]}; publish a new field or topic"
-                )
+            new_type = after[name][0] if name in after else old_type
+            evolves = old_type.startswith("struct<") and new_type.startswith(old_type[:-1] + ",")  # fields appended
+            if new_type != old_type and not (iceberg and (evolves or (old_type, new_type) in ICEBERG_PROMOTIONS)):
+                table = "An Iceberg table" if iceberg else "Glue"
+                rule = f"{table} refuses the column type change {old_type} → {new_type}; publish a new field or topic"
                 refusals.append(Refusal(name, index, index + 1, rule))
             elif name not in after and not nullable:
                 rule = "Glue refuses removing a required column; keep it, or make it optional first"

@@ -4,6 +4,7 @@ table's current snapshot through the Iceberg catalog; ``query_table`` counts wha
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -40,11 +41,14 @@ class Queried:
     """Rows beyond the first for any (Kafka partition, offset)."""
     tombstones: int = 0
     """Tombstones kept as rows (topics with ``tombstones: keep``)."""
+    state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """An upsert table's rows: each key (``_upsert_key``) → the columns asked for (None where the table has none)."""
 
 
-def query_iceberg_table(spark: SparkSession, topic: Topic) -> Queried:
+def query_iceberg_table(spark: SparkSession, topic: Topic, state_columns: Sequence[str] = ()) -> Queried:
     """Read an Iceberg table's current snapshot through the Iceberg catalog, as a query engine would, its rows
-    counted by the (schema version, day, hour) of their business time, as a Hive table's partitions are."""
+    counted by the (schema version, day, hour) of their business time, as a Hive table's partitions are; with
+    ``state_columns``, an upsert table's rows too (``Queried.state``)."""
     from pyspark.sql import functions as F
 
     name = f"{ICEBERG_CATALOG}.{topic.database}.{topic.table}"
@@ -67,15 +71,22 @@ def query_iceberg_table(spark: SparkSession, topic: Topic) -> Queried:
             result.rows[(row["v"], row["dt"], row["hour"])] = row["rows"]
         result.tombstones += row["tombstones"]
     result.duplicates = frame.count() - frame.select("_kafka_partition", "_kafka_offset").distinct().count()
+    if state_columns:
+        from spark_jobs.archiver.upsert import KEY_COLUMN as UPSERT_KEY_COLUMN
+
+        values = [F.col(c) if c in frame.columns else F.lit(None).alias(c) for c in state_columns]
+        for row in frame.select(UPSERT_KEY_COLUMN, *values).collect():
+            result.state[row[UPSERT_KEY_COLUMN]] = {c: row[c] for c in state_columns}
     return result
 
 
-def query_table(spark: SparkSession, glue: Any, topic: Topic) -> Queried:
-    """Read every partition at the location Glue holds, as a query engine would (an Iceberg table's snapshot)."""
+def query_table(spark: SparkSession, glue: Any, topic: Topic, state_columns: Sequence[str] = ()) -> Queried:
+    """Read every partition at the location Glue holds, as a query engine would (an Iceberg table's snapshot, and
+    an upsert table's ``state_columns``)."""
     from pyspark.sql import functions as F
 
     if topic.spec.table_format == TableFormat.ICEBERG:
-        return query_iceberg_table(spark, topic)
+        return query_iceberg_table(spark, topic, state_columns)
 
     locations = partition_locations(glue, topic.database, topic.table)
     frame = read_locations(spark, locations)

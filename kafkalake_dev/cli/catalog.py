@@ -13,6 +13,7 @@ import typer
 from kafkalake.kafka_access import kafka_access
 from kafkalake.registry import value_subject
 from kafkalake.topic_catalog import TopicCatalog, TopicCatalogInvalid, load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.compatibility import Mode, check_versions, glue_refusals, registry_differences
 from kafkalake_dev.cli.options import DEFAULT_CATALOG, CatalogOption, EnvOption, environment, on_local_stack
 from kafkalake_dev.local.endpoints import LOCAL_ENV
@@ -90,7 +91,9 @@ def catalog_check(
     refused = 0
     for topic in topics:
         where = f"{topic.source.parent}/{topic.name}.v*.avsc"
-        problems = [str(r) for r in [*check_versions(topic.schemas, mode), *glue_refusals(topic.schemas)]]
+        iceberg = topic.spec.table_format == TableFormat.ICEBERG
+        refusals = [*check_versions(topic.schemas, mode), *glue_refusals(topic.schemas, iceberg=iceberg)]
+        problems = [str(r) for r in refusals]
         if client is not None:
             problems += registry_differences(
                 topic.schemas, client.versions(value_subject(topic.kafka_topic), topic.spec.message)

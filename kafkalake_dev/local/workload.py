@@ -23,7 +23,7 @@ from kafkalake.kafka import watermarks
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
+from kafkalake.topic_spec import Envelope, TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.local.producers import ProducerSchemas
 from kafkalake_dev.local.stack import state_dir
@@ -34,6 +34,8 @@ EPOCH_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 WORKLOAD_SHAPE = 2
 """Raised when what the same arguments produce changes (2: a tombstone carries an earlier record's key), so a demo
 does not compare Kafka's records of an earlier shape with a plan of this one."""
+POISON = b"\x07not a framed value"
+"""A poison record's value: no decoder reads it, so it goes to quarantine."""
 LATE_SHARE = 0.03
 """Records whose business time lies about a day behind the rest: they arrive after their hour has closed."""
 
@@ -110,6 +112,9 @@ class Produced:
     """The good records whose key a later tombstone carries (what erasure by key removes)."""
     subjects: dict[int, str] = field(default_factory=dict)
     """Each good record's first subject field value, for topics that declare ``subject_fields``."""
+    state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """An upsert table's rows once every change is applied: its key as text → the columns a check compares
+    (``change_stream.STATE_COLUMNS``); empty for an append table."""
 
     def without(self, erased: set[int]) -> Counter[Partition]:
         """What a reader must find in each partition once the records ``erased`` are gone."""
@@ -210,6 +215,25 @@ def plan_workload(topic: Topic, records: int, *, start: datetime, hours: int, se
     return planned
 
 
+def workload_records(topic: Topic, records: int, *, start: datetime, hours: int) -> list[dict[str, Any]]:
+    """The values the workload gives the topic's records (a change stream's: each of its ``before`` and ``after``
+    images, under its name), for checks that look for them."""
+    if topic.spec.envelope == Envelope.DEBEZIUM:
+        from kafkalake_dev.local.change_stream import images
+
+        return images(topic, records, start=start, hours=hours)
+    return [p.record for p in plan_workload(topic, records, start=start, hours=hours)]
+
+
+def workload_tally(topic: Topic, records: int, *, start: datetime, hours: int) -> Produced:
+    """What the topic's workload holds (a change stream's, for a Debezium topic), decided without producing it."""
+    if topic.spec.envelope == Envelope.DEBEZIUM:
+        from kafkalake_dev.local.change_stream import plan_changes, tally_changes
+
+        return tally_changes(topic, plan_changes(topic, records, start=start, hours=hours))
+    return tally(topic, plan_workload(topic, records, start=start, hours=hours))
+
+
 def tally(topic: Topic, planned: list[Planned]) -> Produced:
     result = Produced(topic.kafka_topic)
     for item in planned:
@@ -238,7 +262,14 @@ def produce_topic(
     seed: int = 7,
     progress: Callable[[int], None] = lambda _: None,
 ) -> Produced:
-    """Produce the planned workload unless the topic already holds it; either way, say what it holds."""
+    """Produce the planned workload unless the topic already holds it; either way, say what it holds. A Debezium
+    topic's workload is a change stream (``change_stream.produce_changes``)."""
+    if topic.spec.envelope == Envelope.DEBEZIUM:
+        from kafkalake_dev.local.change_stream import produce_changes
+
+        return produce_changes(
+            topic, bootstrap, registry, records, start=start, hours=hours, seed=seed, progress=progress
+        )
     admin = AdminClient(client_settings(bootstrap))
     ensure_topic(admin, topic.kafka_topic, 3)
     planned = plan_workload(topic, records, start=start, hours=hours, seed=seed)
@@ -259,7 +290,7 @@ def produce_topic(
         if item.kind == "tombstone":
             value = None
         elif item.kind == "poison":
-            value = b"\x07not a framed value"
+            value = POISON
         elif topic.spec.value_format == ValueFormat.JSON:
             value = json.dumps(item.record, default=str).encode()
         else:

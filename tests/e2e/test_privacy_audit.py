@@ -42,7 +42,7 @@ from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.demo import DemoReport, demo_subject, run_demo, workload_start
 from kafkalake_dev.local.runner import JobOutcome, run_job
 from kafkalake_dev.local.sandbox import isolated_env
-from kafkalake_dev.local.workload import plan_workload
+from kafkalake_dev.local.workload import workload_records
 from spark_jobs.erasure.index import index_digest
 from spark_jobs.erasure.purge import versions
 
@@ -117,9 +117,9 @@ def personal_values(topics: list[Topic], env: str) -> list[bytes]:
     values: set[bytes] = set()
     start = workload_start(env, RECORDS, datetime.now(UTC))  # the demo's run recorded it
     for topic in topics:
-        for planned in plan_workload(topic, RECORDS, start=start, hours=6):
+        for record in workload_records(topic, RECORDS, start=start, hours=6):
             for path in topic.personal_fields:
-                values |= {v.encode() for v in at_path(planned.record, path) if isinstance(v, str)}
+                values |= {v.encode() for v in at_path(record, path) if isinstance(v, str)}
     values = {v for v in values if len(v) >= SHORTEST}
     assert values, "the demo's topics have no personal field with a clear value"
     return sorted(values)

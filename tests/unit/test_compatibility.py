@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from infra.repo import catalog_dir
 from kafkalake.registry import RegisteredSchema
 from kafkalake.topic_catalog import load_topic_catalog
+from kafkalake.topic_spec import TableFormat
 from kafkalake_dev.checks.compatibility import (
     Mode,
     Refusal,
@@ -38,7 +39,8 @@ ID = f("id", "string")
 def test_every_catalog_topic_passes() -> None:
     for topic in load_topic_catalog(catalog_dir()).topics:
         assert check_versions(topic.schemas, Mode.FULL) == [], topic.kafka_topic
-        assert glue_refusals(topic.schemas) == [], topic.kafka_topic
+        iceberg = topic.spec.table_format == TableFormat.ICEBERG
+        assert glue_refusals(topic.schemas, iceberg=iceberg) == [], topic.kafka_topic
 
 
 def test_added_field_needs_a_default_backward() -> None:
@@ -120,6 +122,24 @@ def test_glue_refuses_type_changes_and_removed_required_columns() -> None:
     assert str(glue_refusals([v1, v2])[0]).startswith("v1 → v2: field amount: Glue refuses")
 
 
+def test_an_iceberg_table_takes_fields_appended_to_a_struct_and_promotions_only() -> None:
+    row = {"type": "record", "name": "Row", "fields": [f("id", "long")]}
+    grown = {**row, "fields": [f("id", "long"), f("country", ["null", "string"], default=None)]}
+    first = {**grown, "fields": [f("country", ["null", "string"], default=None), f("id", "long")]}
+    v1, v2 = record(f("after", ["null", row], default=None)), record(f("after", ["null", grown], default=None))
+    assert glue_refusals([v1, v2], iceberg=True) == []  # Iceberg evolves the struct by name
+    assert [r.field for r in glue_refusals([v1, v2])] == ["after"], "a Hive table's Glue column would change type"
+    assert glue_refusals([record(f("n", "int")), record(f("n", "long"))], iceberg=True) == []
+    moved = glue_refusals([v1, record(f("after", ["null", first], default=None))], iceberg=True)
+    assert [(r.field, r.rule.split(";")[0]) for r in moved] == [
+        (
+            "after",
+            "An Iceberg table refuses the column type change struct<id:bigint> → struct<country:string,id:bigint>",
+        )
+    ]
+    assert [r.field for r in glue_refusals([record(f("n", "int")), record(f("n", "string"))], iceberg=True)] == ["n"]
+
+
 def test_registry_differences() -> None:
     v1, v2 = record(ID), record(ID, f("note", ["null", "string"], default=None))
     registered = [RegisteredSchema("t-value", 1, 11, v1)]
@@ -153,6 +173,6 @@ def test_catalog_check_refuses_an_incompatible_change_naming_field_versions_and_
         "int→long→float→double and string↔bytes"
     ) in result.output
     assert f"{where}: v2 → v3: field amount_cents: Glue refuses the column type change bigint → string" in result.output
-    assert "7 topics checked (backward): 2 refusals" in result.output
+    assert "8 topics checked (backward): 2 refusals" in result.output
     clean = CliRunner().invoke(app, ["catalog", "check", "--catalog", str(catalog_dir())])
-    assert clean.exit_code == 0 and "10 topics checked (backward): 0 refusals" in clean.output
+    assert clean.exit_code == 0 and "11 topics checked (backward): 0 refusals" in clean.output

@@ -23,7 +23,7 @@ from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.cli.render import erasure_lines
 from kafkalake_dev.demo import DemoReport, Erasure, demo_subject, erased_records, workload_start
 from kafkalake_dev.local.erase_requests import record_request
-from kafkalake_dev.local.workload import plan_workload, tally
+from kafkalake_dev.local.workload import plan_workload, tally, workload_tally
 
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 TOPICS = load_topic_catalog(catalog_dir()).for_env("staging")
@@ -54,7 +54,7 @@ def test_a_reader_finds_the_plan_less_the_erased_records_in_their_partitions() -
 
 
 def test_the_subject_is_one_person_in_both_tables_with_subject_fields_and_no_tombstoned_key() -> None:
-    produced = {t.kafka_topic: tally(t, plan_workload(t, 600, start=START, hours=6)) for t in TOPICS}
+    produced = {t.kafka_topic: workload_tally(t, 600, start=START, hours=6) for t in TOPICS}
     found = demo_subject(produced, TOPICS)
     assert found is not None
     index, value = found
@@ -68,6 +68,7 @@ def test_the_subject_is_one_person_in_both_tables_with_subject_fields_and_no_tom
     assert erased[BY_NAME["ticket-opened"].kafka_topic] == {index}  # a JSON Schema table
     assert erased[BY_NAME["order-placed"].kafka_topic] == {index}  # a Protobuf table, by a nested field
     assert erased[BY_NAME["card-authorized"].kafka_topic] == set(), "a table without erasure loses nothing"
+    assert erased[BY_NAME["customers"].kafka_topic] == set(), "an upsert table's deletes are its changes' own"
     nobody = {k: dataclasses.replace(v, subjects={}) for k, v in produced.items()}
     assert demo_subject(nobody, TOPICS) is None
 

@@ -33,7 +33,7 @@ def test_example_catalog_derives_everything() -> None:
     catalog = load_topic_catalog(EXAMPLE)
     assert catalog.environments() == ["production", "staging"]
     assert {t.company for t in catalog.topics} == {"acme", "globex"}
-    assert len(catalog.for_env("staging")) == 7
+    assert len(catalog.for_env("staging")) == 8
     assert len(catalog.for_env("production")) == 3
     card = catalog.get("card-authorized", "staging")
     assert card.kafka_topic == "staging.acme.payments.card-authorized"
@@ -105,7 +105,7 @@ def test_cli_validate_and_show() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["catalog", "validate"])
     assert result.exit_code == 0, result.output
-    assert "10 topics in environments production, staging: OK" in result.output
+    assert "11 topics in environments production, staging: OK" in result.output
     shown = runner.invoke(app, ["catalog", "show", "sensor-readings", "--env", "production"])
     assert shown.exit_code == 0, shown.output
     derived = json.loads(shown.output)
