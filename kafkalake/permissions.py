@@ -24,8 +24,9 @@ from kafkalake.lftags import (
     database_tags,
     table_tags,
 )
-from kafkalake.personal import PiiAction
-from kafkalake.topic_catalog import Topic
+from kafkalake.personal import UPSERT_KEY_COLUMN, PiiAction
+from kafkalake.topic_catalog import Topic, debezium_columns
+from kafkalake.topic_spec import Envelope, TableMode
 
 Expression = dict[str, tuple[str, ...]]
 """An LF-tag expression: every key must have one of its values (keys AND-ed, values OR-ed)."""
@@ -34,11 +35,16 @@ Expression = dict[str, tuple[str, ...]]
 def payload_columns(topic: Topic) -> tuple[str, ...]:
     """The topic's own columns (every schema version's top-level fields, in order of first appearance), minus
     those the archiver drops, then the Kafka key's and headers' when the table stores them (they can name a data
-    subject, so the matrix shows who reads them); the other Kafka metadata columns (``_kafka_*``, ...) come on
-    top."""
+    subject, so the matrix shows who reads them), and an upsert table's key; the other Kafka metadata columns
+    (``_kafka_*``, ...) come on top. A Debezium table's own columns are its row's (``debezium_columns``)."""
     dropped = {path.lower() for path, action in topic.personal_fields.items() if action == PiiAction.DROP}
-    names = [field["name"].lower() for text in topic.schemas for field in json.loads(text).get("fields", [])]
-    return (*(name for name in dict.fromkeys(names) if name not in dropped), *topic.kafka_columns)
+    schemas = [json.loads(text) for text in topic.schemas]
+    if topic.spec.envelope == Envelope.DEBEZIUM:  # the row's fields, as the upsert commit flattens them
+        names = [name.lower() for schema in schemas for name in debezium_columns(schema)]
+    else:
+        names = [field["name"].lower() for schema in schemas for field in schema.get("fields", [])]
+    upsert = (UPSERT_KEY_COLUMN,) if topic.spec.mode == TableMode.UPSERT else ()
+    return (*(name for name in dict.fromkeys(names) if name not in dropped), *topic.kafka_columns, *upsert)
 
 
 @dataclass(frozen=True)

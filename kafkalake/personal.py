@@ -36,6 +36,9 @@ CONFLUENT_TAGS = "confluent:tags"
 PII_ATTRIBUTE = "pii"
 KAFKA_KEY_COLUMN = "_key"
 """The column holding a record's Kafka key, or its keyed hash, for a topic whose archive keeps it (``archive.key``)."""
+UPSERT_KEY_COLUMN = "_upsert_key"
+"""An upsert table's key as text (``spark_jobs.archiver.upsert``): what its commits delete by. It holds the Kafka key
+or the key fields' values, so it is personal where they are."""
 HEADERS_COLUMN = "_headers"
 """The column holding a record's Kafka headers (name and value), for a topic whose archive keeps them
 (``archive.headers``)."""

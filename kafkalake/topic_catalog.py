@@ -30,6 +30,7 @@ from kafkalake.naming import TableInference, crawler_name_for, default_names
 from kafkalake.personal import (
     HEADERS_COLUMN,
     KAFKA_KEY_COLUMN,
+    UPSERT_KEY_COLUMN,
     PiiAction,
     QuarantineMode,
     action_refusal,
@@ -113,8 +114,17 @@ class Topic:
     def personal_columns(self) -> tuple[str, ...]:
         """The table's columns tagged ``pii`` (``kafkalake.lftags.personal_columns``): its personal fields',
         each subject field's and the stored Kafka key's and headers' (clear or hashed: a key names a subject, a
-        header can)."""
-        return personal_columns(self.personal_fields, (*self.spec.subject_fields, *self.kafka_columns))
+        header can). A Debezium table's columns are the row's (``after.email`` and ``before.email`` are ``email``);
+        an upsert table's key as text (``UPSERT_KEY_COLUMN``) is personal where its key is."""
+        fields, subjects = self.personal_fields, self.spec.subject_fields
+        if self.spec.envelope == Envelope.DEBEZIUM:
+            fields = {row: action for path, action in fields.items() if (row := _row_path(path))}
+            subjects = tuple(row for path in subjects if (row := _row_path(path)))
+        columns = personal_columns(fields, (*subjects, *self.kafka_columns))
+        if self.spec.mode != TableMode.UPSERT:
+            return columns
+        key = {f.lower() for f in self.spec.key_fields} or {KAFKA_KEY_COLUMN}
+        return tuple(sorted({*columns, UPSERT_KEY_COLUMN})) if key & set(columns) else columns
 
     @property
     def quarantine(self) -> QuarantineMode:
@@ -387,6 +397,33 @@ PATHS = (
     "{} after a map for its values (customer.email, contacts[].email, tags[], attributes{}.phone)"
 )
 """The fix of an unknown path: the syntax of every path the catalog takes."""
+DEBEZIUM_IMAGES = ("after.", "before.")
+"""A Debezium change's images of the row: the table's columns are their fields."""
+OP_COLUMN = "_op"
+"""A Debezium row's operation (``c``, ``u``, ``r``)."""
+SOURCE_COLUMNS = {"ts_ms": "_source_ts_ms", "lsn": "_source_lsn"}
+"""The Debezium ``source`` fields kept as columns (when the connector's source has them): the source's position."""
+
+
+def debezium_columns(schema: dict[str, Any]) -> list[str]:
+    """The table columns of a Debezium Envelope schema's changes: the row's fields (``before``'s record, which
+    ``after`` names), ``OP_COLUMN``, and the ``SOURCE_COLUMNS`` its ``source`` has."""
+    fields = {f["name"]: f["type"] for f in schema.get("fields", [])}
+    images = [t for t in (*_branches(fields.get("before")), *_branches(fields.get("after"))) if isinstance(t, dict)]
+    row = [f["name"] for f in images[0]["fields"]] if images else []
+    source = [f["name"] for t in _branches(fields.get("source")) if isinstance(t, dict) for f in t.get("fields", [])]
+    return [*row, OP_COLUMN, *(column for name, column in SOURCE_COLUMNS.items() if name in source)]
+
+
+def _branches(avro_type: Any) -> list[Any]:
+    return avro_type if isinstance(avro_type, list) else [avro_type]
+
+
+def _row_path(path: str) -> str | None:
+    """A Debezium value path's path in the table's row (``after.email`` → ``email``); None outside the images."""
+    return next((path.removeprefix(image) for image in DEBEZIUM_IMAGES if path.startswith(image)), None)
+
+
 KAFKA_SETTINGS = {KAFKA_KEY_COLUMN: "key", HEADERS_COLUMN: "headers"}
 """The Kafka key's and headers' columns, and the archive setting that says how each is kept: ``pii`` and
 ``subject_fields`` name value fields, never these."""

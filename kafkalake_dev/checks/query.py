@@ -11,6 +11,7 @@ from urllib.parse import unquote
 
 from kafkalake.glue import table_partitions
 from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.personal import UPSERT_KEY_COLUMN
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TableFormat
@@ -72,8 +73,6 @@ def query_iceberg_table(spark: SparkSession, topic: Topic, state_columns: Sequen
         result.tombstones += row["tombstones"]
     result.duplicates = frame.count() - frame.select("_kafka_partition", "_kafka_offset").distinct().count()
     if state_columns:
-        from spark_jobs.archiver.upsert import KEY_COLUMN as UPSERT_KEY_COLUMN
-
         values = [F.col(c) if c in frame.columns else F.lit(None).alias(c) for c in state_columns]
         for row in frame.select(UPSERT_KEY_COLUMN, *values).collect():
             result.state[row[UPSERT_KEY_COLUMN]] = {c: row[c] for c in state_columns}

@@ -33,9 +33,9 @@ from pyiceberg.transforms import HourTransform
 from kafkalake.footer import newest_time
 from kafkalake.iceberg import PARTITION_FIELD, TABLE_PROPERTIES, TIME_COLUMN, committed_plans, plan_summary
 from kafkalake.layout import PARTITION_PATH_RE, Partition
+from kafkalake.personal import UPSERT_KEY_COLUMN
 from kafkalake.s3_location import parse_s3_uri
 from spark_jobs.archiver.upsert import (
-    KEY_COLUMN,
     Keying,
     StateChange,
     change_rows,
@@ -127,10 +127,10 @@ def upsert_plan(
             return None
         fresh = winners
         if keying.version_field is not None and table.current_snapshot() is not None:
-            held = table.scan(selected_fields=(KEY_COLUMN, keying.version_field)).to_arrow()
-            keys = winners.column(KEY_COLUMN).combine_chunks()
+            held = table.scan(selected_fields=(UPSERT_KEY_COLUMN, keying.version_field)).to_arrow()
+            keys = winners.column(UPSERT_KEY_COLUMN).combine_chunks()
             fresh = fresher_than_held(
-                winners, held.filter(pc.is_in(held.column(KEY_COLUMN), value_set=keys)), keying.version_field
+                winners, held.filter(pc.is_in(held.column(UPSERT_KEY_COLUMN), value_set=keys)), keying.version_field
             )
         change = state_change(fresh)
         _evolve(table, [change.rows.schema])
@@ -144,10 +144,10 @@ def upsert_plan(
 
 
 def _delete_keys(table: Table, transaction: Transaction, keys: pa.Array) -> None:
-    """Copy-on-write delete, in ``transaction``, of the rows whose ``KEY_COLUMN`` is one of ``keys``: each data file
-    holding one is replaced by a file of its other rows (none when it keeps none), in one overwrite snapshot.
+    """Copy-on-write delete, in ``transaction``, of the rows whose ``UPSERT_KEY_COLUMN`` is one of ``keys``: each data
+    file holding one is replaced by a file of its other rows (none when it keeps none), in one overwrite snapshot.
 
-    What ``Transaction.delete(In(KEY_COLUMN, keys))`` does, without its cost: pyiceberg 0.12 binds the ``In`` of
+    What ``Transaction.delete(In(UPSERT_KEY_COLUMN, keys))`` does, without its cost: pyiceberg 0.12 binds the ``In`` of
     every key again for each data file it plans (measured by ``python -m bench upsert``: ~92% of a plan of 100,000
     keys over 168 files, 155 s against 25 s bound once), and the manifests keep no bounds of the key to prune with
     (``kafkalake.iceberg.BOUNDED_COLUMNS``), so every file is read either way. Here each file is read whole and its
@@ -163,7 +163,7 @@ def _delete_keys(table: Table, transaction: Transaction, keys: pa.Array) -> None
             table_metadata=metadata, io=table.io, projected_schema=metadata.schema(), row_filter=AlwaysTrue()
         )
         rows = scan.to_table(tasks=[task])
-        kept = rows.filter(pc.invert(pc.is_in(rows.column(KEY_COLUMN), value_set=keys)))
+        kept = rows.filter(pc.invert(pc.is_in(rows.column(UPSERT_KEY_COLUMN), value_set=keys)))
         if kept.num_rows == rows.num_rows:
             continue
         written = _dataframe_to_data_files(

@@ -13,7 +13,7 @@ Which change of a key wins (docs/current-state.md states the same rule):
 Across plans the later plan wins, except that with ``version_field`` a change whose version is lower than the row
 the table holds for its key is dropped (``fresher_than_held``).
 
-The key is one text column, ``KEY_COLUMN``: the Kafka key (hex of its bytes; a hashed key as stored) or the
+The key is one text column, ``UPSERT_KEY_COLUMN``: the Kafka key (hex of its bytes; a hashed key as stored) or the
 ``key_fields`` joined by ``KEY_SEPARATOR``, so every commit deletes by one ``In`` over one column.
 """
 
@@ -26,25 +26,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalake.iceberg import SCHEMA_VERSION_COLUMN
-from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, KEY_ID_COLUMN
-from kafkalake.topic_catalog import Topic
+from kafkalake.personal import HEADERS_COLUMN, KAFKA_KEY_COLUMN, KEY_ID_COLUMN, UPSERT_KEY_COLUMN
+from kafkalake.topic_catalog import OP_COLUMN, SOURCE_COLUMNS, Topic
 from kafkalake.topic_spec import Envelope
 from spark_jobs.archiver.transform import META_COLUMNS, TIME_COLUMNS
 from spark_jobs.archiver.writer import TOMBSTONE_COLUMN, group_starts
 
-KEY_COLUMN: Final = "_upsert_key"
-"""An upsert table's key as text: what its commits delete by."""
 KEY_SEPARATOR: Final = "\x1f"
 """Between the values of a key of several ``key_fields`` (the ASCII unit separator)."""
-OP_COLUMN: Final = "_op"
-"""A Debezium row's operation (``c``, ``u``, ``r``)."""
-SOURCE_COLUMNS: Final = {"ts_ms": "_source_ts_ms", "lsn": "_source_lsn"}
-"""The Debezium ``source`` fields kept as columns (when the connector's source has them): the source's position."""
 DELETED: Final = "_deleted"
 """Whether a change deletes its key (a tombstone, ``op: d``); never a column of the table."""
 DEBEZIUM_DELETE: Final = "d"
 DEBEZIUM_ROW_OPS: Final = pa.array(["c", "u", "r", DEBEZIUM_DELETE])
 """The Debezium operations that change a row; the others (``t`` truncate, ``m`` message) are skipped."""
+ASC: Final = "ascending"
 KAFKA_ONLY: Final = (*META_COLUMNS, *TIME_COLUMNS, KAFKA_KEY_COLUMN, HEADERS_COLUMN, KEY_ID_COLUMN)
 
 
@@ -80,8 +75,8 @@ class StateChange:
 
 def change_rows(changes: pa.Table, keying: Keying) -> pa.Table:
     """Each change as a row of the table (a Debezium change's ``after`` flattened, with ``OP_COLUMN`` and the
-    ``SOURCE_COLUMNS``), with ``KEY_COLUMN`` and ``DELETED``; the delete-log flag and a Kafka key the table does not
-    keep left out. ``ChangeWithoutKey`` when a change names no key."""
+    ``SOURCE_COLUMNS``), with ``UPSERT_KEY_COLUMN`` and ``DELETED``; the delete-log flag and a Kafka key the table
+    does not keep left out. ``ChangeWithoutKey`` when a change names no key."""
     tombstone = _flag(changes, TOMBSTONE_COLUMN)
     skipped = pc.and_(tombstone, False)
     if keying.envelope == Envelope.DEBEZIUM:
@@ -110,7 +105,7 @@ def change_rows(changes: pa.Table, keying: Keying) -> pa.Table:
             "Fix the producer, or name key fields every change holds (key_fields)"
         )
     kept = [c for c in rows.column_names if c != KAFKA_KEY_COLUMN or keying.kafka_key_kept]
-    return rows.select(kept).append_column(KEY_COLUMN, key).append_column(DELETED, deleted)
+    return rows.select(kept).append_column(UPSERT_KEY_COLUMN, key).append_column(DELETED, deleted)
 
 
 def latest(rows: pa.Table, version_field: str | None) -> pa.Table:
@@ -118,25 +113,25 @@ def latest(rows: pa.Table, version_field: str | None) -> pa.Table:
     versions = [(version_field, "ascending")] if version_field else []
     within = _last_of_runs(
         rows,
-        [(KEY_COLUMN, "ascending"), ("_kafka_partition", "ascending"), *versions, ("_kafka_offset", "ascending")],
-        [KEY_COLUMN, "_kafka_partition"],
+        [(UPSERT_KEY_COLUMN, ASC), ("_kafka_partition", ASC), *versions, ("_kafka_offset", ASC)],
+        [UPSERT_KEY_COLUMN, "_kafka_partition"],
     )
     return _last_of_runs(
         within,
-        [(KEY_COLUMN, "ascending"), *versions, ("_kafka_timestamp", "ascending"), ("_kafka_partition", "ascending")],
-        [KEY_COLUMN],
+        [(UPSERT_KEY_COLUMN, ASC), *versions, ("_kafka_timestamp", ASC), ("_kafka_partition", ASC)],
+        [UPSERT_KEY_COLUMN],
     )
 
 
 def fresher_than_held(winners: pa.Table, held: pa.Table, version_field: str) -> pa.Table:
     """``winners`` without the changes whose version is lower than that of the row the table holds for their key
-    (``held``: ``KEY_COLUMN`` and ``version_field`` of those rows); a change without a version loses to a held
+    (``held``: ``UPSERT_KEY_COLUMN`` and ``version_field`` of those rows); a change without a version loses to a held
     row with one."""
     if held.num_rows == 0:
         return winners
-    joined = winners.select([KEY_COLUMN, version_field]).join(
-        held.select([KEY_COLUMN, version_field]).rename_columns([KEY_COLUMN, "_held"]),
-        KEY_COLUMN,
+    joined = winners.select([UPSERT_KEY_COLUMN, version_field]).join(
+        held.select([UPSERT_KEY_COLUMN, version_field]).rename_columns([UPSERT_KEY_COLUMN, "_held"]),
+        UPSERT_KEY_COLUMN,
         join_type="left outer",
     )
     stale_keys = joined.filter(
@@ -144,15 +139,15 @@ def fresher_than_held(winners: pa.Table, held: pa.Table, version_field: str) -> 
             pc.is_valid(joined.column("_held")),
             pc.fill_null(pc.less(joined.column(version_field), joined.column("_held")), True),
         )
-    ).column(KEY_COLUMN)
-    return winners.filter(pc.invert(pc.is_in(winners.column(KEY_COLUMN), value_set=stale_keys.combine_chunks())))
+    ).column(UPSERT_KEY_COLUMN)
+    return winners.filter(pc.invert(pc.is_in(winners.column(UPSERT_KEY_COLUMN), value_set=stale_keys.combine_chunks())))
 
 
 def state_change(winners: pa.Table) -> StateChange:
     """The table's change from each key's winning change: every key's rows removed, the non-deleting winners added."""
     deleted = winners.column(DELETED)
     rows = winners.filter(pc.invert(deleted)).drop_columns([DELETED])
-    return StateChange(rows, winners.column(KEY_COLUMN).combine_chunks(), pc.sum(deleted).as_py() or 0)
+    return StateChange(rows, winners.column(UPSERT_KEY_COLUMN).combine_chunks(), pc.sum(deleted).as_py() or 0)
 
 
 def _flag(changes: pa.Table, name: str) -> pa.ChunkedArray:
@@ -202,7 +197,7 @@ def _debezium(changes: pa.Table, tombstone: pa.ChunkedArray) -> tuple[pa.Table, 
 
 
 def _key(rows: pa.Table, changes: pa.Table, keying: Keying, tombstone: pa.ChunkedArray) -> pa.ChunkedArray:
-    """``KEY_COLUMN`` of each change: its ``key_fields`` (a tombstone's from its decoded Kafka key, when there is
+    """``UPSERT_KEY_COLUMN`` of each change: its ``key_fields`` (a tombstone's from its decoded Kafka key, when there is
     one), else its Kafka key."""
     if not keying.key_fields:
         return _text(changes.column(KAFKA_KEY_COLUMN))

@@ -20,6 +20,7 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.erasure import RequestStore, new_request
 from kafkalake.iceberg import PLAN_PROPERTY, table_catalog
 from kafkalake.jobspec import ICEBERG_CATALOG
+from kafkalake.personal import UPSERT_KEY_COLUMN
 from kafkalake.topic_catalog import Topic
 from kafkalake.topic_spec import TopicSpec
 from kafkalake_dev.local.provision import ensure_pseudonym_key
@@ -28,7 +29,6 @@ from kafkalake_dev.local.trino import ICEBERG_CATALOG as TRINO_ICEBERG
 from kafkalake_dev.local.trino import TrinoClient, trino_service
 from spark_jobs.archiver import topic_run
 from spark_jobs.archiver.summary import Summary
-from spark_jobs.archiver.upsert import KEY_COLUMN
 from spark_jobs.compaction.job import Compactor
 from spark_jobs.compaction.table_maintenance import TableCompaction
 from spark_jobs.compaction.work import Action, Knobs
@@ -147,7 +147,7 @@ def test_a_debezium_stream_is_kept_as_exactly_its_current_state_by_every_reader(
     assert by_pyiceberg == by_spark
     assert len(plan_snapshots(endpoints, topic)) == len(plans)
     rows = table_rows(spark, endpoints, topic)
-    assert {"_op", "_source_ts_ms", "_source_lsn", KEY_COLUMN, "_key"} <= set(rows.columns)
+    assert {"_op", "_source_ts_ms", "_source_lsn", UPSERT_KEY_COLUMN, "_key"} <= set(rows.columns)
     assert "before" not in rows.columns and "after" not in rows.columns
     emails = [r["email"] for r in rows.select("email").collect()]
     assert emails and not any("@" in e for e in emails)  # hashed, as the catalog's after.email says

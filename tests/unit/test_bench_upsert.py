@@ -19,8 +19,9 @@ from bench.upsert_workload import (
     plan_keys,
     summary_bytes,
 )
+from kafkalake.personal import UPSERT_KEY_COLUMN
 from spark_jobs.archiver.table_commit import _partition_of
-from spark_jobs.archiver.upsert import KEY_COLUMN, change_rows, latest, state_change
+from spark_jobs.archiver.upsert import change_rows, latest, state_change
 
 HOUR = datetime(2026, 11, 8, 5, tzinfo=UTC)
 
@@ -44,7 +45,7 @@ def test_the_change_objects_are_what_the_upsert_path_reads_and_their_keys_name_t
     change = state_change(latest(change_rows(pa.concat_tables([t for _, _, t in files]), KEYING), None))
     assert sorted(change.keys.to_pylist()) == sorted(f"customer-{i:010d}".encode().hex() for i in ids)
     assert change.deletes == 2
-    held = {r[KEY_COLUMN]: r for r in change.rows.to_pylist()}
+    held = {r[UPSERT_KEY_COLUMN]: r for r in change.rows.to_pylist()}
     assert len(held) == 8 and all(len(r["email"]) == 64 and r["customer_id"] is not None for r in held.values())
     assert f"customer-{3:010d}".encode().hex() not in held
 

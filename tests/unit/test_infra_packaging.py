@@ -117,7 +117,7 @@ print(sys.version_info[:2], a.__file__.split('/')[-4], len(topics), outside, len
         env={"PATH": os.environ["PATH"], "PYTHONPATH": f"{bundle / 'kafkalake_jobs.zip'}:{provided}"},
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "(3, 11) kafkalake_jobs.zip 10 [] 0 []"
+    assert result.stdout.strip() == "(3, 11) kafkalake_jobs.zip 11 [] 0 []"
 
 
 def test_two_companies_five_topics(tmp_path: Path) -> None:

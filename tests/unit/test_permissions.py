@@ -91,6 +91,7 @@ def test_databases_carry_their_strictest_table_and_no_pii_tables_their_own_level
     by_name = {t.name: t for t in access.tables}
     assert {name: (t.sensitivity, t.personal_columns) for name, t in by_name.items()} == {
         "acme_staging.card_authorized": ("confidential", ()),
+        "acme_staging.customers": ("confidential", ("_key", "email", "name")),  # the row's columns
         "acme_staging.order_placed": ("confidential", ("customer", "ship_to")),  # customer.email tagged in the registry
         "acme_staging.refund_issued": ("internal", ("customer_id",)),
         "acme_staging.shipment_events": ("internal", ()),
@@ -206,3 +207,5 @@ def test_the_access_doc_shows_what_kafkalake_access_prints_for_the_demo_catalog(
     assert block == result.output, "docs/access.md's `kafkalake access` block is stale: paste the command's output"
     assert "globex_staging.customer_updated  pii           id, updated_at | customer_id, email, _key" in result.output
     assert "acme_staging.refund_issued       internal      id, amount_cents, refunded_at | customer_id" in result.output
+    debezium = "id, tier, updated_at, _op, _source_ts_ms, _source_lsn, country, _upsert_key | name, email, _key"
+    assert f"acme_staging.customers           confidential  {debezium}" in result.output, "the upsert table's row"

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 from pathlib import Path
 
@@ -216,3 +217,14 @@ def test_a_debezium_topics_keys_are_fields_of_after_and_its_schema_must_be_an_en
     write_topic(tmp_path, topic, body.replace("[id]", "[before]"), schemas=0)
     [problem] = problems(tmp_path)
     assert "key_fields.before" in problem and "a Debezium row is the event's after" in problem
+
+
+def test_a_debezium_tables_personal_columns_are_the_rows_and_its_upsert_key_where_the_key_is() -> None:
+    [customers] = [t for t in load_topic_catalog(EXAMPLE).for_env("staging") if t.name == "customers"]
+    assert set(customers.personal_fields) == {"after.name", "after.email", "before.name", "before.email"}
+    # the table's columns are after's fields: name and email are tagged, no after or before column exists to tag
+    assert customers.personal_columns == ("_key", "email", "name")
+    by_email = customers.spec.model_copy(update={"key_fields": ("email",)})
+    assert dataclasses.replace(customers, spec=by_email).personal_columns == ("_key", "_upsert_key", "email", "name")
+    by_kafka_key = customers.spec.model_copy(update={"key_fields": (), "key_format": None})
+    assert "_upsert_key" in dataclasses.replace(customers, spec=by_kafka_key).personal_columns

@@ -9,10 +9,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from kafkalake.personal import UPSERT_KEY_COLUMN
 from kafkalake.topic_spec import Envelope
 from spark_jobs.archiver.upsert import (
     DELETED,
-    KEY_COLUMN,
     KEY_SEPARATOR,
     ChangeWithoutKey,
     Keying,
@@ -68,7 +68,7 @@ def state(table: pa.Table, keying: Keying) -> dict[str, Any]:
     winners = latest(change_rows(table, keying), keying.version_field)
     change = state_change(winners)
     return {
-        "rows": {r[KEY_COLUMN]: r["name"] for r in change.rows.to_pylist()},
+        "rows": {r[UPSERT_KEY_COLUMN]: r["name"] for r in change.rows.to_pylist()},
         "keys": sorted(change.keys.to_pylist()),
         "deletes": change.deletes,
     }
@@ -133,16 +133,16 @@ def test_a_change_older_than_the_tables_row_is_dropped_with_its_delete() -> None
         ),
         "version",
     )
-    held = pa.table({KEY_COLUMN: ["1", "2", "3"], "version": pa.array([7, 4, 5], pa.int64())})
+    held = pa.table({UPSERT_KEY_COLUMN: ["1", "2", "3"], "version": pa.array([7, 4, 5], pa.int64())})
     change = state_change(fresher_than_held(winners, held, "version"))
-    assert {r[KEY_COLUMN] for r in change.rows.to_pylist()} == {"2", "3", "4"}
+    assert {r[UPSERT_KEY_COLUMN] for r in change.rows.to_pylist()} == {"2", "3", "4"}
     assert sorted(change.keys.to_pylist()) == ["2", "3", "4"]
 
 
 def test_key_fields_are_joined_and_the_kafka_key_is_left_out_when_not_kept() -> None:
     keying = Keying(("id", "name"), None, Envelope.NONE, kafka_key_kept=False)
     rows = change_rows(changes({"offset": 0, "id": 7, "name": "x", "key": b"k"}), keying)
-    assert rows.column(KEY_COLUMN).to_pylist() == [f"7{KEY_SEPARATOR}x"]
+    assert rows.column(UPSERT_KEY_COLUMN).to_pylist() == [f"7{KEY_SEPARATOR}x"]
     assert "_key" not in rows.column_names and TOMBSTONE_COLUMN not in rows.column_names
     assert rows.column(DELETED).to_pylist() == [False]
 
@@ -222,7 +222,7 @@ def test_debezium_rows_are_after_a_delete_takes_its_key_from_before_and_a_decode
             "_kafka_timestamp": T0,
             "_business_time": T0,
             "schema_version": 1,
-            KEY_COLUMN: "1",
+            UPSERT_KEY_COLUMN: "1",
         }
     ]
     assert sorted(change.keys.to_pylist()) == ["1", "2", "3"] and change.deletes == 2
