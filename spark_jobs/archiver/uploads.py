@@ -42,7 +42,8 @@ class Uploads:
     def put(self, key: str, body: bytes, **extra: Any) -> None:
         """Start putting ``body`` under ``key`` (``extra``: more arguments of ``put_object``), once the bytes started
         and not yet stored leave room for it. A failed upload is raised here (the first one done) or by ``wait``."""
-        for failed in (f for f in self._pending if f.done() and f.exception() is not None):
+        self._pending = [f for f in self._pending if not f.done() or f.exception() is not None]  # stored: dropped
+        for failed in (f for f in self._pending if f.done()):
             failed.result()
         with self._room:
             self._room.wait_for(lambda: self._in_flight == 0 or self._in_flight + len(body) <= self.max_bytes)
