@@ -99,14 +99,19 @@ def into_lambda_log() -> Iterator[Path]:
     to ``lambda_log()`` while the block runs."""
     path = lambda_log()
     path.parent.mkdir(parents=True, exist_ok=True)
-    loggers = [handler.logger.registered_handler, reconciler.logger.registered_handler]
+    loggers: list[Any] = [handler.logger.registered_handler, reconciler.logger.registered_handler]
     with path.open("a") as out, contextlib.redirect_stdout(out):
-        before = [h.setStream(out) for h in loggers]  # type: ignore[attr-defined]
+        # the streams swapped, not through setStream, which flushes the one it replaces: the stdout a handler was
+        # made with may be closed by now (a test runner's capture of an earlier test)
+        before = [h.stream for h in loggers]
+        for logged in loggers:
+            logged.stream = out
         try:
             yield path
         finally:
             for logged, stream in zip(loggers, before, strict=True):
-                logged.setStream(stream)  # type: ignore[attr-defined]
+                logged.flush()
+                logged.stream = stream
 
 
 def _scheduled_invocation(entry: Callable[[dict[str, Any], Any], dict[str, Any]]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from kafkalake.layout import PARTITION_PATH_RE, Partition
 from kafkalake.personal import Keyring, KeyUnavailable, QuarantineMode
 from kafkalake.s3_location import parse_s3_uri
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import TableFormat
+from kafkalake.topic_spec import TableFormat, TableMode
 from spark_jobs.erasure.batch import PartitionErasure, QuarantineErasure, TableBatch, TableDelete
 from spark_jobs.erasure.index import Hits
 from spark_jobs.erasure.subjects import (
@@ -177,7 +177,9 @@ def _partition_rows(
 def _snapshot_rows(spark: SparkSession, topic: Topic, *, keys: Keyring, wanted: Scope) -> TableDelete | None:
     """An Iceberg table's rows to erase (None for none, or no table yet): its current snapshot's, read through the
     catalog (only the columns matching takes). Rows of earlier batches are in no snapshot's live files, so a late
-    request's rows are whatever matches now, with no ``since`` to look at."""
+    request's rows are whatever matches now, with no ``since`` to look at. An upsert table gets a delete of no row
+    rather than None: the subject's earlier rows, which a later change or a tombstone took from the current
+    snapshot, are still in its earlier snapshots and change objects, and the delete's clean removes those."""
     name = catalog_name(f"{topic.database}.{topic.table}")
     if not spark.catalog.tableExists(name):
         return None  # the archiver makes the table with its first plan
@@ -187,7 +189,7 @@ def _snapshot_rows(spark: SparkSession, topic: Topic, *, keys: Keyring, wanted: 
     for row in _collect(matching_rows(spark, base, topic, keys=keys, wanted=wanted, fields=True), topic):
         rows[(int(row["_kafka_partition"]), int(row["_kafka_offset"]))] |= wanted.requests(row)
     if not rows:
-        return None
+        return TableDelete([], {}) if topic.spec.mode == TableMode.UPSERT else None
     found = TableDelete([], {})
     for point, requests in sorted(rows.items()):
         _add(found.keys, found.rows_by_request, list(point), requests)

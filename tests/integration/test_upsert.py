@@ -252,6 +252,45 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 1
 
 
+def test_an_erasure_of_a_subject_the_stream_already_deleted_leaves_no_trace_of_its_earlier_rows(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    """A customer created, updated, then deleted (``op: d`` and its tombstone) has no row in the current snapshot,
+    yet its earlier rows are in earlier snapshots' files and the plans' change objects. An erasure request for it
+    removes no row, and still leaves no version of any object under the table's location holding them; the others'
+    state stays."""
+    ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
+    topic = customers_topic(endpoints, subject_fields=("id",))
+    stream = ChangeStream(topic, endpoints)
+    for key in range(1, 9):
+        stream.send(key, "c", customer(key, 1))
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    stream.send(5, "u", customer(5, 2))
+    stream.send(2, "u", customer(2, 2))
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    stream.send(5, "d")
+    stream.send(5, None)
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream)) and 5 not in stream.state
+    s3 = make_client(endpoints, "s3")
+    needles = [b"customer 5 tier"]  # its names, kept in clear, as of both its changes
+    assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles), "the earlier rows are still stored"
+
+    pseudonyms = local_key(endpoints)
+    store = RequestStore(s3, endpoints.bucket, topic.env)
+    request = new_request([pseudonyms.digest("5")], [], 1, pseudonyms.key_id, datetime.now(UTC))
+    store.put(request)
+    eraser = Eraser(spark, endpoints, topic.env, [topic], Knobs(grace_period=timedelta(0)), run=RUN)
+    outcome = eraser.run()
+    assert (outcome.failed, outcome.receipts) == ({}, [request.request_id])
+    assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles) == []
+    assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 0
+    assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
+
+
 def test_a_new_schema_version_adds_its_column_and_rows_of_both_versions_stay_current(
     spark: SparkSession, endpoints: Endpoints
 ) -> None:

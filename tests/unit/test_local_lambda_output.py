@@ -30,3 +30,18 @@ def test_the_handlers_log_lines_and_metrics_go_to_the_log_file_not_the_terminal(
     assert [line.get("message") for line in lines[:2]] == ["drain finished", "a table lags"]
     assert lines[2]["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": "data_events", "Unit": "Count"}]
     assert handler.logger.registered_handler.stream is own  # type: ignore[attr-defined] # its own stream again
+
+
+def test_a_handler_made_with_a_stdout_closed_since_still_logs_to_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test runner closes the stdout it captured an earlier test with, which a handler made then still holds."""
+    monkeypatch.setenv("KAFKALAKE_STACK_DIR", str(tmp_path))
+    registered = handler.logger.registered_handler
+    closed = (tmp_path / "earlier-stdout").open("w")
+    closed.close()
+    monkeypatch.setattr(registered, "stream", closed)
+    with into_lambda_log() as path:
+        handler.logger.info("drain finished")
+    assert [json.loads(line)["message"] for line in path.read_text().splitlines()] == ["drain finished"]
+    assert registered.stream is closed  # type: ignore[attr-defined]
