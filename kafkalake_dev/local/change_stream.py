@@ -18,14 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
-
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, key_subject, value_subject
 from kafkalake.topic_catalog import Topic
 from kafkalake.wire import encode
-from kafkalake_dev.local.workload import POISON, Produced, client_settings, ensure_topic, topic_size
+from kafkalake_dev.local.workload import POISON, Produced, already_held, deliver
 
 KEY_FIELD: Final = "id"
 """The ``customers`` table's primary key: the topic's ``key_fields`` must be this one field."""
@@ -156,29 +153,23 @@ def produce_changes(
     progress: Callable[[int], None] = lambda _: None,
 ) -> Produced:
     """Produce the planned stream unless the topic already holds it; either way, say what it holds."""
-    ensure_topic(AdminClient(client_settings(bootstrap)), topic.kafka_topic, 3)
     planned = plan_changes(topic, records, start=start, hours=hours, seed=seed)
     result = tally_changes(topic, planned)
-    if topic_size(bootstrap, topic.kafka_topic) >= records:
-        result.skipped = True
-        progress(records)
+    if already_held(topic, bootstrap, records, result, progress):
         return result
     value_ids = [registry.register(value_subject(topic.kafka_topic), s) for s in topic.schemas]
     key_text = json.dumps(key_schema(topic))
     key_id = registry.register(key_subject(topic.kafka_topic), key_text)
-    producer = Producer(client_settings(bootstrap, {"linger.ms": 20, "enable.idempotence": True}))
-    for change in planned:
-        key = None if change.key is None else encode(key_id, key_text, {KEY_FIELD: change.key})
-        value = POISON if change.key is None else None
-        if change.event is not None:
-            value = encode(value_ids[change.version], topic.schemas[change.version], change.event)
-        producer.produce(topic.kafka_topic, key=key, value=value)
-        producer.poll(0)
-        if change.index % 500 == 0:
-            progress(change.index)
-    if producer.flush(60) != 0:
-        raise RuntimeError(f"could not deliver every record to {topic.kafka_topic} at {bootstrap}")
-    progress(records)
+
+    def record(change: Change) -> tuple[int, bytes | None, bytes | None]:
+        if change.key is None:
+            return change.index, None, POISON
+        key = encode(key_id, key_text, {KEY_FIELD: change.key})
+        if change.event is None:
+            return change.index, key, None
+        return change.index, key, encode(value_ids[change.version], topic.schemas[change.version], change.event)
+
+    deliver(topic, bootstrap, (record(c) for c in planned), records, progress)
     return result
 
 

@@ -10,7 +10,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -270,13 +270,9 @@ def produce_topic(
         return produce_changes(
             topic, bootstrap, registry, records, start=start, hours=hours, seed=seed, progress=progress
         )
-    admin = AdminClient(client_settings(bootstrap))
-    ensure_topic(admin, topic.kafka_topic, 3)
     planned = plan_workload(topic, records, start=start, hours=hours, seed=seed)
     result = tally(topic, planned)
-    if topic_size(bootstrap, topic.kafka_topic) >= records:
-        result.skipped = True
-        progress(records)
+    if already_held(topic, bootstrap, records, result, progress):
         return result
     subject = value_subject(topic.kafka_topic)
     if topic.spec.value_format in (ValueFormat.PROTOBUF, ValueFormat.JSON_SCHEMA):
@@ -284,22 +280,44 @@ def produce_topic(
     else:
         ids = [registry.register(subject, s) for s in topic.schemas]
         encoders = [functools.partial(_avro, i, s) for i, s in zip(ids, topic.schemas, strict=True)]
-    producer = Producer(client_settings(bootstrap, {"linger.ms": 20, "enable.idempotence": True}))
-    for item in planned:
-        key = item.key(topic)
+
+    def value(item: Planned) -> bytes | None:
         if item.kind == "tombstone":
-            value = None
-        elif item.kind == "poison":
-            value = POISON
-        elif topic.spec.value_format == ValueFormat.JSON:
-            value = json.dumps(item.record, default=str).encode()
-        else:
-            value = encoders[item.version](item.record, item.index)
+            return None
+        if item.kind == "poison":
+            return POISON
+        if topic.spec.value_format == ValueFormat.JSON:
+            return json.dumps(item.record, default=str).encode()
+        return encoders[item.version](item.record, item.index)
+
+    deliver(topic, bootstrap, ((item.index, item.key(topic), value(item)) for item in planned), records, progress)
+    return result
+
+
+def already_held(topic: Topic, bootstrap: str, records: int, result: Produced, progress: Callable[[int], None]) -> bool:
+    """Create the topic if need be; True, with ``result`` marked skipped, when it already holds ``records``."""
+    ensure_topic(AdminClient(client_settings(bootstrap)), topic.kafka_topic, 3)
+    if topic_size(bootstrap, topic.kafka_topic) < records:
+        return False
+    result.skipped = True
+    progress(records)
+    return True
+
+
+def deliver(
+    topic: Topic,
+    bootstrap: str,
+    records: Iterable[tuple[int, bytes | None, bytes | None]],
+    total: int,
+    progress: Callable[[int], None],
+) -> None:
+    """Produce each (index, key, value) of ``records`` to the topic, idempotently, saying how far it got."""
+    producer = Producer(client_settings(bootstrap, {"linger.ms": 20, "enable.idempotence": True}))
+    for index, key, value in records:
         producer.produce(topic.kafka_topic, key=key, value=value)
         producer.poll(0)
-        if item.index % 500 == 0:
-            progress(item.index)
+        if index % 500 == 0:
+            progress(index)
     if producer.flush(60) != 0:
         raise RuntimeError(f"could not deliver every record to {topic.kafka_topic} at {bootstrap}")
-    progress(records)
-    return result
+    progress(total)
