@@ -291,6 +291,29 @@ def test_an_erasure_of_a_subject_the_stream_already_deleted_leaves_no_trace_of_i
     assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
 
 
+def test_a_pseudonymised_key_field_is_hashed_as_everywhere_else_so_the_table_stays_joinable(
+    spark: SparkSession, endpoints: Endpoints
+) -> None:
+    """Keyed by ``email``, which the catalog hashes: each row's key is the email's keyed hash, the same digest as the
+    table's ``email`` column and as any other table or erasure request holds for that address, so joins on it work;
+    an update replaces the row of its hashed key and a delete (its key from ``before``, hashed too) removes it."""
+    ensure_pseudonym_key(make_client(endpoints, "secretsmanager"))
+    topic = customers_topic(endpoints, key_fields=("email",))
+    stream = ChangeStream(topic, endpoints)
+    rows = {k: {"id": k, "name": f"customer {k}", "email": f"c{k}@example.com", "tier": 1} for k in range(1, 6)}
+    for key, row in rows.items():
+        stream.send(key, "c", row)
+    stream.send(2, "u", {**rows[2], "tier": 3})
+    stream.send(4, "d")
+    assert stream.producer.flush(30) == 0
+    archive_all(spark, endpoints, topic)
+    digest = local_key(endpoints).digest
+    held = table_rows(spark, endpoints, topic).select("email", UPSERT_KEY_COLUMN, "tier").collect()
+    expected = {digest(f"c{k}@example.com"): 3 if k == 2 else 1 for k in (1, 2, 3, 5)}
+    assert {r["email"]: r["tier"] for r in held} == expected
+    assert all(r[UPSERT_KEY_COLUMN] == r["email"] for r in held), "the key is the hashed field as stored"
+
+
 def test_a_new_schema_version_adds_its_column_and_rows_of_both_versions_stay_current(
     spark: SparkSession, endpoints: Endpoints
 ) -> None:
