@@ -11,6 +11,7 @@ from bench import (
     compactor,
     erasure,
     fleet,
+    fleet_scale,
     hashing,
     iceberg,
     maintainer,
@@ -37,7 +38,7 @@ BENCHMARKS = {
     "peer": peer.main,
     "upsert": upsert.main,
     "peer-freshness": peer_freshness.main,
-    "fleet": fleet.full,
+    "fleet": fleet_scale.full,
     "cost": report.write_cost,
 }
 

@@ -52,7 +52,8 @@ delay is two). Then, each timed and with its API calls counted against their low
    holds three: one per Kafka partition), its driver's Glue calls against one read per table and one update per
    compacted partition, its driver's S3 calls per compacted partition.
 
-Each job's wall time is set against its schedule (15 minutes, 10, an hour).
+Each job's wall time is set against its schedule (15 minutes, 10, an hour). ``bench.fleet_scale`` runs these steps
+and one inventory, at one size or several (issue #54), and measures their CPU and memory too.
 """
 
 from __future__ import annotations
@@ -60,11 +61,9 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import tempfile
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from bench.archiver import PAIRS, archive, forget_offsets, produce
@@ -77,13 +76,12 @@ from kafkalake.endpoints import Endpoints
 from kafkalake.environments import EnvironmentConfig
 from kafkalake.jobspec import ARCHIVER_CONCURRENCY
 from kafkalake.layout import parse_data_key
-from kafkalake.topic_catalog import Topic, TopicCatalog, tables_document
+from kafkalake.topic_catalog import Topic, tables_document
 from kafkalake.topic_spec import ArchivePolicy
 from kafkalake_dev.local import stack
-from kafkalake_dev.local.endpoints import environ_with, local_endpoints
-from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
+from kafkalake_dev.local.endpoints import local_endpoints
 from kafkalake_dev.local.s3_events import as_s3_sends
-from kafkalake_dev.local.sandbox import count_calls, isolated_env, with_bucket
+from kafkalake_dev.local.sandbox import count_calls
 from kafkalake_dev.local.spark import local_session
 from lambdas.maintainer.dal import Clients, State
 from lambdas.maintainer.logic import DrainConfig, drain
@@ -235,22 +233,22 @@ def main() -> None:
             write_result("archiver-fleet", result)
 
 
-def fleet_topics(endpoints: Endpoints, env: str) -> tuple[list[Topic], list[str], int]:
-    """The fleet's topics produced to Kafka: catalog topics of ``env``, their ``bench.archiver_run`` arguments, and
-    the records in all."""
+def fleet_topics(endpoints: Endpoints, env: str, count: int, heavy: int) -> tuple[list[Topic], list[str], int]:
+    """The fleet's ``count`` topics, the first ``heavy`` of them heavy, produced to Kafka: catalog topics of ``env``,
+    their ``bench.archiver_run`` arguments, and the records in all."""
     per_run = ArchivePolicy().max_records_per_run
     topics, arguments, records = [], [], 0
-    for index in range(FULL_TOPICS):
+    for index in range(count):
         kafka_topic, size = (
             f"bench.full.{uuid.uuid4().hex[:8]}",
-            FULL_HEAVY_RECORDS if index < FULL_HEAVY else FULL_LIGHT_RECORDS,
+            FULL_HEAVY_RECORDS if index < heavy else FULL_LIGHT_RECORDS,
         )
         produce(endpoints, kafka_topic, size, quiet=True, hours_ago=HOURS_AGO)
-        arguments.append(f"{kafka_topic}={env}/bench/fleet/t{index:03d}")
+        arguments.append(f"{kafka_topic}={env}/bench/fleet/t{index:04d}")
         topics.append(bench_topic(arguments[-1], per_run))
         records += size
-        if index % 20 == 0:
-            say(f"full fleet: produced {index + 1}/{FULL_TOPICS} topics")
+        if index % 100 == 0:
+            say(f"full fleet: produced {index + 1}/{count} topics")
     return topics, arguments, records
 
 
@@ -290,14 +288,18 @@ def maintain(endpoints: Endpoints, env: Any, queue_url: str, topics: list[Topic]
     return {"seconds": seconds, "counts": dict(sorted(report.counts.items())), "calls": dict(sorted(calls.items()))}
 
 
-def compact(endpoints: Endpoints, topics: list[Topic]) -> dict[str, Any]:
-    """One compactor run over every closed partition with two files or more, its driver's calls counted."""
+def compact(endpoints: Endpoints, topics: list[Topic], max_bytes: int | None = None) -> dict[str, Any]:
+    """One compactor run over every closed partition with two files or more (at most ``max_bytes`` of inputs, the
+    job's default budget without it), its driver's calls counted."""
     spark = local_session(endpoints, "kafkalake-bench-fleet-compactor")
     try:
         calls: Counter[str] = Counter()
         count_every_client(calls)
         started = time.monotonic()
-        results = Compactor(spark, endpoints, topics, Knobs(min_input_files=2), say=lambda _: None).run()
+        knobs = Knobs(min_input_files=2)
+        if max_bytes is not None:
+            knobs = Knobs(min_input_files=2, max_bytes_per_run=max_bytes)
+        results = Compactor(spark, endpoints, topics, knobs, say=lambda _: None).run()
         seconds = time.monotonic() - started
     finally:
         spark.stop()
@@ -308,6 +310,7 @@ def compact(endpoints: Endpoints, topics: list[Topic]) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "partitions_compacted": len(done),
+        "partitions_skipped": sum(1 for r in results if r.action == Action.SKIPPED),
         "files_before": sum(r.files_before for r in done),
         "files_after": sum(r.files_after for r in done),
         "calls": dict(sorted(calls.items())),
@@ -341,43 +344,3 @@ def bounds(
         },
         "compactor_driver_s3_calls_per_partition": s3_compactor / max(1, compacted["partitions_compacted"]),
     }
-
-
-def full() -> None:
-    """The fleet at full size: one archiver run, one maintainer drain, one compactor run."""
-    with stack.running():
-        env, _, _ = isolated_env(Path(tempfile.mkdtemp(prefix="kafkalake-bench-fleet-")))
-        endpoints = with_bucket(local_endpoints(), env.bucket)
-        topics, arguments, records = fleet_topics(endpoints, env.name)
-        clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
-        provisioned = provision(clients, endpoints.region, env, TopicCatalog(Path("bench"), tuple(topics)))
-        with environ_with({"BENCH_BUCKET": env.bucket}):
-            archived = archive(arguments, ArchivePolicy().max_records_per_run, ARCHIVER_CONCURRENCY)
-        say(f"archiver over {len(topics)} topics: {archived['seconds']:.1f} s")
-        partitions = archived_partitions(clients["s3"], env.bucket, topics)
-        maintained = maintain(endpoints, env, provisioned.queue_url, topics)
-        say(f"maintainer drain: {maintained['seconds']:.1f} s, {maintained['counts']}")
-        compacted = compact(endpoints, topics)
-        say(f"compactor: {compacted['seconds']:.1f} s, {compacted['partitions_compacted']} partitions")
-        walls = {
-            "archiver": archived["seconds"],
-            "maintainer": maintained["seconds"],
-            "compactor": compacted["seconds"],
-        }
-        write_result(
-            "fleet",
-            {
-                "topics": len(topics),
-                "heavy_topics": FULL_HEAVY,
-                "heavy_records": FULL_HEAVY_RECORDS,
-                "light_records": FULL_LIGHT_RECORDS,
-                "records": records,
-                "concurrency": ARCHIVER_CONCURRENCY,
-                "glue_partitions": sum(partitions.values()),
-                "archiver": archived,
-                "maintainer": maintained,
-                "compactor": compacted,
-                **bounds(archived, maintained, compacted, partitions),
-                "share_of_schedule": {job: walls[job] / SCHEDULE_SECONDS[job] for job in walls},
-            },
-        )

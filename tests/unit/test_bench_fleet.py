@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench import fleet_rows, rows
+from bench import fleet_rows, fleet_scale, rows
 from bench.fleet import BARS, RUNS, per_light_topic, summary
 
 
@@ -134,3 +134,51 @@ def test_the_compactor_row_shows_its_pairs_spread_once_the_result_has_pairs() ->
     paired = {"ratio_compactor_to_plain_read_write_pairs": [1.56, 1.24, 1.19]}
     paired["ratio_compactor_to_plain_read_write_spread"] = [1.19, 1.56]
     assert rows.pairs_spread(paired) == "median of 3 pairs' ratios, 1.19-1.56; "
+
+
+def size_result(topics: int, scale: float) -> dict[str, Any]:
+    """A fleet size's result as ``fleet_scale`` reads it: every step's figures ``scale`` times those of 10 topics."""
+    memory = {"peak_driver_python_rss_mib": 200.0 * scale, "peak_jvm_rss_mib": 700.0}
+    step = {"seconds": 10.0 * scale, "cpu_seconds": 20.0 * scale, **memory}
+    return {
+        "topics": topics,
+        "archiver": {**step, "driver_calls": {"s3.PutObject": 30 * scale}, "objects": 70 * scale},
+        **{name: {**step, "calls": {"glue.GetPartitions": 10 * scale}} for name in fleet_scale.STEPS[1:]},
+    }
+
+
+def test_a_fleets_heavy_topics_are_one_in_forty_as_in_the_fleet_of_160() -> None:
+    assert [fleet_scale.heavy_topics(n) for n in (160, 400, 1600, 16000)] == [4, 10, 40, 400]
+    assert fleet_scale.heavy_topics(10) == 1  # never none
+
+
+def test_per_topic_ratios_set_each_figure_per_topic_at_the_larger_size_against_the_smaller() -> None:
+    small, linear = size_result(10, 1.0), size_result(100, 10.0)
+    ratios = fleet_scale.per_topic_ratios(small, linear)
+    assert list(ratios) == list(fleet_scale.STEPS)
+    for figures in ratios.values():  # ten times the topics, ten times the work: 1 per topic
+        assert figures["seconds"] == figures["cpu_seconds"] == figures["calls"] == pytest.approx(1.0)
+        assert figures["peak_driver_python_rss_mib"] == pytest.approx(10.0)  # peaks as they are, not per topic
+        assert figures["peak_jvm_rss_mib"] == pytest.approx(1.0)
+    assert fleet_scale.over_bar(ratios) == {}
+    faster = size_result(100, 10.0)
+    faster["compactor"]["seconds"] = 130.0  # 1.3 per topic
+    faster["archiver"]["driver_calls"] = {"s3.PutObject": 330}  # (330 + 700) / 100 against 100 / 10
+    over = fleet_scale.over_bar(fleet_scale.per_topic_ratios(small, faster))
+    assert over == {"compactor.seconds": pytest.approx(1.3)}  # the archiver's calls, 1.03 per topic: within 1.2
+
+
+def test_the_archivers_calls_are_its_drivers_and_one_put_per_object_its_executors_wrote() -> None:
+    figures = fleet_scale.step_figures("archiver", size_result(10, 1.0)["archiver"])
+    assert figures["calls"] == 100
+    assert fleet_scale.step_figures("inventory", size_result(10, 2.0)["inventory"])["calls"] == 20
+
+
+def test_a_larger_fleets_compactor_budget_is_the_inputs_of_as_many_topics_as_the_setting_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fleet_scale, "COMPACT_TOPICS", 0)
+    assert fleet_scale.compact_budget(1600, 10_000) is None  # the job's default budget
+    monkeypatch.setattr(fleet_scale, "COMPACT_TOPICS", 160)
+    assert fleet_scale.compact_budget(1600, 10_000) == 1000  # a tenth of what 1,600 topics stored
+    assert fleet_scale.compact_budget(160, 10_000) is None  # the fleet of that size compacts everything
