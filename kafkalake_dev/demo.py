@@ -186,7 +186,7 @@ def run_demo(
     from kafkalake_dev.local.maintainer import invoke_locally
     from kafkalake_dev.local.provision import PROVISIONED_SERVICES, provision
     from kafkalake_dev.local.spark import local_session
-    from kafkalake_dev.local.workload import produce_topic
+    from kafkalake_dev.local.topic_workload import produce
 
     endpoints = dataclasses.replace(endpoints, bucket=settings.bucket)
     clients = {s: make_client(endpoints, s) for s in PROVISIONED_SERVICES}
@@ -198,7 +198,7 @@ def run_demo(
     say(f"[2/7] workload: {records} records per topic, business times from {start:%Y-%m-%d %H:00} UTC")
     registry = RegistryClient(endpoints.schema_registry_url)
     produced = {
-        t.kafka_topic: produce_topic(
+        t.kafka_topic: produce(
             t, endpoints.kafka_bootstrap, registry, records, start=start, hours=HOURS, progress=producing(t)
         )
         for t in topics

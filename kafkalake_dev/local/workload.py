@@ -23,7 +23,7 @@ from kafkalake.kafka import watermarks
 from kafkalake.layout import Partition
 from kafkalake.registry import RegistryClient, value_subject
 from kafkalake.topic_catalog import Topic
-from kafkalake.topic_spec import Envelope, TimeCandidate, TimeFormat, ValueFormat
+from kafkalake.topic_spec import TimeCandidate, TimeFormat, ValueFormat
 from kafkalake.wire import encode
 from kafkalake_dev.local.producers import ProducerSchemas
 from kafkalake_dev.local.stack import state_dir
@@ -215,25 +215,6 @@ def plan_workload(topic: Topic, records: int, *, start: datetime, hours: int, se
     return planned
 
 
-def workload_records(topic: Topic, records: int, *, start: datetime, hours: int) -> list[dict[str, Any]]:
-    """The values the workload gives the topic's records (a change stream's: each of its ``before`` and ``after``
-    images, under its name), for checks that look for them."""
-    if topic.spec.envelope == Envelope.DEBEZIUM:
-        from kafkalake_dev.local.change_stream import images
-
-        return images(topic, records, start=start, hours=hours)
-    return [p.record for p in plan_workload(topic, records, start=start, hours=hours)]
-
-
-def workload_tally(topic: Topic, records: int, *, start: datetime, hours: int) -> Produced:
-    """What the topic's workload holds (a change stream's, for a Debezium topic), decided without producing it."""
-    if topic.spec.envelope == Envelope.DEBEZIUM:
-        from kafkalake_dev.local.change_stream import plan_changes, tally_changes
-
-        return tally_changes(topic, plan_changes(topic, records, start=start, hours=hours))
-    return tally(topic, plan_workload(topic, records, start=start, hours=hours))
-
-
 def tally(topic: Topic, planned: list[Planned]) -> Produced:
     result = Produced(topic.kafka_topic)
     for item in planned:
@@ -262,14 +243,8 @@ def produce_topic(
     seed: int = 7,
     progress: Callable[[int], None] = lambda _: None,
 ) -> Produced:
-    """Produce the planned workload unless the topic already holds it; either way, say what it holds. A Debezium
-    topic's workload is a change stream (``change_stream.produce_changes``)."""
-    if topic.spec.envelope == Envelope.DEBEZIUM:
-        from kafkalake_dev.local.change_stream import produce_changes
-
-        return produce_changes(
-            topic, bootstrap, registry, records, start=start, hours=hours, seed=seed, progress=progress
-        )
+    """Produce the planned workload unless the topic already holds it; either way, say what it holds (a Debezium
+    topic's workload is ``change_stream.produce_changes``; ``topic_workload`` takes either)."""
     planned = plan_workload(topic, records, start=start, hours=hours, seed=seed)
     result = tally(topic, planned)
     if already_held(topic, bootstrap, records, result, progress):

@@ -110,7 +110,7 @@ def change_rows(changes: pa.Table, keying: Keying) -> pa.Table:
 
 def latest(rows: pa.Table, version_field: str | None) -> pa.Table:
     """The winning change of each key (the module's rule), sorted by key."""
-    versions = [(version_field, "ascending")] if version_field else []
+    versions = [(version_field, ASC)] if version_field else []
     within = _last_of_runs(
         rows,
         [(UPSERT_KEY_COLUMN, ASC), ("_kafka_partition", ASC), *versions, ("_kafka_offset", ASC)],

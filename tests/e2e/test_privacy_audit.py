@@ -42,7 +42,7 @@ from kafkalake.topic_catalog import Topic, load_topic_catalog
 from kafkalake_dev.demo import DemoReport, demo_subject, run_demo, workload_start
 from kafkalake_dev.local.runner import JobOutcome, run_job
 from kafkalake_dev.local.sandbox import isolated_env
-from kafkalake_dev.local.workload import workload_records
+from kafkalake_dev.local.topic_workload import workload_records
 from spark_jobs.erasure.index import index_digest
 from spark_jobs.erasure.purge import versions
 

@@ -131,6 +131,18 @@ def plan_snapshots(endpoints: Endpoints, topic: Topic) -> list[str]:
     return [s[PLAN_PROPERTY] for s in summaries if PLAN_PROPERTY in s]
 
 
+def erase_subject(spark: SparkSession, endpoints: Endpoints, topic: Topic, subject: str) -> dict[str, Any]:
+    """Record a request for ``subject`` (hashed under the local key), run the erasure job with no grace period, and
+    return the request's receipt; the run must fail no table."""
+    pseudonyms = local_key(endpoints)
+    store = RequestStore(make_client(endpoints, "s3"), endpoints.bucket, topic.env)
+    request = new_request([pseudonyms.digest(subject)], [], 1, pseudonyms.key_id, datetime.now(UTC))
+    store.put(request)
+    outcome = Eraser(spark, endpoints, topic.env, [topic], Knobs(grace_period=timedelta(0)), run=RUN).run()
+    assert (outcome.failed, outcome.receipts) == ({}, [request.request_id])
+    return store.receipts()[request.request_id]
+
+
 def test_a_debezium_stream_is_kept_as_exactly_its_current_state_by_every_reader(
     spark: SparkSession, endpoints: Endpoints
 ) -> None:
@@ -236,20 +248,14 @@ def test_compaction_and_an_erasure_by_subject_keep_the_state_and_leave_no_trace_
     stream.send(7, "u", customer(7, 9))
     assert stream.producer.flush(30) == 0
     archive_all(spark, endpoints, topic)
-    pseudonyms = local_key(endpoints)
-    store = RequestStore(s3, endpoints.bucket, topic.env)
-    request = new_request([pseudonyms.digest("7")], [], 1, pseudonyms.key_id, datetime.now(UTC))
-    store.put(request)
-    eraser = Eraser(spark, endpoints, topic.env, [topic], Knobs(grace_period=timedelta(0)), run=RUN)
-    outcome = eraser.run()
-    assert (outcome.failed, outcome.receipts) == ({}, [request.request_id])
+    receipt = erase_subject(spark, endpoints, topic, "7")
     erased = expected(stream)
     erased.pop(7)
     assert table_state(spark, endpoints, topic) == (erased, erased)
     assert trino_state(trino, topic) == erased
     needles = [b"customer 7 tier"]  # its name, kept in clear
     assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles) == []
-    assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 1
+    assert receipt["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 1
 
 
 def test_an_erasure_of_a_subject_the_stream_already_deleted_leaves_no_trace_of_its_earlier_rows(
@@ -279,15 +285,9 @@ def test_an_erasure_of_a_subject_the_stream_already_deleted_leaves_no_trace_of_i
     needles = [b"customer 5 tier"]  # its names, kept in clear, as of both its changes
     assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles), "the earlier rows are still stored"
 
-    pseudonyms = local_key(endpoints)
-    store = RequestStore(s3, endpoints.bucket, topic.env)
-    request = new_request([pseudonyms.digest("5")], [], 1, pseudonyms.key_id, datetime.now(UTC))
-    store.put(request)
-    eraser = Eraser(spark, endpoints, topic.env, [topic], Knobs(grace_period=timedelta(0)), run=RUN)
-    outcome = eraser.run()
-    assert (outcome.failed, outcome.receipts) == ({}, [request.request_id])
+    receipt = erase_subject(spark, endpoints, topic, "5")
     assert traces(s3, endpoints.bucket, topic.prefix.data_prefix(), needles) == []
-    assert store.receipts()[request.request_id]["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 0
+    assert receipt["tables"][f"{topic.database}.{topic.table}"]["rows_removed"] == 0
     assert table_state(spark, endpoints, topic) == (expected(stream), expected(stream))
 
 

@@ -18,7 +18,7 @@ from infra.repo import catalog_dir
 from kafkalake.layout import Partition
 from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.local.change_stream import STATE_COLUMNS, images, key_schema, plan_changes, tally_changes
-from kafkalake_dev.local.workload import workload_records
+from kafkalake_dev.local.topic_workload import workload_records
 
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 [TOPIC] = [t for t in load_topic_catalog(catalog_dir()).for_env("staging") if t.name == "customers"]

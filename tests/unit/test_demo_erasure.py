@@ -23,7 +23,8 @@ from kafkalake.topic_catalog import load_topic_catalog
 from kafkalake_dev.cli.render import erasure_lines
 from kafkalake_dev.demo import DemoReport, Erasure, demo_subject, erased_records, workload_start
 from kafkalake_dev.local.erase_requests import record_request
-from kafkalake_dev.local.workload import plan_workload, tally, workload_tally
+from kafkalake_dev.local.topic_workload import workload_tally
+from kafkalake_dev.local.workload import plan_workload, tally
 
 START = datetime(2026, 11, 20, 6, tzinfo=UTC)
 TOPICS = load_topic_catalog(catalog_dir()).for_env("staging")
